@@ -1,0 +1,278 @@
+//! Raw memory that tensors live in: an aligned heap block or a read-only file mapping.
+//!
+//! A [`Buffer`] is shared (`Arc`) by every tensor placed in it, across contexts: the
+//! weights of a model in their file mapping, the KV cache, a graph's compute buffer.
+//! Graph kernels reach it through raw pointers; everything else goes through
+//! [`Buffer::read`] / [`Buffer::write`], which copy and are refused while a graph that
+//! uses the buffer is computing, so that no access from outside races a kernel.
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// Alignment of every heap buffer: a cache line, enough for any SIMD load.
+pub const BUFFER_ALIGN: usize = 64;
+
+enum Owner {
+    Heap(Layout),
+    Mmap(memmap2::Mmap),
+    Empty,
+}
+
+/// A block of memory that tensors are placed in.
+pub struct Buffer {
+    ptr: NonNull<u8>,
+    len: usize,
+    owner: Owner,
+    /// >0: that many graph computations are using the buffer; -1: an outside access
+    /// holds it; 0: free.
+    state: AtomicIsize,
+}
+
+// SAFETY: the memory is owned by the buffer (or by its mapping) and never aliased by a
+// Rust reference; access from threads goes through `read`/`write` (exclusive, checked
+// by `state`) or through kernels while `state` marks a computation in progress.
+unsafe impl Send for Buffer {}
+// SAFETY: as above; all shared-reference methods are either atomic or copy under the
+// exclusive `state` guard.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// A zero-filled heap buffer of `len` bytes aligned to [`BUFFER_ALIGN`];
+    /// [`Error::Alloc`] when the system cannot provide it.
+    pub fn new_zeroed(len: usize) -> Result<Arc<Buffer>> {
+        if len == 0 {
+            return Ok(Arc::new(Buffer {
+                ptr: NonNull::dangling(),
+                len: 0,
+                owner: Owner::Empty,
+                state: AtomicIsize::new(0),
+            }));
+        }
+        let layout = Layout::from_size_align(len, BUFFER_ALIGN).map_err(|_| Error::Alloc(len))?;
+        // SAFETY: `layout` has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or(Error::Alloc(len))?;
+        Ok(Arc::new(Buffer {
+            ptr,
+            len,
+            owner: Owner::Heap(layout),
+            state: AtomicIsize::new(0),
+        }))
+    }
+
+    /// Wraps a read-only file mapping: tensors placed in it are zero-copy views of
+    /// the file.
+    pub fn from_mmap(map: memmap2::Mmap) -> Arc<Buffer> {
+        let len = map.len();
+        let ptr = NonNull::new(map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling());
+        Arc::new(Buffer {
+            ptr,
+            len,
+            owner: Owner::Mmap(map),
+            state: AtomicIsize::new(0),
+        })
+    }
+
+    /// Maps the file at `path` read-only; [`Error::Io`] when it cannot be opened or
+    /// mapped.
+    pub fn map_file(path: &std::path::Path) -> Result<Arc<Buffer>> {
+        let io = |source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        // SAFETY: the mapping is read-only; like every program that maps model files
+        // (llama.cpp included) we rely on nobody truncating the file while it is mapped.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        Ok(Buffer::from_mmap(map))
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether tensors in this buffer may be written (heap: yes, file mapping: no).
+    pub fn is_writable(&self) -> bool {
+        !matches!(self.owner, Owner::Mmap(_))
+    }
+
+    /// The whole contents of a read-only buffer (a file mapping), which no kernel can
+    /// ever write; `None` for writable buffers, which must be read with [`Buffer::read`].
+    pub fn read_only_bytes(&self) -> Option<&[u8]> {
+        match &self.owner {
+            Owner::Mmap(m) => Some(&m[..]),
+            _ => None,
+        }
+    }
+
+    /// Base address, for kernels and for placing tensors.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` out of the buffer.
+    /// [`Error::OutOfRange`] past the end, [`Error::BufferBusy`] while a graph uses it.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check_range(offset, dst.len())?;
+        let _guard = self.lock_exclusive()?;
+        // SAFETY: the range is inside the buffer and no kernel runs on it (exclusive state).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
+        Ok(())
+    }
+
+    /// Copies `src` into the buffer at `offset`. [`Error::ReadOnly`] for a file
+    /// mapping, [`Error::OutOfRange`] past the end, [`Error::BufferBusy`] while a graph
+    /// uses it.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
+        if !self.is_writable() {
+            return Err(Error::ReadOnly {
+                name: "<buffer>".into(),
+            });
+        }
+        self.check_range(offset, src.len())?;
+        let _guard = self.lock_exclusive()?;
+        // SAFETY: the range is inside the buffer and no kernel runs on it (exclusive state).
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
+        };
+        Ok(())
+    }
+
+    /// Fills the whole buffer with `byte`; [`Error::BufferBusy`] while a graph uses it.
+    pub fn fill(&self, byte: u8) -> Result<()> {
+        if !self.is_writable() {
+            return Err(Error::ReadOnly {
+                name: "<buffer>".into(),
+            });
+        }
+        let _guard = self.lock_exclusive()?;
+        // SAFETY: the whole buffer is ours while the exclusive state is held.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), byte, self.len) };
+        Ok(())
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::OutOfRange {
+                name: "<buffer>".into(),
+                index: offset.saturating_add(len),
+                limit: self.len,
+            }),
+        }
+    }
+
+    fn lock_exclusive(&self) -> Result<ExclusiveGuard<'_>> {
+        self.state
+            .compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed)
+            .map_err(|_| Error::BufferBusy)?;
+        Ok(ExclusiveGuard(self))
+    }
+
+    /// Marks the buffer as used by a computation until the guard drops;
+    /// [`Error::BufferBusy`] while an outside access holds it.
+    pub(crate) fn begin_compute(self: &Arc<Self>) -> Result<ComputeGuard> {
+        let mut cur = self.state.load(Ordering::Relaxed);
+        loop {
+            if cur < 0 {
+                return Err(Error::BufferBusy);
+            }
+            match self.state.compare_exchange_weak(
+                cur,
+                cur + 1,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(ComputeGuard(Arc::clone(self))),
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Owner::Heap(layout) = self.owner {
+            // SAFETY: allocated in `new_zeroed` with this layout and never freed elsewhere.
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer")
+            .field("len", &self.len)
+            .field("writable", &self.is_writable())
+            .finish()
+    }
+}
+
+struct ExclusiveGuard<'a>(&'a Buffer);
+
+impl Drop for ExclusiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.state.store(0, Ordering::Release);
+    }
+}
+
+/// Held by a running computation for each buffer it touches.
+pub(crate) struct ComputeGuard(Arc<Buffer>);
+
+impl Drop for ComputeGuard {
+    fn drop(&mut self) {
+        self.0.state.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Where a tensor's bytes are: a buffer and a byte offset into it.
+#[derive(Clone, Debug)]
+pub struct DataRef {
+    /// The buffer holding the bytes.
+    pub buffer: Arc<Buffer>,
+    /// Offset of the tensor's first byte.
+    pub offset: usize,
+}
+
+impl DataRef {
+    /// Address of the first byte, for kernels.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        // SAFETY: `offset` was checked against the buffer length when the tensor was placed.
+        unsafe { self.buffer.as_ptr().add(self.offset) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_write_and_busy() {
+        let b = Buffer::new_zeroed(16).unwrap();
+        b.write(4, &[1, 2, 3]).unwrap();
+        let mut out = [0u8; 4];
+        b.read(3, &mut out).unwrap();
+        assert_eq!(out, [0, 1, 2, 3]);
+        assert!(b.write(15, &[1, 2]).is_err());
+        let g = b.begin_compute().unwrap();
+        assert!(matches!(b.write(0, &[1]), Err(Error::BufferBusy)));
+        drop(g);
+        b.write(0, &[1]).unwrap();
+    }
+}

@@ -1,0 +1,298 @@
+//! Running a graph: resolve every node's memory, size the shared work buffer, then
+//! let all workers walk the node list with a barrier between nodes.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::barrier::Barrier;
+use super::kernels::{self, ComputeParams, ExecNode, TView};
+use super::profile::Profile;
+use crate::buffer::{Buffer, ComputeGuard};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::op::Op;
+use crate::tensor::{Tensor, TensorId, MAX_SRC};
+
+/// Runs graphs on a persistent pool of `n_threads` workers.
+///
+/// The pool is a rayon pool used once per graph (`broadcast`); the per-node
+/// synchronisation is our own spinning barrier. `docs/executor.md` has the benchmark
+/// behind this choice. The work buffer and the node table are kept between calls, so
+/// computing graphs of a steady shape allocates nothing.
+pub struct Executor {
+    n_threads: usize,
+    pool: Option<rayon::ThreadPool>,
+    work: Option<Arc<Buffer>>,
+    nodes: Vec<ExecNode>,
+    profiling: bool,
+    profile: Profile,
+}
+
+impl Executor {
+    /// An executor with `n_threads` workers (at least 1). [`Error::Graph`] when the
+    /// threads cannot be started.
+    pub fn new(n_threads: usize) -> Result<Self> {
+        let n_threads = n_threads.max(1);
+        let pool = if n_threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n_threads)
+                    .thread_name(|i| format!("ggml-worker-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        Error::Graph(format!("cannot start {n_threads} worker threads: {e}"))
+                    })?,
+            )
+        } else {
+            None
+        };
+        let profiling = std::env::var_os("GGML_PERF").is_some_and(|v| v != "0");
+        Ok(Executor {
+            n_threads,
+            pool,
+            work: None,
+            nodes: Vec::new(),
+            profiling,
+            profile: Profile::default(),
+        })
+    }
+
+    /// Number of worker threads.
+    pub fn n_threads(&self) -> usize {
+        self.n_threads
+    }
+
+    /// Bytes of the shared work buffer kept between calls.
+    pub fn work_size(&self) -> usize {
+        self.work.as_ref().map_or(0, |b| b.len())
+    }
+
+    /// Turns per-node timing on or off (on by default when the `GGML_PERF` environment
+    /// variable is set to anything but `0`).
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profiling = on;
+    }
+
+    /// The timings gathered since the last call (empty when profiling is off).
+    pub fn take_profile(&mut self) -> Profile {
+        std::mem::take(&mut self.profile)
+    }
+
+    /// Computes every node of `graph`, in order.
+    ///
+    /// Errors: [`Error::NoData`] when a tensor has no memory (allocate the graph
+    /// first), [`Error::ReadOnly`] when a node would write into a file mapping,
+    /// [`Error::BufferBusy`] when a buffer is being accessed from outside, and any
+    /// error a kernel reports (for example [`Error::RowIndex`] for an index out of range).
+    pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
+        let mut guards: Vec<ComputeGuard> = Vec::new();
+        let mut guarded: Vec<*const Buffer> = Vec::new();
+        self.nodes.clear();
+        let mut work_size = 0usize;
+        for &id in graph.nodes() {
+            let t = ctx.tensor(id);
+            if matches!(t.op, Op::None) || t.op.is_view() || t.nelements() == 0 {
+                continue;
+            }
+            let dst = resolve(ctx, id, &mut guards, &mut guarded)?;
+            let dst_data = t
+                .data
+                .as_ref()
+                .or_else(|| t.view_src.and_then(|b| ctx.tensor(b).data.as_ref()));
+            if let Some(d) = dst_data {
+                if !d.buffer.is_writable() {
+                    return Err(Error::ReadOnly {
+                        name: t.name.clone(),
+                    });
+                }
+            }
+            let mut src: [Option<TView>; MAX_SRC] = [None; MAX_SRC];
+            for (slot, s) in t.src.iter().enumerate() {
+                if let Some(s) = s {
+                    src[slot] = Some(resolve(ctx, *s, &mut guards, &mut guarded)?);
+                }
+            }
+            let node = ExecNode {
+                op: t.op,
+                dst,
+                src,
+                id,
+            };
+            work_size = work_size.max(kernels::work_size(&node, self.n_threads));
+            self.nodes.push(node);
+        }
+        if work_size > self.work_size() {
+            self.work = Some(Buffer::new_zeroed(work_size.next_multiple_of(4096))?);
+        }
+        let wdata = WorkPtr(
+            self.work
+                .as_ref()
+                .map_or(std::ptr::null_mut(), |b| b.as_ptr()),
+        );
+        let wsize = self.work_size();
+
+        let nth = self.n_threads;
+        let barrier = Barrier::new(nth);
+        let error: Mutex<Option<Error>> = Mutex::new(None);
+        let nodes = &self.nodes;
+        let profiling = self.profiling;
+        let timings: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+        let work = |ith: usize| {
+            let params = ComputeParams {
+                ith,
+                nth,
+                wdata: wdata.get(),
+                wsize,
+                barrier: &barrier,
+                error: &error,
+            };
+            let mut times = Vec::new();
+            if profiling && ith == 0 {
+                times.reserve(nodes.len());
+            }
+            let mut t0 = Instant::now();
+            for node in nodes {
+                kernels::forward(&params, node);
+                barrier.wait();
+                if profiling && ith == 0 {
+                    let t1 = Instant::now();
+                    times.push((t1 - t0).as_nanos() as u64);
+                    t0 = t1;
+                }
+            }
+            if profiling && ith == 0 {
+                *timings.lock().unwrap_or_else(|e| e.into_inner()) = times;
+            }
+        };
+        match &self.pool {
+            Some(pool) => {
+                pool.broadcast(|b| work(b.index()));
+            }
+            None => work(0),
+        }
+        drop(guards);
+        if profiling {
+            self.profile.graphs += 1;
+            let times = timings.into_inner().unwrap_or_else(|e| e.into_inner());
+            for (node, ns) in self.nodes.iter().zip(times) {
+                let t = ctx.tensor(node.id);
+                self.profile.record(t, ns);
+            }
+        }
+        match error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The work buffer's address, shared by the workers.
+#[derive(Clone, Copy)]
+struct WorkPtr(*mut u8);
+
+impl WorkPtr {
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
+// SAFETY: the work buffer outlives the computation; kernels write disjoint parts of it
+// (per-thread scratch, or rows split by thread before a barrier).
+unsafe impl Sync for WorkPtr {}
+// SAFETY: as above.
+unsafe impl Send for WorkPtr {}
+
+fn resolve(
+    ctx: &Context,
+    id: TensorId,
+    guards: &mut Vec<ComputeGuard>,
+    guarded: &mut Vec<*const Buffer>,
+) -> Result<TView> {
+    let t: &Tensor = ctx.tensor(id);
+    let data = match (&t.data, t.view_src) {
+        (Some(d), _) => d.clone(),
+        (None, Some(base)) => {
+            let b = ctx.tensor(base);
+            let d = b.data.as_ref().ok_or_else(|| Error::NoData {
+                name: b.name.clone(),
+            })?;
+            crate::buffer::DataRef {
+                buffer: Arc::clone(&d.buffer),
+                offset: d.offset + t.view_offs,
+            }
+        }
+        (None, None) => {
+            return Err(Error::NoData {
+                name: display_name(t, id),
+            })
+        }
+    };
+    let end = data.offset.checked_add(t.nbytes());
+    if end.is_none_or(|e| e > data.buffer.len()) {
+        return Err(Error::OutOfRange {
+            name: display_name(t, id),
+            index: end.unwrap_or(usize::MAX),
+            limit: data.buffer.len(),
+        });
+    }
+    // Kernels read plain types through typed pointers: they must be aligned.
+    let align = if t.typ.blck_size() == 1 {
+        t.typ.type_size()
+    } else {
+        1
+    };
+    let misaligned =
+        (data.ptr() as usize) % align != 0 || (0..4).any(|i| t.ne[i] > 1 && t.nb[i] % align != 0);
+    if misaligned {
+        return Err(Error::Graph(format!(
+            "tensor '{}' is not aligned to its {}-byte elements (offset {}, strides {:?})",
+            display_name(t, id),
+            align,
+            data.offset,
+            t.nb
+        )));
+    }
+    if data.buffer.is_writable() {
+        let p = Arc::as_ptr(&data.buffer);
+        if !guarded.contains(&p) {
+            guards.push(data.buffer.begin_compute()?);
+            guarded.push(p);
+        }
+    }
+    Ok(TView {
+        typ: t.typ,
+        ne: t.ne,
+        nb: t.nb,
+        data: data.ptr(),
+    })
+}
+
+fn display_name(t: &Tensor, id: TensorId) -> String {
+    if t.name.is_empty() {
+        format!("#{} ({})", id.index(), t.op.name())
+    } else {
+        t.name.clone()
+    }
+}
+
+/// Computes `graph` with `n_threads` workers, reusing a cached [`Executor`] for that
+/// thread count. Errors as [`Executor::compute`].
+pub fn compute(ctx: &Context, graph: &Graph, n_threads: usize) -> Result<()> {
+    static CACHE: Mutex<Vec<Executor>> = Mutex::new(Vec::new());
+    let n_threads = n_threads.max(1);
+    let cached = {
+        let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        c.iter()
+            .position(|e| e.n_threads == n_threads)
+            .map(|i| c.swap_remove(i))
+    };
+    let mut exec = match cached {
+        Some(e) => e,
+        None => Executor::new(n_threads)?,
+    };
+    let r = exec.compute(ctx, graph);
+    CACHE.lock().unwrap_or_else(|e| e.into_inner()).push(exec);
+    r
+}

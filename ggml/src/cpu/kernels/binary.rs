@@ -1,0 +1,78 @@
+//! `add`, `sub`, `mul`, `div` with src1 broadcast over src0.
+
+use super::{ComputeParams, ExecNode};
+use crate::op::Op;
+use crate::types::GgmlType;
+
+pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
+    let (s0, s1, dst) = (node.src0(), node.src1(), &node.dst);
+    let f: fn(f32, f32) -> f32 = match node.op {
+        Op::Add => |a, b| a + b,
+        Op::Sub => |a, b| a - b,
+        Op::Mul => |a, b| a * b,
+        _ => |a, b| a / b,
+    };
+    let ne0 = dst.ne[0];
+    let ne10 = s1.ne[0];
+    let all_f32 = [s0.typ, s1.typ, dst.typ]
+        .iter()
+        .all(|&t| t == GgmlType::F32);
+    let fast =
+        all_f32 && s0.dense_rows() && s1.dense_rows() && dst.dense_rows() && !s1.overlaps(dst);
+    for r in params.range(dst.nrows()) {
+        let (i1, i2, i3) = dst.row_index(r);
+        let (j1, j2, j3) = (i1 % s1.ne[1], i2 % s1.ne[2], i3 % s1.ne[3]);
+        // SAFETY: row (i1, i2, i3) of dst belongs to this thread; sources are only read.
+        // When src0 is dst's own memory (in-place), only the mutable row is formed.
+        unsafe {
+            if fast {
+                let b = s1.row_f32(j1, j2, j3);
+                if s0.row_ptr(i1, i2, i3) == dst.row_ptr(i1, i2, i3) {
+                    let d = dst.row_f32_mut(i1, i2, i3);
+                    apply(d, None, b, f);
+                } else {
+                    let a = s0.row_f32(i1, i2, i3);
+                    let d = dst.row_f32_mut(i1, i2, i3);
+                    apply(d, Some(a), b, f);
+                }
+            } else {
+                let scratch = params.scratch_f32(0, ne0 + ne10);
+                let (a, b) = scratch.split_at_mut(ne0);
+                s0.load_row_f32(i1, i2, i3, a);
+                s1.load_row_f32(j1, j2, j3, b);
+                apply(a, None, b, f);
+                dst.store_row_f32(i1, i2, i3, a);
+            }
+        }
+    }
+}
+
+/// `d[i] = f(a[i], b[i % b.len()])`, with `a = d` when `a` is `None`.
+#[inline]
+fn apply(d: &mut [f32], a: Option<&[f32]>, b: &[f32], f: fn(f32, f32) -> f32) {
+    let nb = b.len();
+    if nb == d.len() {
+        match a {
+            Some(a) => d
+                .iter_mut()
+                .zip(a)
+                .zip(b)
+                .for_each(|((d, &a), &b)| *d = f(a, b)),
+            None => d.iter_mut().zip(b).for_each(|(d, &b)| *d = f(*d, b)),
+        }
+    } else {
+        for (k, chunk) in d.chunks_mut(nb).enumerate() {
+            match a {
+                Some(a) => {
+                    let a = &a[k * nb..k * nb + chunk.len()];
+                    chunk
+                        .iter_mut()
+                        .zip(a)
+                        .zip(b)
+                        .for_each(|((d, &a), &b)| *d = f(a, b));
+                }
+                None => chunk.iter_mut().zip(b).for_each(|(d, &b)| *d = f(*d, b)),
+            }
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! `mul_mat`: src1 rows converted once to the weight type's `vec_dot_type` in the
+//! shared work buffer, then blocked dot products of src0 rows with src1 rows.
+
+use super::{work_layout, ComputeParams, ExecNode, TView};
+use crate::types::GgmlType;
+
+/// Rows of src0 and of src1 per block: a block of src0 rows stays in cache while it is
+/// multiplied with a block of src1 rows.
+const BLCK_0: usize = 16;
+const BLCK_1: usize = 16;
+
+fn vec_dot_type(s0: &TView) -> GgmlType {
+    s0.typ.traits().vec_dot_type
+}
+
+fn needs_conversion(s0: &TView, s1: &TView) -> bool {
+    s1.typ != vec_dot_type(s0) || !s1.dense_rows()
+}
+
+pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
+    let (s0, s1) = (node.src0(), node.src1());
+    if !needs_conversion(s0, s1) {
+        return 0;
+    }
+    let rs = vec_dot_type(s0).row_size(s1.ne[0]);
+    work_layout(rs * s1.nrows(), s1.ne[0], nth)
+}
+
+pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
+    let (s0, s1, dst) = (node.src0(), node.src1(), &node.dst);
+    let vdt = vec_dot_type(s0);
+    let Some(vec_dot) = s0.typ.traits().vec_dot else {
+        params.fail(crate::Error::UnsupportedType {
+            typ: s0.typ,
+            what: "mul_mat",
+        });
+        return;
+    };
+    let ne00 = s0.ne[0];
+    let convert = needs_conversion(s0, s1);
+    let rs1 = vdt.row_size(s1.ne[0]);
+    let nrows1 = s1.nrows();
+
+    if convert {
+        let Some(from_float) = vdt.traits().from_float else {
+            params.fail(crate::Error::UnsupportedType {
+                typ: vdt,
+                what: "mul_mat activation conversion",
+            });
+            return;
+        };
+        for r in params.range(nrows1) {
+            let (i11, i12, i13) = s1.row_index(r);
+            // SAFETY: each thread converts its own rows of src1 into its own part of
+            // the shared area [r * rs1, (r + 1) * rs1); src1 is only read.
+            unsafe {
+                let out = std::slice::from_raw_parts_mut(params.wdata.add(r * rs1), rs1);
+                if s1.typ == GgmlType::F32 && s1.dense_rows() {
+                    from_float(s1.row_f32(i11, i12, i13), out);
+                } else {
+                    let tmp = params.scratch_f32(rs1 * nrows1, s1.ne[0]);
+                    s1.load_row_f32(i11, i12, i13, tmp);
+                    from_float(tmp, out);
+                }
+            }
+        }
+        params.barrier();
+    }
+
+    let nr0 = s0.ne[1];
+    let r2 = s1.ne[2] / s0.ne[2];
+    let r3 = s1.ne[3] / s0.ne[3];
+    // Split the larger of the two row counts across threads.
+    let (range0, range1) = if nr0 >= nrows1 {
+        (params.range(nr0), 0..nrows1)
+    } else {
+        (0..nr0, params.range(nrows1))
+    };
+
+    let mut tmp = [0f32; BLCK_0];
+    let mut iir1 = range1.start;
+    while iir1 < range1.end {
+        let end1 = (iir1 + BLCK_1).min(range1.end);
+        let mut iir0 = range0.start;
+        while iir0 < range0.end {
+            let end0 = (iir0 + BLCK_0).min(range0.end);
+            for ir1 in iir1..end1 {
+                let (i11, i12, i13) = s1.row_index(ir1);
+                let (i02, i03) = (i12 / r2, i13 / r3);
+                // SAFETY: the converted row lies in the shared area written before the
+                // barrier, or is a dense src1 row; src0 rows are dense (checked when the
+                // node was built); dst elements [iir0, end0) of this src1 row belong to
+                // this thread alone.
+                unsafe {
+                    let y: &[u8] = if convert {
+                        std::slice::from_raw_parts(params.wdata.add(ir1 * rs1), rs1)
+                    } else {
+                        s1.row_bytes(i11, i12, i13)
+                    };
+                    for ir0 in iir0..end0 {
+                        let x = s0.row_bytes(ir0, i02, i03);
+                        tmp[ir0 - iir0] = vec_dot(ne00, x, y);
+                    }
+                    let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
+                    std::ptr::copy_nonoverlapping(tmp.as_ptr(), d, end0 - iir0);
+                }
+            }
+            iir0 = end0;
+        }
+        iir1 = end1;
+    }
+}

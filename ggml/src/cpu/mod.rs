@@ -1,0 +1,15 @@
+//! The CPU backend: an executor that runs a graph on a pool of worker threads, and
+//! the kernels it calls.
+//!
+//! ggml's model: every worker walks the whole node list; each kernel splits its own
+//! work by `ith`/`nth`; a barrier separates nodes. `mul_mat` first converts `src1` into
+//! a shared work buffer (itself split across threads), then runs the dot products.
+
+mod barrier;
+mod executor;
+pub(crate) mod kernels;
+mod profile;
+pub mod simd;
+
+pub use executor::{compute, Executor};
+pub use profile::{OpProfile, Profile};

@@ -1,0 +1,304 @@
+//! Vector kernels for f32, f16 and bf16 rows (dot products, `mad` = axpy, scaling,
+//! conversions), in a scalar version that always exists and SIMD versions (AVX2,
+//! AVX-512, NEON) picked at run time from what the operating system lets us use.
+//!
+//! `GGML_SIMD=scalar|avx2|avx512|neon` forces a level (for benchmarks and debugging);
+//! an unavailable level falls back to the best available one.
+
+use std::sync::OnceLock;
+
+use half::{bf16, f16};
+
+use crate::types::{GgmlType, TypeTraits};
+
+#[cfg(target_arch = "aarch64")]
+mod neon;
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+/// An instruction-set level of the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SimdLevel {
+    /// Plain Rust, the reference every other level is tested against.
+    Scalar,
+    /// AVX2 + FMA + F16C.
+    Avx2,
+    /// AVX-512 F/BW/VL (plus AVX2, FMA, F16C).
+    Avx512,
+    /// AArch64 NEON.
+    Neon,
+}
+
+impl SimdLevel {
+    /// Lower-case name (`"avx512"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "scalar",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+            SimdLevel::Neon => "neon",
+        }
+    }
+
+    /// Whether this CPU (and OS) can run the level.
+    pub fn is_available(self) -> bool {
+        match self {
+            SimdLevel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2 => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => {
+                SimdLevel::Avx2.is_available()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+            }
+            #[cfg(target_arch = "aarch64")]
+            SimdLevel::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+}
+
+/// One level's set of row kernels.
+pub struct VecKernels {
+    /// The level these kernels use.
+    pub level: SimdLevel,
+    /// `sum(x[i] * y[i])`.
+    pub dot_f32: fn(x: &[f32], y: &[f32]) -> f32,
+    /// `sum(x[i] * y[i])` of f16 rows, accumulated in f32.
+    pub dot_f16: fn(x: &[f16], y: &[f16]) -> f32,
+    /// `sum(x[i] * y[i])` of bf16 rows, accumulated in f32.
+    pub dot_bf16: fn(x: &[bf16], y: &[bf16]) -> f32,
+    /// `y[i] += x[i] * v` (axpy).
+    pub mad_f32: fn(y: &mut [f32], x: &[f32], v: f32),
+    /// `y[i] += f32(x[i]) * v` with an f16 row `x`.
+    pub mad_f16: fn(y: &mut [f32], x: &[f16], v: f32),
+    /// `y[i] *= v`.
+    pub scale_f32: fn(y: &mut [f32], v: f32),
+    /// Widen an f16 row.
+    pub f16_to_f32: fn(x: &[f16], y: &mut [f32]),
+    /// Narrow to f16, rounding to nearest even.
+    pub f32_to_f16: fn(x: &[f32], y: &mut [f16]),
+}
+
+/// The best kernels for this CPU (or the level forced by `GGML_SIMD`).
+pub fn kernels() -> &'static VecKernels {
+    static BEST: OnceLock<&'static VecKernels> = OnceLock::new();
+    BEST.get_or_init(|| {
+        let forced = std::env::var("GGML_SIMD").ok();
+        let levels = available_levels();
+        let pick = forced
+            .as_deref()
+            .and_then(|name| {
+                levels
+                    .iter()
+                    .copied()
+                    .find(|l| l.name().eq_ignore_ascii_case(name))
+            })
+            .or_else(|| levels.iter().copied().max())
+            .unwrap_or(SimdLevel::Scalar);
+        kernels_for(pick).unwrap_or(&scalar::KERNELS)
+    })
+}
+
+/// The kernels of a given level, if this CPU can run it.
+pub fn kernels_for(level: SimdLevel) -> Option<&'static VecKernels> {
+    if !level.is_available() {
+        return None;
+    }
+    match level {
+        SimdLevel::Scalar => Some(&scalar::KERNELS),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => Some(&x86::AVX2),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => Some(&x86::AVX512),
+        #[cfg(target_arch = "aarch64")]
+        SimdLevel::Neon => Some(&neon::KERNELS),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
+/// Every level this CPU can run, scalar first.
+pub fn available_levels() -> Vec<SimdLevel> {
+    [
+        SimdLevel::Scalar,
+        SimdLevel::Avx2,
+        SimdLevel::Avx512,
+        SimdLevel::Neon,
+    ]
+    .into_iter()
+    .filter(|l| l.is_available())
+    .collect()
+}
+
+/// Reinterprets little-endian bytes as a slice of `T` when they are aligned for it.
+pub(crate) fn cast<T: bytemuck_lite::Pod>(b: &[u8]) -> Option<&[T]> {
+    // SAFETY: `T` is plain old data (any bit pattern is valid); `align_to` only
+    // returns a non-empty middle part for correctly aligned memory.
+    let (pre, mid, post) = unsafe { b.align_to::<T>() };
+    (pre.is_empty() && post.is_empty()).then_some(mid)
+}
+
+/// Mutable version of [`cast`].
+pub(crate) fn cast_mut<T: bytemuck_lite::Pod>(b: &mut [u8]) -> Option<&mut [T]> {
+    // SAFETY: as in `cast`; the bytes are exclusively borrowed.
+    let (pre, mid, post) = unsafe { b.align_to_mut::<T>() };
+    (pre.is_empty() && post.is_empty()).then_some(mid)
+}
+
+pub(crate) mod bytemuck_lite {
+    /// Types for which every bit pattern is a valid value.
+    pub trait Pod: Copy {}
+    impl Pod for f32 {}
+    impl Pod for f64 {}
+    impl Pod for i32 {}
+    impl Pod for i64 {}
+    impl Pod for u16 {}
+    impl Pod for half::f16 {}
+    impl Pod for half::bf16 {}
+}
+
+fn f16_row(b: &[u8]) -> std::borrow::Cow<'_, [f16]> {
+    match cast::<f16>(b) {
+        Some(s) => s.into(),
+        None => b
+            .chunks_exact(2)
+            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+    }
+}
+
+fn bf16_row(b: &[u8]) -> std::borrow::Cow<'_, [bf16]> {
+    match cast::<bf16>(b) {
+        Some(s) => s.into(),
+        None => b
+            .chunks_exact(2)
+            .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+    }
+}
+
+fn f32_row(b: &[u8]) -> std::borrow::Cow<'_, [f32]> {
+    match cast::<f32>(b) {
+        Some(s) => s.into(),
+        None => b
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    }
+}
+
+/// f32 to bf16 exactly as ggml does it: round to nearest even, NaN kept quiet.
+pub fn fp32_to_bf16(x: f32) -> bf16 {
+    let u = x.to_bits();
+    if (u & 0x7fff_ffff) > 0x7f80_0000 {
+        return bf16::from_bits(((u >> 16) | 64) as u16);
+    }
+    bf16::from_bits((u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16) as u16)
+}
+
+fn f32_to_float(src: &[u8], dst: &mut [f32]) {
+    dst.copy_from_slice(&f32_row(&src[..dst.len() * 4]));
+}
+
+fn f32_from_float(src: &[f32], dst: &mut [u8]) {
+    match cast_mut::<f32>(dst) {
+        Some(d) => d.copy_from_slice(src),
+        None => {
+            for (c, v) in dst.chunks_exact_mut(4).zip(src) {
+                c.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+}
+
+fn f16_to_float(src: &[u8], dst: &mut [f32]) {
+    let x = f16_row(&src[..dst.len() * 2]);
+    (kernels().f16_to_f32)(&x, dst);
+}
+
+fn f16_from_float(src: &[f32], dst: &mut [u8]) {
+    match cast_mut::<f16>(dst) {
+        Some(d) => (kernels().f32_to_f16)(src, d),
+        None => {
+            for (c, v) in dst.chunks_exact_mut(2).zip(src) {
+                c.copy_from_slice(&f16::from_f32(*v).to_bits().to_le_bytes());
+            }
+        }
+    }
+}
+
+fn bf16_to_float(src: &[u8], dst: &mut [f32]) {
+    let x = bf16_row(&src[..dst.len() * 2]);
+    for (d, v) in dst.iter_mut().zip(x.iter()) {
+        *d = f32::from_bits((v.to_bits() as u32) << 16);
+    }
+}
+
+fn bf16_from_float(src: &[f32], dst: &mut [u8]) {
+    for (c, v) in dst.chunks_exact_mut(2).zip(src) {
+        c.copy_from_slice(&fp32_to_bf16(*v).to_bits().to_le_bytes());
+    }
+}
+
+fn vec_dot_f32(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (x, y) = (f32_row(&x[..n * 4]), f32_row(&y[..n * 4]));
+    (kernels().dot_f32)(&x, &y)
+}
+
+fn vec_dot_f16(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (x, y) = (f16_row(&x[..n * 2]), f16_row(&y[..n * 2]));
+    (kernels().dot_f16)(&x, &y)
+}
+
+fn vec_dot_bf16(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (x, y) = (bf16_row(&x[..n * 2]), bf16_row(&y[..n * 2]));
+    (kernels().dot_bf16)(&x, &y)
+}
+
+/// Fills the table entries of the plain float types.
+pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
+    match tr.typ {
+        GgmlType::F32 => {
+            tr.to_float = Some(f32_to_float);
+            tr.from_float = Some(f32_from_float);
+            tr.vec_dot = Some(vec_dot_f32);
+            tr.vec_dot_type = GgmlType::F32;
+        }
+        GgmlType::F16 => {
+            tr.to_float = Some(f16_to_float);
+            tr.from_float = Some(f16_from_float);
+            tr.vec_dot = Some(vec_dot_f16);
+            tr.vec_dot_type = GgmlType::F16;
+        }
+        GgmlType::BF16 => {
+            tr.to_float = Some(bf16_to_float);
+            tr.from_float = Some(bf16_from_float);
+            tr.vec_dot = Some(vec_dot_bf16);
+            tr.vec_dot_type = GgmlType::BF16;
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_rounding_matches_ggml() {
+        assert_eq!(fp32_to_bf16(1.0).to_bits(), 0x3f80);
+        // 1 + 2^-8 is a tie between bf16 neighbours: rounds to even (1.0).
+        assert_eq!(fp32_to_bf16(1.0 + 1.0 / 256.0).to_bits(), 0x3f80);
+        assert_eq!(fp32_to_bf16(1.0 + 3.0 / 256.0).to_bits(), 0x3f82);
+        assert!(f32::from_bits((fp32_to_bf16(f32::NAN).to_bits() as u32) << 16).is_nan());
+    }
+}

@@ -1,0 +1,214 @@
+//! The operations a graph node can record, each with its typed parameters.
+
+/// Element-wise activation functions (`ggml_unary_op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `x * sigmoid(x)`.
+    Silu,
+    /// The tanh approximation of GELU that ggml uses.
+    Gelu,
+    /// `max(x, 0)`.
+    Relu,
+}
+
+/// Gated linear units (`ggml_glu_op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GluOp {
+    /// `silu(gate) * up`.
+    SwiGlu,
+    /// `gelu(gate) * up`.
+    GeGlu,
+}
+
+/// How rope pairs up the dimensions it rotates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeMode {
+    /// Adjacent pairs `(x[2i], x[2i+1])`: llama (`GGML_ROPE_TYPE_NORMAL`, 0).
+    Normal,
+    /// Halves `(x[i], x[i + n_dims/2])`: GPT-NeoX, qwen2 (`GGML_ROPE_TYPE_NEOX`, 2).
+    Neox,
+}
+
+impl RopeMode {
+    /// ggml's integer for the mode.
+    pub fn ggml_id(self) -> i32 {
+        match self {
+            RopeMode::Normal => 0,
+            RopeMode::Neox => 2,
+        }
+    }
+}
+
+/// Parameters of `rope_ext`, named as in ggml.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams {
+    /// Number of leading dimensions of each row that are rotated (even, <= ne0).
+    pub n_dims: usize,
+    /// Pairing of the rotated dimensions.
+    pub mode: RopeMode,
+    /// Context length the model was trained with (YaRN correction range).
+    pub n_ctx_orig: usize,
+    /// Base of the rotation frequencies (10000 for llama).
+    pub freq_base: f32,
+    /// Position scale (1/factor for linear scaling).
+    pub freq_scale: f32,
+    /// YaRN extrapolation mix (0 disables YaRN).
+    pub ext_factor: f32,
+    /// Magnitude scale of cos/sin.
+    pub attn_factor: f32,
+    /// YaRN fast boundary (32 by default).
+    pub beta_fast: f32,
+    /// YaRN slow boundary (1 by default).
+    pub beta_slow: f32,
+}
+
+impl RopeParams {
+    /// Plain rope (no scaling, no YaRN) with the given base.
+    pub fn new(n_dims: usize, mode: RopeMode, freq_base: f32) -> Self {
+        RopeParams {
+            n_dims,
+            mode,
+            n_ctx_orig: 0,
+            freq_base,
+            freq_scale: 1.0,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+        }
+    }
+}
+
+/// What a node computes. Sources are in [`crate::Tensor::src`], in ggml's order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    /// A leaf: data set from outside.
+    None,
+
+    // Views: no work at compute time.
+    /// `view_1d..4d` (src0 = the viewed tensor).
+    View,
+    /// `reshape_*`.
+    Reshape,
+    /// `permute`: `axes[i]` is where source dimension `i` goes.
+    Permute([usize; 4]),
+    /// `transpose` (swap dims 0 and 1).
+    Transpose,
+
+    // Copies.
+    /// Copy src0 into src1's memory, converting the type (`ggml_cpy`); the node is a view of src1.
+    Cpy,
+    /// Contiguous copy of src0 (`ggml_cont`), possibly into another type.
+    Cont,
+    /// Concatenate src0 and src1 along `dim`.
+    Concat { dim: usize },
+    /// Tile src0 to the node's shape.
+    Repeat,
+
+    // Element-wise.
+    /// `src0 + src1`, src1 broadcast.
+    Add,
+    /// `src0 - src1`, src1 broadcast.
+    Sub,
+    /// `src0 * src1`, src1 broadcast.
+    Mul,
+    /// `src0 / src1`, src1 broadcast.
+    Div,
+    /// `s * x + b`.
+    Scale { s: f32, b: f32 },
+    /// `x * x`.
+    Sqr,
+    /// `sqrt(x)`.
+    Sqrt,
+    /// An activation.
+    Unary(UnaryOp),
+    /// A gated unit over one tensor (halves of dim 0) or two (src1 present).
+    Glu { op: GluOp, swapped: bool },
+
+    // Reductions and normalisation along rows.
+    /// Sum of each row (result ne0 = 1).
+    SumRows,
+    /// Mean of each row (result ne0 = 1).
+    Mean,
+    /// `(x - mean) / sqrt(var + eps)` per row.
+    Norm { eps: f32 },
+    /// `x / sqrt(mean(x^2) + eps)` per row.
+    RmsNorm { eps: f32 },
+    /// Index of the largest value of each row (I32).
+    Argmax,
+
+    // Matrices.
+    /// `src0ᵀ·src1` in ggml's convention (dot products of rows).
+    MulMat,
+    /// Rows of src0 picked by the I32 indices in src1.
+    GetRows,
+    /// Rows of src0 (values) written into src2 (destination) at the indices in src1; a view of src2.
+    SetRows,
+
+    // Attention.
+    /// `softmax(x * scale + slope * mask)` per row (src1 = optional mask).
+    SoftMax { scale: f32, max_bias: f32 },
+    /// Rotary position embedding (src1 = I32 positions, src2 = optional frequency factors).
+    Rope(RopeParams),
+    /// Sets entries above the diagonal shifted by `n_past` to -inf.
+    DiagMaskInf { n_past: usize },
+    /// Fused attention: softmax(q·kᵀ·scale + mask)·v (src0 q, src1 k, src2 v, src3 mask).
+    FlashAttnExt {
+        scale: f32,
+        max_bias: f32,
+        logit_softcap: f32,
+    },
+}
+
+impl Op {
+    /// ggml's upper-case name of the op (`"MUL_MAT"`), as graph dumps show it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::None => "NONE",
+            Op::View => "VIEW",
+            Op::Reshape => "RESHAPE",
+            Op::Permute(_) => "PERMUTE",
+            Op::Transpose => "TRANSPOSE",
+            Op::Cpy => "CPY",
+            Op::Cont => "CONT",
+            Op::Concat { .. } => "CONCAT",
+            Op::Repeat => "REPEAT",
+            Op::Add => "ADD",
+            Op::Sub => "SUB",
+            Op::Mul => "MUL",
+            Op::Div => "DIV",
+            Op::Scale { .. } => "SCALE",
+            Op::Sqr => "SQR",
+            Op::Sqrt => "SQRT",
+            Op::Unary(UnaryOp::Silu) => "SILU",
+            Op::Unary(UnaryOp::Gelu) => "GELU",
+            Op::Unary(UnaryOp::Relu) => "RELU",
+            Op::Glu {
+                op: GluOp::SwiGlu, ..
+            } => "SWIGLU",
+            Op::Glu {
+                op: GluOp::GeGlu, ..
+            } => "GEGLU",
+            Op::SumRows => "SUM_ROWS",
+            Op::Mean => "MEAN",
+            Op::Norm { .. } => "NORM",
+            Op::RmsNorm { .. } => "RMS_NORM",
+            Op::Argmax => "ARGMAX",
+            Op::MulMat => "MUL_MAT",
+            Op::GetRows => "GET_ROWS",
+            Op::SetRows => "SET_ROWS",
+            Op::SoftMax { .. } => "SOFT_MAX",
+            Op::Rope(_) => "ROPE",
+            Op::DiagMaskInf { .. } => "DIAG_MASK_INF",
+            Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
+        }
+    }
+
+    /// Whether the node only reinterprets its source's memory (no work at compute time).
+    pub fn is_view(&self) -> bool {
+        matches!(
+            self,
+            Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose
+        )
+    }
+}

@@ -1,0 +1,294 @@
+//! Tensor element types, numbered as ggml and GGUF number them, and the per-type
+//! table of block sizes and row kernels (`to_float`, `from_float`, `vec_dot`).
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
+
+/// A tensor element type. The discriminant is the id GGUF files store.
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum GgmlType {
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    Q8_K = 15,
+    IQ2_XXS = 16,
+    IQ2_XS = 17,
+    IQ3_XXS = 18,
+    IQ1_S = 19,
+    IQ4_NL = 20,
+    IQ3_S = 21,
+    IQ2_S = 22,
+    IQ4_XS = 23,
+    I8 = 24,
+    I16 = 25,
+    I32 = 26,
+    I64 = 27,
+    F64 = 28,
+    IQ1_M = 29,
+    BF16 = 30,
+    TQ1_0 = 34,
+    TQ2_0 = 35,
+    MXFP4 = 39,
+}
+
+/// Every type this crate knows by id, in id order.
+pub const ALL_TYPES: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q8_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_K,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ1_S,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ3_S,
+    GgmlType::IQ2_S,
+    GgmlType::IQ4_XS,
+    GgmlType::I8,
+    GgmlType::I16,
+    GgmlType::I32,
+    GgmlType::I64,
+    GgmlType::F64,
+    GgmlType::IQ1_M,
+    GgmlType::BF16,
+    GgmlType::TQ1_0,
+    GgmlType::TQ2_0,
+    GgmlType::MXFP4,
+];
+
+impl GgmlType {
+    /// The type with GGUF id `id`; [`Error::UnknownType`] for ids ggml never assigned
+    /// or has retired.
+    pub fn from_id(id: u32) -> Result<Self> {
+        ALL_TYPES
+            .iter()
+            .copied()
+            .find(|t| *t as u32 == id)
+            .ok_or(Error::UnknownType(id))
+    }
+
+    /// The GGUF id of this type.
+    pub fn id(self) -> u32 {
+        self as u32
+    }
+
+    /// ggml's name of the type (`"f32"`, `"q4_K"`, ...).
+    pub fn name(self) -> &'static str {
+        self.layout().name
+    }
+
+    /// The type from its ggml name, case-insensitively (`"f16"`, `"q8_0"`, `"Q4_K"`);
+    /// `None` when no type has that name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        ALL_TYPES
+            .iter()
+            .copied()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+
+    /// Elements per block (1 for plain types).
+    pub fn blck_size(self) -> usize {
+        self.layout().blck_size
+    }
+
+    /// Bytes per block.
+    pub fn type_size(self) -> usize {
+        self.layout().type_size
+    }
+
+    /// Whether values are stored in quantized blocks.
+    pub fn is_quantized(self) -> bool {
+        self.layout().quantized
+    }
+
+    /// Bytes taken by `n` consecutive elements; `n` must be a multiple of the block size.
+    pub fn row_size(self, n: usize) -> usize {
+        debug_assert!(
+            n % self.blck_size() == 0,
+            "{n} elements is not a whole number of {} blocks",
+            self.name()
+        );
+        self.type_size() * (n / self.blck_size())
+    }
+
+    /// The per-type table entry with the row kernels (see [`TypeTraits`]).
+    pub fn traits(self) -> &'static TypeTraits {
+        type_traits(self)
+    }
+
+    fn layout(self) -> &'static Layout {
+        LAYOUTS
+            .iter()
+            .find(|l| l.typ == self)
+            .expect("every GgmlType has a layout entry")
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+struct Layout {
+    typ: GgmlType,
+    name: &'static str,
+    blck_size: usize,
+    type_size: usize,
+    quantized: bool,
+}
+
+const QK_K: usize = 256;
+
+macro_rules! layouts {
+    ($( $t:ident, $name:literal, $blck:expr, $size:expr, $q:literal; )*) => {
+        static LAYOUTS: &[Layout] = &[
+            $( Layout { typ: GgmlType::$t, name: $name, blck_size: $blck, type_size: $size, quantized: $q }, )*
+        ];
+    };
+}
+
+// Block sizes and byte sizes exactly as ggml's `type_traits` table.
+layouts! {
+    F32, "f32", 1, 4, false;
+    F16, "f16", 1, 2, false;
+    Q4_0, "q4_0", 32, 18, true;
+    Q4_1, "q4_1", 32, 20, true;
+    Q5_0, "q5_0", 32, 22, true;
+    Q5_1, "q5_1", 32, 24, true;
+    Q8_0, "q8_0", 32, 34, true;
+    Q8_1, "q8_1", 32, 36, true;
+    Q2_K, "q2_K", QK_K, 84, true;
+    Q3_K, "q3_K", QK_K, 110, true;
+    Q4_K, "q4_K", QK_K, 144, true;
+    Q5_K, "q5_K", QK_K, 176, true;
+    Q6_K, "q6_K", QK_K, 210, true;
+    Q8_K, "q8_K", QK_K, 292, true;
+    IQ2_XXS, "iq2_xxs", QK_K, 66, true;
+    IQ2_XS, "iq2_xs", QK_K, 74, true;
+    IQ3_XXS, "iq3_xxs", QK_K, 98, true;
+    IQ1_S, "iq1_s", QK_K, 50, true;
+    IQ4_NL, "iq4_nl", 32, 18, true;
+    IQ3_S, "iq3_s", QK_K, 110, true;
+    IQ2_S, "iq2_s", QK_K, 82, true;
+    IQ4_XS, "iq4_xs", QK_K, 136, true;
+    I8, "i8", 1, 1, false;
+    I16, "i16", 1, 2, false;
+    I32, "i32", 1, 4, false;
+    I64, "i64", 1, 8, false;
+    F64, "f64", 1, 8, false;
+    IQ1_M, "iq1_m", QK_K, 56, true;
+    BF16, "bf16", 1, 2, false;
+    TQ1_0, "tq1_0", QK_K, 54, true;
+    TQ2_0, "tq2_0", QK_K, 66, true;
+    MXFP4, "mxfp4", 32, 17, true;
+}
+
+/// Converts a row of `dst.len()` elements (a whole number of blocks) to f32.
+pub type ToFloatFn = fn(src: &[u8], dst: &mut [f32]);
+/// Converts `src.len()` f32 values (a whole number of blocks) into the type's bytes.
+pub type FromFloatFn = fn(src: &[f32], dst: &mut [u8]);
+/// Dot product of `n` elements: `x` in this type, `y` in its `vec_dot_type`.
+pub type VecDotFn = fn(n: usize, x: &[u8], y: &[u8]) -> f32;
+
+/// ggml's per-type table: what `mul_mat`, `get_rows`, `cpy` and the quantizer use.
+#[derive(Clone, Copy)]
+pub struct TypeTraits {
+    /// The type this entry describes.
+    pub typ: GgmlType,
+    /// Dequantize / widen a row to f32 (`None`: the type cannot be read as numbers).
+    pub to_float: Option<ToFloatFn>,
+    /// Quantize / narrow a row from f32, the fast path used at run time
+    /// (activations for `mul_mat`, `cpy`, `set_rows`).
+    pub from_float: Option<FromFloatFn>,
+    /// The reference quantizer (`quantize_row_*_ref`): what files are written with.
+    pub from_float_ref: Option<FromFloatFn>,
+    /// Row dot product against a row of `vec_dot_type`, picked for this CPU at start-up.
+    pub vec_dot: Option<VecDotFn>,
+    /// The type `src1` rows are converted to before `vec_dot` in `mul_mat`.
+    pub vec_dot_type: GgmlType,
+}
+
+impl TypeTraits {
+    const fn empty(typ: GgmlType) -> Self {
+        TypeTraits {
+            typ,
+            to_float: None,
+            from_float: None,
+            from_float_ref: None,
+            vec_dot: None,
+            vec_dot_type: typ,
+        }
+    }
+}
+
+/// The table entry for `t`, built once on first use with the SIMD kernels this CPU
+/// supports.
+pub fn type_traits(t: GgmlType) -> &'static TypeTraits {
+    static TABLE: OnceLock<Vec<TypeTraits>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        ALL_TYPES
+            .iter()
+            .map(|&t| {
+                let mut tr = TypeTraits::empty(t);
+                crate::cpu::simd::fill_type_traits(&mut tr);
+                crate::quants::fill_type_traits(&mut tr);
+                tr
+            })
+            .collect()
+    });
+    table
+        .iter()
+        .find(|tr| tr.typ == t)
+        .expect("every GgmlType has a traits entry")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip() {
+        for &t in ALL_TYPES {
+            assert_eq!(GgmlType::from_id(t.id()).unwrap(), t);
+            assert_eq!(GgmlType::from_name(t.name()), Some(t));
+        }
+        assert!(matches!(GgmlType::from_id(4), Err(Error::UnknownType(4))));
+        assert!(matches!(
+            GgmlType::from_id(1000),
+            Err(Error::UnknownType(1000))
+        ));
+    }
+
+    #[test]
+    fn row_sizes() {
+        assert_eq!(GgmlType::F16.row_size(10), 20);
+        assert_eq!(GgmlType::Q4_0.row_size(64), 36);
+        assert_eq!(GgmlType::Q4_K.row_size(512), 288);
+    }
+}

@@ -1,0 +1,1 @@
+//! The llama.cpp-compatible runtime on top of `ggml`.
