@@ -216,6 +216,16 @@ pub type FromFloatFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dot product of `n` elements: `x` in this type, `y` in its `vec_dot_type`.
 pub type VecDotFn = fn(n: usize, x: &[u8], y: &[u8]) -> f32;
 
+/// A dot product with the per-element arithmetic of llamafile's tinyBLAS GEMM, which
+/// ggml uses for `mul_mat` when `src1` has two or more rows.
+#[derive(Clone, Copy)]
+pub struct GemmDot {
+    /// The dot product (same signature as `vec_dot`).
+    pub dot: VecDotFn,
+    /// Row length must be a multiple of this (the kernel's vector width).
+    pub kn: usize,
+}
+
 /// ggml's per-type table: what `mul_mat`, `get_rows`, `cpy` and the quantizer use.
 #[derive(Clone, Copy)]
 pub struct TypeTraits {
@@ -230,6 +240,9 @@ pub struct TypeTraits {
     pub from_float_ref: Option<FromFloatFn>,
     /// Row dot product against a row of `vec_dot_type`, picked for this CPU at start-up.
     pub vec_dot: Option<VecDotFn>,
+    /// The GEMM-order dot product `mul_mat` uses for batches of two or more rows, if the
+    /// type has one (ggml's llamafile path); `vec_dot` otherwise.
+    pub gemm_dot: Option<GemmDot>,
     /// The type `src1` rows are converted to before `vec_dot` in `mul_mat`.
     pub vec_dot_type: GgmlType,
 }
@@ -242,6 +255,7 @@ impl TypeTraits {
             from_float: None,
             from_float_ref: None,
             vec_dot: None,
+            gemm_dot: None,
             vec_dot_type: typ,
         }
     }

@@ -305,12 +305,8 @@ fn tiled(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, log
                         s_sum[tq] *= ms;
                     }
                     m_max[tq] = m_new;
-                    let mut sum = 0f64;
-                    for x in row.iter_mut() {
-                        *x = (*x - m_new).exp();
-                        sum += *x as f64;
-                    }
-                    s_sum[tq] += sum as f32;
+                    let src: [f32; KV_TILE] = row.try_into().expect("a KV tile row");
+                    s_sum[tq] += (kern.soft_max)(row, &src, m_new) as f32;
                 }
                 v32.fill(0.0);
                 for tk in 0..kv_tile {

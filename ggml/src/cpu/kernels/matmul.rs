@@ -17,6 +17,19 @@ fn needs_conversion(s0: &TView, s1: &TView) -> bool {
     s1.typ != vec_dot_type(s0) || !s1.dense_rows()
 }
 
+/// The GEMM-order dot product when ggml would take its llamafile path for this node:
+/// two or more `src1` rows, rows a multiple of the kernel width, `src0` rows a multiple
+/// of 4, and `src1` either converted to `vec_dot_type` or already contiguous in it.
+fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::VecDotFn> {
+    let g = s0.typ.traits().gemm_dot?;
+    let converted = s1.typ != vec_dot_type(s0);
+    let ok = s1.ne[1] >= 2
+        && s0.ne[0] % g.kn == 0
+        && s0.ne[1] % 4 == 0
+        && (converted || s1.is_contiguous());
+    ok.then_some(g.dot)
+}
+
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
     let (s0, s1) = (node.src0(), node.src1());
     if !needs_conversion(s0, s1) {
@@ -36,6 +49,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         });
         return;
     };
+    let vec_dot = gemm_dot(s0, s1).unwrap_or(vec_dot);
     let ne00 = s0.ne[0];
     let convert = needs_conversion(s0, s1);
     let rs1 = vdt.row_size(s1.ne[0]);

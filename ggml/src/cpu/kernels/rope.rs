@@ -169,8 +169,11 @@ unsafe fn rotate<T: Elem>(
         let (c, s) = (cache[i0], cache[i0 + 1]);
         let x0 = src.add(ic).read().to_f32();
         let x1 = src.add(ic + n_offset).read().to_f32();
-        dst.add(ic).write(T::from_f32(x0 * c - x1 * s));
-        dst.add(ic + n_offset).write(T::from_f32(x0 * s + x1 * c));
+        // The cos products are fused and the sin products rounded, as GCC compiles
+        // ggml's rotate_pairs (vfmsub/vfmadd with a separate multiply).
+        dst.add(ic).write(T::from_f32(x0.mul_add(c, -(x1 * s))));
+        dst.add(ic + n_offset)
+            .write(T::from_f32(x0.mul_add(s, x1 * c)));
         i0 += 2;
     }
     if src != dst as *const T {

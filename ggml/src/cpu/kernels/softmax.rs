@@ -43,12 +43,7 @@ pub(super) fn soft_max(params: &ComputeParams, node: &ExecNode, scale: f32, max_
             }
             let max = wp.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let dp = dst.row_f32_mut(i01, i02, i03);
-            let mut sum = 0f64;
-            for (d, &w) in dp.iter_mut().zip(wp.iter()) {
-                let e = (w - max).exp();
-                *d = e;
-                sum += e as f64;
-            }
+            let sum = (kernels.soft_max)(dp, wp, max);
             let inv = (1.0 / sum) as f32;
             (kernels.scale_f32)(dp, inv);
         }

@@ -64,10 +64,6 @@ fn apply(op: Op, x: &mut [f32]) {
 pub(super) fn glu(params: &ComputeParams, node: &ExecNode, op: GluOp, swapped: bool) {
     let dst = &node.dst;
     let nc = dst.ne[0];
-    let act: fn(f32) -> f32 = match op {
-        GluOp::SwiGlu => silu,
-        GluOp::GeGlu => gelu,
-    };
     for r in params.range(dst.nrows()) {
         let (i1, i2, i3) = dst.row_index(r);
         // SAFETY: this thread owns dst row r; the sources are read into scratch first.
@@ -88,8 +84,13 @@ pub(super) fn glu(params: &ComputeParams, node: &ExecNode, op: GluOp, swapped: b
                 }
             }
             let (g, u) = gu.split_at(nc);
-            for ((y, &g), &u) in y.iter_mut().zip(g.iter()).zip(u.iter()) {
-                *y = act(g) * u;
+            match op {
+                GluOp::SwiGlu => (crate::cpu::simd::kernels().swiglu)(y, g, u),
+                GluOp::GeGlu => {
+                    for ((y, &g), &u) in y.iter_mut().zip(g.iter()).zip(u.iter()) {
+                        *y = gelu(g) * u;
+                    }
+                }
             }
             dst.store_row_f32(i1, i2, i3, y);
         }

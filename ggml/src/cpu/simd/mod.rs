@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 
 use half::{bf16, f16};
 
-use crate::types::{GgmlType, TypeTraits};
+use crate::types::{GemmDot, GgmlType, TypeTraits};
 
+pub(crate) mod expf;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod scalar;
@@ -70,12 +71,23 @@ impl SimdLevel {
 pub struct VecKernels {
     /// The level these kernels use.
     pub level: SimdLevel,
-    /// `sum(x[i] * y[i])`.
+    /// `sum(x[i] * y[i])` with the arithmetic of ggml's `ggml_vec_dot_f32` as built
+    /// for AVX-512 (four 16-lane FMA accumulators over steps of 64, a fixed reduction
+    /// tree, FMA leftovers). Every level gives the same bits.
     pub dot_f32: fn(x: &[f32], y: &[f32]) -> f32,
-    /// `sum(x[i] * y[i])` of f16 rows, accumulated in f32.
+    /// `sum(x[i] * y[i])` of f16 rows as `ggml_vec_dot_f16` (AVX-512 build; leftovers in f64).
     pub dot_f16: fn(x: &[f16], y: &[f16]) -> f32,
-    /// `sum(x[i] * y[i])` of bf16 rows, accumulated in f32.
+    /// `sum(x[i] * y[i])` of bf16 rows as `ggml_vec_dot_bf16` with AVX-512 BF16
+    /// (pairwise `vdpbf16ps` accumulators over steps of 64, leftovers in f64).
     pub dot_bf16: fn(x: &[bf16], y: &[bf16]) -> f32,
+    /// The dot product of llamafile's tinyBLAS for f32 (one 16-lane FMA accumulator over
+    /// steps of 16, then the reduction tree); `n` must be a multiple of 16.
+    pub gemm_dot_f32: fn(x: &[f32], y: &[f32]) -> f32,
+    /// tinyBLAS's f16 dot product (as `gemm_dot_f32` on widened values).
+    pub gemm_dot_f16: fn(x: &[f16], y: &[f16]) -> f32,
+    /// tinyBLAS's bf16 dot product (one `vdpbf16ps` accumulator over steps of 32);
+    /// `n` must be a multiple of 32.
+    pub gemm_dot_bf16: fn(x: &[bf16], y: &[bf16]) -> f32,
     /// `y[i] += x[i] * v` (axpy).
     pub mad_f32: fn(y: &mut [f32], x: &[f32], v: f32),
     /// `y[i] += f32(x[i]) * v` with an f16 row `x`.
@@ -86,6 +98,11 @@ pub struct VecKernels {
     pub f16_to_f32: fn(x: &[f16], y: &mut [f32]),
     /// Narrow to f16, rounding to nearest even.
     pub f32_to_f16: fn(x: &[f32], y: &mut [f16]),
+    /// `y[i] = exp(x[i] - max)` with ggml's vectorised `expf`; returns the sum in f64
+    /// (ggml_vec_soft_max_f32).
+    pub soft_max: fn(y: &mut [f32], x: &[f32], max: f32) -> f64,
+    /// `y[i] = silu(x[i]) * g[i]` (ggml_vec_swiglu_f32).
+    pub swiglu: fn(y: &mut [f32], x: &[f32], g: &[f32]),
     /// `C[m×n] += A[m×k] · B[k×n]` (row-major), each element a sequential chain of
     /// fused multiply-adds over `k` (the arithmetic of ggml's `simd_gemm`).
     pub gemm_acc: fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize),
@@ -167,6 +184,44 @@ pub(crate) mod bytemuck_lite {
     impl Pod for u16 {}
     impl Pod for half::f16 {}
     impl Pod for half::bf16 {}
+}
+
+/// The leftovers of `ggml_vec_dot_f32` as GCC compiled them: groups of 16 and then of 8
+/// products rounded and added in order, the last few fused (`vfmadd231ss`).
+#[inline(always)]
+pub(crate) fn vec_dot_f32_tail(mut s: f32, x: &[f32], y: &[f32], np: usize) -> f32 {
+    let n = x.len().min(y.len());
+    let mut i = np;
+    let vec_end = np + (n - np) / 16 * 16;
+    let vec_end = if n - vec_end >= 8 {
+        vec_end + 8
+    } else {
+        vec_end
+    };
+    while i < vec_end {
+        s += x[i] * y[i];
+        i += 1;
+    }
+    while i < n {
+        s = x[i].mul_add(y[i], s);
+        i += 1;
+    }
+    s
+}
+
+/// The fixed reduction tree of `_mm512_reduce_add_ps` (halves, quarters, then pairs).
+#[inline]
+pub(crate) fn reduce16(v: &[f32; 16]) -> f32 {
+    let mut t3 = [0f32; 8];
+    for i in 0..8 {
+        t3[i] = v[i + 8] + v[i];
+    }
+    let mut t6 = [0f32; 4];
+    for i in 0..4 {
+        t6[i] = t3[i + 4] + t3[i];
+    }
+    let t8 = [t6[0] + t6[2], t6[1] + t6[3]];
+    t8[0] + t8[1]
 }
 
 fn f16_row(b: &[u8]) -> std::borrow::Cow<'_, [f16]> {
@@ -252,6 +307,21 @@ fn bf16_from_float(src: &[f32], dst: &mut [u8]) {
     }
 }
 
+fn gemm_dot_f32(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (x, y) = (f32_row(&x[..n * 4]), f32_row(&y[..n * 4]));
+    (kernels().gemm_dot_f32)(&x, &y)
+}
+
+fn gemm_dot_f16(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (x, y) = (f16_row(&x[..n * 2]), f16_row(&y[..n * 2]));
+    (kernels().gemm_dot_f16)(&x, &y)
+}
+
+fn gemm_dot_bf16(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (x, y) = (bf16_row(&x[..n * 2]), bf16_row(&y[..n * 2]));
+    (kernels().gemm_dot_bf16)(&x, &y)
+}
+
 fn vec_dot_f32(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let (x, y) = (f32_row(&x[..n * 4]), f32_row(&y[..n * 4]));
     (kernels().dot_f32)(&x, &y)
@@ -274,18 +344,42 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
             tr.to_float = Some(f32_to_float);
             tr.from_float = Some(f32_from_float);
             tr.vec_dot = Some(vec_dot_f32);
+            tr.gemm_dot = Some(GemmDot {
+                dot: gemm_dot_f32,
+                kn: 16,
+            });
+            tr.gemm_dot = Some(GemmDot {
+                dot: gemm_dot_f32,
+                kn: 16,
+            });
             tr.vec_dot_type = GgmlType::F32;
         }
         GgmlType::F16 => {
             tr.to_float = Some(f16_to_float);
             tr.from_float = Some(f16_from_float);
             tr.vec_dot = Some(vec_dot_f16);
+            tr.gemm_dot = Some(GemmDot {
+                dot: gemm_dot_f16,
+                kn: 16,
+            });
+            tr.gemm_dot = Some(GemmDot {
+                dot: gemm_dot_f16,
+                kn: 16,
+            });
             tr.vec_dot_type = GgmlType::F16;
         }
         GgmlType::BF16 => {
             tr.to_float = Some(bf16_to_float);
             tr.from_float = Some(bf16_from_float);
             tr.vec_dot = Some(vec_dot_bf16);
+            tr.gemm_dot = Some(GemmDot {
+                dot: gemm_dot_bf16,
+                kn: 32,
+            });
+            tr.gemm_dot = Some(GemmDot {
+                dot: gemm_dot_bf16,
+                kn: 32,
+            });
             tr.vec_dot_type = GgmlType::BF16;
         }
         _ => {}

@@ -7,12 +7,14 @@ use super::{scalar, SimdLevel, VecKernels};
 
 pub(super) static KERNELS: VecKernels = VecKernels {
     level: SimdLevel::Neon,
-    dot_f32: |x, y| {
-        // SAFETY: handed out only when NEON is available.
-        unsafe { dot_f32_neon(x, y) }
-    },
+    // The dot products keep the scalar (AVX-512-equivalent) arithmetic, so that results
+    // are the same bits on every machine.
+    dot_f32: scalar::dot_f32,
     dot_f16: scalar::dot_f16,
     dot_bf16: scalar::dot_bf16,
+    gemm_dot_f32: scalar::gemm_dot_f32,
+    gemm_dot_f16: scalar::gemm_dot_f16,
+    gemm_dot_bf16: scalar::gemm_dot_bf16,
     mad_f32: |y, x, v| {
         // SAFETY: handed out only when NEON is available.
         unsafe { mad_f32_neon(y, x, v) }
@@ -22,32 +24,9 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     f16_to_f32: scalar::f16_to_f32,
     f32_to_f16: scalar::f32_to_f16,
     gemm_acc: scalar::gemm_acc,
+    soft_max: super::expf::soft_max,
+    swiglu: super::expf::swiglu,
 };
-
-#[target_feature(enable = "neon")]
-unsafe fn dot_f32_neon(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = [vdupq_n_f32(0.0); 4];
-    let mut i = 0;
-    while i + 16 <= n {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = vfmaq_f32(
-                *a,
-                vld1q_f32(xp.add(i + 4 * k)),
-                vld1q_f32(yp.add(i + 4 * k)),
-            );
-        }
-        i += 16;
-    }
-    let s = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
-    let mut sum = vaddvq_f32(s);
-    while i < n {
-        sum += *xp.add(i) * *yp.add(i);
-        i += 1;
-    }
-    sum
-}
 
 #[target_feature(enable = "neon")]
 unsafe fn mad_f32_neon(y: &mut [f32], x: &[f32], v: f32) {

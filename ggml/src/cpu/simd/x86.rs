@@ -21,6 +21,18 @@ pub(super) static AVX2: VecKernels = VecKernels {
         // SAFETY: as above.
         unsafe { dot_bf16_avx2(x, y) }
     },
+    gemm_dot_f32: |x, y| {
+        // SAFETY: as above.
+        unsafe { gemm_dot_f32_avx2(x, y) }
+    },
+    gemm_dot_f16: |x, y| {
+        // SAFETY: as above.
+        unsafe { gemm_dot_f16_avx2(x, y) }
+    },
+    gemm_dot_bf16: |x, y| {
+        // SAFETY: as above.
+        unsafe { gemm_dot_bf16_avx2(x, y) }
+    },
     mad_f32: |y, x, v| {
         // SAFETY: as above.
         unsafe { mad_f32_avx2(y, x, v) }
@@ -45,6 +57,14 @@ pub(super) static AVX2: VecKernels = VecKernels {
         // SAFETY: as above.
         unsafe { gemm_acc_avx2(c, a, b, m, k, n) }
     },
+    soft_max: |y, x, max| {
+        // SAFETY: as above.
+        unsafe { soft_max_fma(y, x, max) }
+    },
+    swiglu: |y, x, g| {
+        // SAFETY: as above.
+        unsafe { swiglu_fma(y, x, g) }
+    },
 };
 
 pub(super) static AVX512: VecKernels = VecKernels {
@@ -60,6 +80,18 @@ pub(super) static AVX512: VecKernels = VecKernels {
     dot_bf16: |x, y| {
         // SAFETY: as above.
         unsafe { dot_bf16_avx512(x, y) }
+    },
+    gemm_dot_f32: |x, y| {
+        // SAFETY: as above.
+        unsafe { gemm_dot_f32_avx512(x, y) }
+    },
+    gemm_dot_f16: |x, y| {
+        // SAFETY: as above.
+        unsafe { gemm_dot_f16_avx512(x, y) }
+    },
+    gemm_dot_bf16: |x, y| {
+        // SAFETY: as above.
+        unsafe { gemm_dot_bf16_avx512(x, y) }
     },
     mad_f32: |y, x, v| {
         // SAFETY: as above.
@@ -85,116 +117,21 @@ pub(super) static AVX512: VecKernels = VecKernels {
         // SAFETY: as above.
         unsafe { gemm_acc_avx512(c, a, b, m, k, n) }
     },
+    soft_max: |y, x, max| {
+        // SAFETY: as above.
+        unsafe { soft_max_fma(y, x, max) }
+    },
+    swiglu: |y, x, g| {
+        // SAFETY: as above.
+        unsafe { swiglu_fma(y, x, g) }
+    },
 };
-
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn hsum256(v: __m256) -> f32 {
-    let lo = _mm256_castps256_ps128(v);
-    let hi = _mm256_extractf128_ps::<1>(v);
-    let s = _mm_add_ps(lo, hi);
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    _mm_cvtss_f32(s)
-}
 
 // ---------------------------------------------------------------- AVX2
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_f32_avx2(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    // SAFETY (all loads below): indices stay below `n`, the length of both slices.
-    while i + 32 <= n {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = _mm256_fmadd_ps(
-                _mm256_loadu_ps(xp.add(i + 8 * k)),
-                _mm256_loadu_ps(yp.add(i + 8 * k)),
-                *a,
-            );
-        }
-        i += 32;
-    }
-    while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(
-            _mm256_loadu_ps(xp.add(i)),
-            _mm256_loadu_ps(yp.add(i)),
-            acc[0],
-        );
-        i += 8;
-    }
-    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let mut sum = hsum256(s);
-    while i < n {
-        sum += *xp.add(i) * *yp.add(i);
-        i += 1;
-    }
-    sum
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn load_f16x8(p: *const f16) -> __m256 {
     _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_f16_avx2(x: &[f16], y: &[f16]) -> f32 {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = _mm256_fmadd_ps(
-                load_f16x8(xp.add(i + 8 * k)),
-                load_f16x8(yp.add(i + 8 * k)),
-                *a,
-            );
-        }
-        i += 32;
-    }
-    while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(load_f16x8(xp.add(i)), load_f16x8(yp.add(i)), acc[0]);
-        i += 8;
-    }
-    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let mut sum = hsum256(s);
-    while i < n {
-        sum += (*xp.add(i)).to_f32() * (*yp.add(i)).to_f32();
-        i += 1;
-    }
-    sum
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load_bf16x8(p: *const bf16) -> __m256 {
-    let h = _mm_loadu_si128(p as *const __m128i);
-    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_bf16_avx2(x: &[bf16], y: &[bf16]) -> f32 {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); 2];
-    let mut i = 0;
-    while i + 16 <= n {
-        acc[0] = _mm256_fmadd_ps(load_bf16x8(xp.add(i)), load_bf16x8(yp.add(i)), acc[0]);
-        acc[1] = _mm256_fmadd_ps(
-            load_bf16x8(xp.add(i + 8)),
-            load_bf16x8(yp.add(i + 8)),
-            acc[1],
-        );
-        i += 16;
-    }
-    let mut sum = hsum256(_mm256_add_ps(acc[0], acc[1]));
-    while i < n {
-        sum += (*xp.add(i)).to_f32() * (*yp.add(i)).to_f32();
-        i += 1;
-    }
-    sum
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -270,110 +207,8 @@ unsafe fn f32_to_f16_avx2(x: &[f32], y: &mut [f16]) {
 // ---------------------------------------------------------------- AVX-512
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn dot_f32_avx512(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 64 <= n {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = _mm512_fmadd_ps(
-                _mm512_loadu_ps(xp.add(i + 16 * k)),
-                _mm512_loadu_ps(yp.add(i + 16 * k)),
-                *a,
-            );
-        }
-        i += 64;
-    }
-    while i + 16 <= n {
-        acc[0] = _mm512_fmadd_ps(
-            _mm512_loadu_ps(xp.add(i)),
-            _mm512_loadu_ps(yp.add(i)),
-            acc[0],
-        );
-        i += 16;
-    }
-    if i < n {
-        let m: __mmask16 = (1u32 << (n - i)) as u16 - 1;
-        acc[1] = _mm512_fmadd_ps(
-            _mm512_maskz_loadu_ps(m, xp.add(i)),
-            _mm512_maskz_loadu_ps(m, yp.add(i)),
-            acc[1],
-        );
-    }
-    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    _mm512_reduce_add_ps(s)
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn load_f16x16(p: *const f16) -> __m512 {
     _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn load_f16x16_masked(p: *const f16, m: __mmask16) -> __m512 {
-    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p as *const i16))
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn dot_f16_avx512(x: &[f16], y: &[f16]) -> f32 {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 64 <= n {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = _mm512_fmadd_ps(
-                load_f16x16(xp.add(i + 16 * k)),
-                load_f16x16(yp.add(i + 16 * k)),
-                *a,
-            );
-        }
-        i += 64;
-    }
-    while i + 16 <= n {
-        acc[0] = _mm512_fmadd_ps(load_f16x16(xp.add(i)), load_f16x16(yp.add(i)), acc[0]);
-        i += 16;
-    }
-    if i < n {
-        let m: __mmask16 = (1u32 << (n - i)) as u16 - 1;
-        acc[1] = _mm512_fmadd_ps(
-            load_f16x16_masked(xp.add(i), m),
-            load_f16x16_masked(yp.add(i), m),
-            acc[1],
-        );
-    }
-    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    _mm512_reduce_add_ps(s)
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn load_bf16x16(p: *const bf16) -> __m512 {
-    let h = _mm256_loadu_si256(p as *const __m256i);
-    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = [_mm512_setzero_ps(); 2];
-    let mut i = 0;
-    while i + 32 <= n {
-        acc[0] = _mm512_fmadd_ps(load_bf16x16(xp.add(i)), load_bf16x16(yp.add(i)), acc[0]);
-        acc[1] = _mm512_fmadd_ps(
-            load_bf16x16(xp.add(i + 16)),
-            load_bf16x16(yp.add(i + 16)),
-            acc[1],
-        );
-        i += 32;
-    }
-    let mut sum = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
-    while i < n {
-        sum += (*xp.add(i)).to_f32() * (*yp.add(i)).to_f32();
-        i += 1;
-    }
-    sum
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
@@ -494,4 +329,287 @@ unsafe fn gemm_acc_avx512(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usiz
             j += 16;
         }
     }
+}
+
+// ------------------------------------------------------------ dot products
+//
+// All of them reproduce ggml's AVX-512 arithmetic exactly (see scalar.rs): the AVX2
+// versions keep each 16-lane accumulator as two 8-lane halves and reduce with the same
+// tree, so every level gives the same bits.
+
+/// `_mm512_reduce_add_ps`'s tree, written out so that the order is fixed.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn reduce_halves(lo: __m256, hi: __m256) -> f32 {
+    let t3 = _mm256_add_ps(hi, lo);
+    let t6 = _mm_add_ps(_mm256_extractf128_ps::<1>(t3), _mm256_castps256_ps128(t3));
+    let t8 = _mm_add_ps(t6, _mm_shuffle_ps::<0b01_00_11_10>(t6, t6));
+    _mm_cvtss_f32(t8) + _mm_cvtss_f32(_mm_shuffle_ps::<1>(t8, t8))
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn reduce512(v: __m512) -> f32 {
+    let lo = _mm512_castps512_ps256(v);
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    reduce_halves(lo, hi)
+}
+
+/// Loads 16 f32 values as two halves.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load16_f32(p: *const f32) -> (__m256, __m256) {
+    (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load16_f16(p: *const f16) -> (__m256, __m256) {
+    (load_f16x8(p), load_f16x8(p.add(8)))
+}
+
+macro_rules! vec_order_avx2 {
+    ($name:ident, $t:ty, $load:ident, $tail:expr) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
+            let n = x.len().min(y.len());
+            let (xp, yp) = (x.as_ptr(), y.as_ptr());
+            let np = n & !63;
+            let z = _mm256_setzero_ps();
+            let mut acc = [[z, z]; 4];
+            let mut i = 0;
+            while i < np {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let (xl, xh) = $load(xp.add(i + 16 * j));
+                    let (yl, yh) = $load(yp.add(i + 16 * j));
+                    a[0] = _mm256_fmadd_ps(xl, yl, a[0]);
+                    a[1] = _mm256_fmadd_ps(xh, yh, a[1]);
+                }
+                i += 64;
+            }
+            let lo = _mm256_add_ps(
+                _mm256_add_ps(acc[0][0], acc[2][0]),
+                _mm256_add_ps(acc[1][0], acc[3][0]),
+            );
+            let hi = _mm256_add_ps(
+                _mm256_add_ps(acc[0][1], acc[2][1]),
+                _mm256_add_ps(acc[1][1], acc[3][1]),
+            );
+            let tail: fn(f32, &[$t], &[$t], usize) -> f32 = $tail;
+            tail(reduce_halves(lo, hi), x, y, np)
+        }
+    };
+}
+
+macro_rules! vec_order_avx512 {
+    ($name:ident, $t:ty, $load:ident, $tail:expr) => {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+        unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
+            let n = x.len().min(y.len());
+            let (xp, yp) = (x.as_ptr(), y.as_ptr());
+            let np = n & !63;
+            let mut acc = [_mm512_setzero_ps(); 4];
+            let mut i = 0;
+            while i < np {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps($load(xp.add(i + 16 * j)), $load(yp.add(i + 16 * j)), *a);
+                }
+                i += 64;
+            }
+            let v = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+            let tail: fn(f32, &[$t], &[$t], usize) -> f32 = $tail;
+            tail(reduce512(v), x, y, np)
+        }
+    };
+}
+
+fn tail_f32(s: f32, x: &[f32], y: &[f32], np: usize) -> f32 {
+    super::vec_dot_f32_tail(s, x, y, np)
+}
+
+fn tail_f16(s: f32, x: &[f16], y: &[f16], np: usize) -> f32 {
+    let mut s = s as f64;
+    for i in np..x.len().min(y.len()) {
+        s += (x[i].to_f32() * y[i].to_f32()) as f64;
+    }
+    s as f32
+}
+
+vec_order_avx2!(dot_f32_avx2, f32, load16_f32, tail_f32);
+vec_order_avx2!(dot_f16_avx2, f16, load16_f16, tail_f16);
+vec_order_avx512!(dot_f32_avx512, f32, _mm512_loadu_ps, tail_f32);
+vec_order_avx512!(dot_f16_avx512, f16, load_f16x16, tail_f16);
+
+macro_rules! gemm_order_avx2 {
+    ($name:ident, $t:ty, $load:ident) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
+            let n = x.len().min(y.len());
+            let (xp, yp) = (x.as_ptr(), y.as_ptr());
+            let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let mut i = 0;
+            while i + 16 <= n {
+                let (xl, xh) = $load(xp.add(i));
+                let (yl, yh) = $load(yp.add(i));
+                lo = _mm256_fmadd_ps(xl, yl, lo);
+                hi = _mm256_fmadd_ps(xh, yh, hi);
+                i += 16;
+            }
+            reduce_halves(lo, hi)
+        }
+    };
+}
+
+macro_rules! gemm_order_avx512 {
+    ($name:ident, $t:ty, $load:ident) => {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+        unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
+            let n = x.len().min(y.len());
+            let (xp, yp) = (x.as_ptr(), y.as_ptr());
+            let mut acc = _mm512_setzero_ps();
+            let mut i = 0;
+            while i + 16 <= n {
+                acc = _mm512_fmadd_ps($load(xp.add(i)), $load(yp.add(i)), acc);
+                i += 16;
+            }
+            reduce512(acc)
+        }
+    };
+}
+
+gemm_order_avx2!(gemm_dot_f32_avx2, f32, load16_f32);
+gemm_order_avx2!(gemm_dot_f16_avx2, f16, load16_f16);
+gemm_order_avx512!(gemm_dot_f32_avx512, f32, _mm512_loadu_ps);
+gemm_order_avx512!(gemm_dot_f16_avx512, f16, load_f16x16);
+
+/// One `vdpbf16ps` step on 16 lanes held as two halves: for each 32-bit lane, the odd
+/// bf16 element's product first, then the even one's, each fused.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dpbf16_avx2(acc: (__m256, __m256), x: *const bf16, y: *const bf16) -> (__m256, __m256) {
+    let hi_mask = _mm256_set1_epi32(0xffff_0000u32 as i32);
+    let step = |acc: __m256, xv: __m256i, yv: __m256i| {
+        let xo = _mm256_castsi256_ps(_mm256_and_si256(xv, hi_mask));
+        let yo = _mm256_castsi256_ps(_mm256_and_si256(yv, hi_mask));
+        let xe = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(xv));
+        let ye = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(yv));
+        _mm256_fmadd_ps(xe, ye, _mm256_fmadd_ps(xo, yo, acc))
+    };
+    let (x0, x1) = (
+        _mm256_loadu_si256(x as *const __m256i),
+        _mm256_loadu_si256(x.add(16) as *const __m256i),
+    );
+    let (y0, y1) = (
+        _mm256_loadu_si256(y as *const __m256i),
+        _mm256_loadu_si256(y.add(16) as *const __m256i),
+    );
+    (step(acc.0, x0, y0), step(acc.1, x1, y1))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_dot_bf16_avx2(x: &[bf16], y: &[bf16]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut acc = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    while i + 32 <= n {
+        acc = dpbf16_avx2(acc, x.as_ptr().add(i), y.as_ptr().add(i));
+        i += 32;
+    }
+    reduce_halves(acc.0, acc.1)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_bf16_avx2(x: &[bf16], y: &[bf16]) -> f32 {
+    let n = x.len().min(y.len());
+    let z = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut c1, mut c2) = (z, z);
+    let mut i = 0;
+    while i + 64 <= n {
+        c1 = dpbf16_avx2(c1, x.as_ptr().add(i), y.as_ptr().add(i));
+        c2 = dpbf16_avx2(c2, x.as_ptr().add(i + 32), y.as_ptr().add(i + 32));
+        i += 64;
+    }
+    let mut s = reduce_halves(c1.0, c1.1) as f64;
+    s += reduce_halves(c2.0, c2.1) as f64;
+    while i < n {
+        s += (x[i].to_f32() * y[i].to_f32()) as f64;
+        i += 1;
+    }
+    s as f32
+}
+
+/// One `vdpbf16ps` step: the real instruction when the CPU has AVX-512 BF16, else the
+/// same two fused multiply-adds.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn dpbf16_512(acc: __m512, x: *const bf16, y: *const bf16) -> __m512 {
+    let xv = _mm512_loadu_si512(x as *const __m512i);
+    let yv = _mm512_loadu_si512(y as *const __m512i);
+    if has_bf16() {
+        return dpbf16_hw(acc, xv, yv);
+    }
+    let hi_mask = _mm512_set1_epi32(0xffff_0000u32 as i32);
+    let xo = _mm512_castsi512_ps(_mm512_and_si512(xv, hi_mask));
+    let yo = _mm512_castsi512_ps(_mm512_and_si512(yv, hi_mask));
+    let xe = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(xv));
+    let ye = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(yv));
+    _mm512_fmadd_ps(xe, ye, _mm512_fmadd_ps(xo, yo, acc))
+}
+
+fn has_bf16() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| is_x86_feature_detected!("avx512bf16"))
+}
+
+#[inline]
+#[target_feature(enable = "avx512bf16,avx512f")]
+unsafe fn dpbf16_hw(acc: __m512, x: __m512i, y: __m512i) -> __m512 {
+    _mm512_dpbf16_ps(
+        acc,
+        std::mem::transmute::<__m512i, __m512bh>(x),
+        std::mem::transmute::<__m512i, __m512bh>(y),
+    )
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn gemm_dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut acc = _mm512_setzero_ps();
+    let mut i = 0;
+    while i + 32 <= n {
+        acc = dpbf16_512(acc, x.as_ptr().add(i), y.as_ptr().add(i));
+        i += 32;
+    }
+    reduce512(acc)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
+    let n = x.len().min(y.len());
+    let (mut c1, mut c2) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut i = 0;
+    while i + 64 <= n {
+        c1 = dpbf16_512(c1, x.as_ptr().add(i), y.as_ptr().add(i));
+        c2 = dpbf16_512(c2, x.as_ptr().add(i + 32), y.as_ptr().add(i + 32));
+        i += 64;
+    }
+    let mut s = reduce512(c1) as f64;
+    s += reduce512(c2) as f64;
+    while i < n {
+        s += (x[i].to_f32() * y[i].to_f32()) as f64;
+        i += 1;
+    }
+    s as f32
+}
+
+// The ggml exp kernels compiled with FMA enabled (so `mul_add` is one instruction).
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn soft_max_fma(y: &mut [f32], x: &[f32], max: f32) -> f64 {
+    super::expf::soft_max(y, x, max)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn swiglu_fma(y: &mut [f32], x: &[f32], g: &[f32]) {
+    super::expf::swiglu(y, x, g)
 }
