@@ -3,7 +3,13 @@
 //! AVX-512 kernels with the arithmetic of ggml's x86 build. There are no NEON kernels
 //! yet: on AArch64 the scalar ones run.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 use crate::cpu::simd::SimdLevel;
 use crate::types::{GgmlType, VecDotFn};
@@ -43,6 +49,19 @@ pub fn vec_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
     }
     match level {
         SimdLevel::Scalar => scalar_kernel(typ),
+        // SAFETY: `is_available` checked AVX2, FMA and F16C.
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => unsafe { avx2::kernel(typ) },
+        // SAFETY: `is_available` checked AVX-512 F/BW/VL besides AVX2, FMA and F16C,
+        // and `has_vnni` the VNNI the AVX-512 kernels also use.
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => unsafe {
+            if avx512::has_vnni() {
+                avx512::kernel(typ)
+            } else {
+                avx2::kernel(typ)
+            }
+        },
         #[allow(unreachable_patterns)]
         _ => None,
     }
