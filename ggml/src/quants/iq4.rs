@@ -202,3 +202,26 @@ pub(crate) fn dequantize_row_iq4_xs(x: &[u8], y: &mut [f32]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_index_ties_go_up() {
+        // -4.5 is halfway between -10 (index 7) and 1 (index 8).
+        assert_eq!(best_index_int8(&KVALUES_IQ4NL, -4.5), 8);
+        assert_eq!(best_index_int8(&KVALUES_IQ4NL, -4.6), 7);
+        assert_eq!(best_index_int8(&KVALUES_IQ4NL, -1000.0), 0);
+        assert_eq!(best_index_int8(&KVALUES_IQ4NL, 1000.0), 15);
+    }
+
+    #[test]
+    fn all_zero_super_block_has_negative_zero_scale() {
+        // ggml computes d = -max_scale / 32 = -0.0 there; the bytes must match.
+        let x = [0f32; QK_K];
+        let mut y = [0u8; BlockIq4Xs::SIZE];
+        quantize_row_iq4_xs_ref(&x, &mut y);
+        assert_eq!(BlockIq4Xs::read(&y).d.0, [0x00, 0x80]);
+    }
+}

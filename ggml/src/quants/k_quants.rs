@@ -698,3 +698,37 @@ pub(crate) fn dequantize_row_q8_k(x: &[u8], y: &mut [f32]) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_int_rounds_half_to_even() {
+        let got: Vec<i32> = [0.5f32, 1.5, 2.5, -0.5, -1.5, 3.49, -3.51]
+            .map(nearest_int)
+            .to_vec();
+        assert_eq!(got, [0, 2, 2, 0, -2, 3, -4]);
+    }
+
+    #[test]
+    fn q6_k_zero_block_is_all_zero_bytes() {
+        let x = [0f32; QK_K];
+        let mut y = [0xAAu8; BlockQ6K::SIZE];
+        quantize_row_q6_k_ref(&x, &mut y);
+        assert!(y.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn q8_k_sums_match_the_quants() {
+        let x: Vec<f32> = (0..QK_K).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut y = [0u8; BlockQ8K::SIZE];
+        quantize_row_q8_k(&x, &mut y);
+        let b = BlockQ8K::read(&y);
+        for (j, s) in b.bsums.iter().enumerate() {
+            let want: i16 = b.qs[16 * j..16 * j + 16].iter().map(|&q| q as i16).sum();
+            assert_eq!(s.get(), want);
+        }
+        assert!(b.qs.iter().any(|&q| q.abs() == 127));
+    }
+}

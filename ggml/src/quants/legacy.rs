@@ -256,3 +256,49 @@ pub(crate) fn dequantize_row_q8_1(x: &[u8], y: &mut [f32]) {
         b.qs.map(|q| q as f32 * d)
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(head: &[f32]) -> [f32; 32] {
+        std::array::from_fn(|j| head.get(j).copied().unwrap_or(0.0))
+    }
+
+    #[test]
+    fn q8_reference_rounds_half_away_run_time_rounds_half_even() {
+        // max 127 gives d = 1 on both paths, so x * id is x itself.
+        let x = block(&[127.0, 0.5, 1.5, 2.5, -0.5, -2.5]);
+        assert_eq!(q8_ref(&x).1[..6], [127, 1, 2, 3, -1, -3]);
+        assert_eq!(q8_x86(&x).1[..6], [127, 0, 2, 2, 0, -2]);
+    }
+
+    #[test]
+    fn q8_1_stores_the_scaled_sum() {
+        let x = block(&[127.0, -27.0, 3.0]);
+        let mut y = [0u8; 36];
+        quantize_row_q8_1(&x, &mut y);
+        let b = BlockQ8_1::read(&y);
+        assert_eq!(b.d.get(), 1.0);
+        assert_eq!(b.s.get(), 103.0);
+    }
+
+    #[test]
+    fn q8_x86_saturates_like_cvtps_packs() {
+        let mut x = block(&[1.0, f32::NAN]);
+        assert_eq!(q8_x86(&x).1[1], -128);
+        x[1] = 0.0;
+        assert_eq!(q8_x86(&x).1[..2], [127, 0]);
+    }
+
+    #[test]
+    fn q4_0_round_trips_its_own_grid() {
+        // Values on the grid d * (q - 8) with d = -1 (max = 8 is the most negative q).
+        let x: [f32; 32] = std::array::from_fn(|j| 8.0 - (j % 16) as f32);
+        let mut q = [0u8; 18];
+        quantize_row_q4_0_ref(&x, &mut q);
+        let mut y = [0f32; 32];
+        dequantize_row_q4_0(&q, &mut y);
+        assert_eq!(x, y);
+    }
+}

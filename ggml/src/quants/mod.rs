@@ -16,7 +16,13 @@ use rayon::prelude::*;
 pub use dot::vec_dot_for;
 
 use crate::error::{Error, Result};
-use crate::types::{FromFloatFn, GgmlType, ToFloatFn, TypeTraits};
+use crate::types::{FromFloatFn, GgmlType, ToFloatFn, TypeTraits, ALL_TYPES};
+
+/// The types this module implements (Q4_0 … IQ4_XS), in id order. All but Q8_1 and
+/// Q8_K (activation formats) have a `vec_dot`.
+pub fn types() -> impl Iterator<Item = GgmlType> {
+    ALL_TYPES.iter().copied().filter(|&t| entry(t).is_some())
+}
 
 /// One type's entries: `(to_float, from_float, from_float_ref, vec_dot_type)`.
 type Entry = (ToFloatFn, FromFloatFn, FromFloatFn, GgmlType);
