@@ -28,6 +28,7 @@ fn isum32(q: impl Fn(usize) -> i32, y: &[i8; 32]) -> i32 {
     s0 + s1
 }
 
+/// `ggml_vec_dot_q4_0_q8_0_generic`.
 pub(crate) fn vec_dot_q4_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sumf = 0f32;
     for (x, y) in pairs::<BlockQ4_0, BlockQ8_0>(n, x, y) {
@@ -37,6 +38,7 @@ pub(crate) fn vec_dot_q4_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
     sumf
 }
 
+/// `ggml_vec_dot_q4_1_q8_1_generic`.
 pub(crate) fn vec_dot_q4_1_q8_1(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sumf = 0f32;
     for (x, y) in pairs::<BlockQ4_1, BlockQ8_1>(n, x, y) {
@@ -46,6 +48,7 @@ pub(crate) fn vec_dot_q4_1_q8_1(n: usize, x: &[u8], y: &[u8]) -> f32 {
     sumf
 }
 
+/// `ggml_vec_dot_q5_0_q8_0_generic`.
 pub(crate) fn vec_dot_q5_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sumf = 0f32;
     for (x, y) in pairs::<BlockQ5_0, BlockQ8_0>(n, x, y) {
@@ -56,6 +59,7 @@ pub(crate) fn vec_dot_q5_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
     sumf
 }
 
+/// `ggml_vec_dot_q5_1_q8_1_generic`.
 pub(crate) fn vec_dot_q5_1_q8_1(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sumf = 0f32;
     for (x, y) in pairs::<BlockQ5_1, BlockQ8_1>(n, x, y) {
@@ -66,6 +70,7 @@ pub(crate) fn vec_dot_q5_1_q8_1(n: usize, x: &[u8], y: &[u8]) -> f32 {
     sumf
 }
 
+/// `ggml_vec_dot_q8_0_q8_0_generic`.
 pub(crate) fn vec_dot_q8_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sumf = 0f32;
     for (x, y) in pairs::<BlockQ8_0, BlockQ8_0>(n, x, y) {
@@ -79,6 +84,7 @@ pub(crate) fn vec_dot_q8_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
     sumf
 }
 
+/// `ggml_vec_dot_iq4_nl_q8_0_generic`.
 pub(crate) fn vec_dot_iq4_nl_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sumf = 0f32;
     for (x, y) in pairs::<BlockIq4Nl, BlockQ8_0>(n, x, y) {
@@ -112,6 +118,7 @@ fn add_lanes(sums: &mut [f32; 8], d: f32, aux32: &[i32; 8]) {
     }
 }
 
+/// `ggml_vec_dot_q2_K_q8_K_generic`.
 pub(crate) fn vec_dot_q2_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sumf = 0f32;
     for (x, y) in pairs::<BlockQ2K, BlockQ8K>(n, x, y) {
@@ -139,6 +146,7 @@ pub(crate) fn vec_dot_q2_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     sumf
 }
 
+/// `ggml_vec_dot_q3_K_q8_K_generic`.
 pub(crate) fn vec_dot_q3_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sums = [0f32; 8];
     for (x, y) in pairs::<BlockQ3K, BlockQ8K>(n, x, y) {
@@ -191,6 +199,7 @@ fn vec_dot_k4<B: Block>(
     sums.iter().fold(sumf, |s, &v| s + v)
 }
 
+/// `ggml_vec_dot_q4_K_q8_K_generic`.
 pub(crate) fn vec_dot_q4_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     vec_dot_k4(n, x, y, |x: &BlockQ4K| {
         let a = std::array::from_fn(|j| k4_nibble(&x.qs, j) as i8);
@@ -198,6 +207,7 @@ pub(crate) fn vec_dot_q4_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     })
 }
 
+/// `ggml_vec_dot_q5_K_q8_K_generic`.
 pub(crate) fn vec_dot_q5_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     vec_dot_k4(n, x, y, |x: &BlockQ5K| {
         let a = std::array::from_fn(|j| (k4_nibble(&x.qs, j) + q5k_high(&x.qh, j)) as i8);
@@ -205,6 +215,7 @@ pub(crate) fn vec_dot_q5_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     })
 }
 
+/// `ggml_vec_dot_q6_K_q8_K_generic`.
 pub(crate) fn vec_dot_q6_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sums = [0f32; 8];
     for (x, y) in pairs::<BlockQ6K, BlockQ8K>(n, x, y) {
@@ -218,6 +229,7 @@ pub(crate) fn vec_dot_q6_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     sums.iter().fold(0f32, |s, &v| s + v)
 }
 
+/// `ggml_vec_dot_iq4_xs_q8_K_generic`.
 pub(crate) fn vec_dot_iq4_xs_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sumf = 0f32;
     for (x, y) in pairs::<BlockIq4Xs, BlockQ8K>(n, x, y) {
