@@ -1,0 +1,106 @@
+//! Quantized kernels: `vec_dot` per type and SIMD level, and `mul_mat` per type at the
+//! matrix shapes of a 0.5B model (Qwen2-0.5B: K x M = 896 x 896, 896 x 4864 and
+//! 4864 x 896) for decode (N = 1) and prefill (N = 512), with 1 and 2 threads, beside
+//! the F32 path. K-quants and IQ4_XS need K % 256 == 0, so they run the 4864 x 896
+//! shape only (llama.cpp falls back to other types for K = 896 too).
+//!
+//! Throughput: `vec_dot` and prefill report elements (multiply-adds: GFLOP/s = 2 x
+//! Gelem/s); decode reports the bytes of weights read (GB/s of weights).
+//!
+//! `cargo bench --bench quants` runs a short default; filter with e.g.
+//! `cargo bench --bench quants -- 'mul_mat/decode'`.
+
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use ggml::cpu::simd::available_levels;
+use ggml::quants::vec_dot_for;
+use ggml::{Context, Executor, GgmlType, Graph};
+
+/// test-quantize-fns' synthetic data: `0.1 + cos(i + offset)`.
+fn data(offset: u64, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| 0.1 + ((i as u64 + offset) as f32).cos())
+        .collect()
+}
+
+/// The quantized types with a `vec_dot`.
+fn weight_types() -> Vec<GgmlType> {
+    let dots = |t: &GgmlType| t.traits().vec_dot.is_some();
+    ggml::quants::types().filter(dots).collect()
+}
+
+fn vec_dot(c: &mut Criterion) {
+    const N: usize = 4096;
+    let mut group = c.benchmark_group("vec_dot");
+    group.throughput(Throughput::Elements(N as u64));
+    for typ in weight_types() {
+        let x = ggml::quants::quantize(typ, &data(1, N), N).expect("quantize");
+        let vdt = typ.traits().vec_dot_type;
+        let mut y = vec![0u8; vdt.row_size(N)];
+        (vdt.traits().from_float.expect("activation quantizer"))(&data(2, N), &mut y);
+        for level in available_levels() {
+            let Some(f) = vec_dot_for(typ, level) else {
+                continue;
+            };
+            group.bench_function(BenchmarkId::new(typ.name(), level.name()), |b| {
+                b.iter(|| f(std::hint::black_box(N), &x, &y))
+            });
+        }
+    }
+    group.finish();
+}
+
+/// `(K, M)` of the 0.5B model's matrices that `typ` can hold.
+fn shapes(typ: GgmlType) -> &'static [(usize, usize)] {
+    if typ.blck_size() == 256 {
+        &[(4864, 896)]
+    } else {
+        &[(896, 896), (896, 4864), (4864, 896)]
+    }
+}
+
+fn mul_mat(c: &mut Criterion) {
+    let mut types = vec![GgmlType::F32];
+    types.extend(weight_types());
+    for (phase, n) in [("decode", 1usize), ("prefill", 512)] {
+        let mut group = c.benchmark_group(format!("mul_mat/{phase}"));
+        for &typ in &types {
+            for &(k, m) in shapes(typ) {
+                let w = data(3, k * m);
+                let mut ctx = Context::new();
+                let wt = ctx.new_tensor_2d(typ, k, m);
+                let xt = ctx.new_tensor_2d(GgmlType::F32, k, n);
+                let bytes = ggml::quants::quantize(typ, &w, k).expect("quantize");
+                ctx.set_bytes(wt, &bytes).expect("weights");
+                ctx.set_f32(xt, &data(4, k * n)).expect("activations");
+                let out = ctx.mul_mat(wt, xt);
+                let mut graph = Graph::new();
+                graph.build_forward_expand(&ctx, out);
+                group.throughput(if n == 1 {
+                    Throughput::Bytes(bytes.len() as u64)
+                } else {
+                    Throughput::Elements((k * m * n) as u64)
+                });
+                for threads in [1, 2] {
+                    let mut exec = Executor::new(threads).expect("executor");
+                    let id = BenchmarkId::new(typ.name(), format!("{k}x{m}/t{threads}"));
+                    group.bench_function(id, |b| {
+                        b.iter(|| exec.compute(&ctx, &graph).expect("compute"))
+                    });
+                }
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(500));
+    targets = vec_dot, mul_mat
+}
+criterion_main!(benches);
