@@ -1,4 +1,93 @@
-//! Errors of the `llama` crate.
+//! The runtime's error type.
+
+/// Everything that can go wrong loading a model, building a context or decoding.
+#[derive(Debug, thiserror::Error)]
+pub enum LlamaError {
+    /// An error of the tensor library (GGUF parsing, allocation, computation).
+    #[error(transparent)]
+    Ggml(#[from] ggml::Error),
+
+    /// The vocabulary could not be loaded, or a token id is outside it.
+    #[error(transparent)]
+    Vocab(#[from] VocabError),
+
+    /// A required metadata key is absent.
+    #[error("model: missing key '{key}'")]
+    MissingKey { key: String },
+
+    /// A metadata value is present but unusable.
+    #[error("model: key '{key}': {detail}")]
+    BadKey { key: String, detail: String },
+
+    /// `general.architecture` names an architecture this runtime does not implement.
+    #[error("model: unknown or unsupported architecture '{0}'")]
+    UnknownArch(String),
+
+    /// A tensor the architecture needs is not in the file.
+    #[error("model: missing tensor '{name}'")]
+    MissingTensor { name: String },
+
+    /// A tensor has the wrong shape for the hyperparameters.
+    #[error("model: tensor '{name}' has shape {got:?}, expected {expected:?}")]
+    TensorShape {
+        name: String,
+        expected: Vec<usize>,
+        got: Vec<usize>,
+    },
+
+    /// A tensor's type cannot be used where it is (for example a quantized norm).
+    #[error("model: tensor '{name}' has unsupported type {typ}")]
+    TensorType { name: String, typ: ggml::GgmlType },
+
+    /// A context or sampler parameter is out of range.
+    #[error("invalid parameter: {0}")]
+    InvalidParam(String),
+
+    /// The batch has no tokens.
+    #[error("decode: empty batch")]
+    EmptyBatch,
+
+    /// The batch has more tokens than `n_batch`.
+    #[error("decode: batch of {n_tokens} tokens exceeds n_batch = {n_batch}")]
+    BatchTooLarge { n_tokens: usize, n_batch: usize },
+
+    /// A token id outside the vocabulary.
+    #[error("decode: token {index} has id {token}, outside the vocabulary of {n_vocab}")]
+    TokenOutOfRange {
+        index: usize,
+        token: i32,
+        n_vocab: usize,
+    },
+
+    /// A sequence id outside `0..n_seq_max`.
+    #[error("decode: token {index} has sequence id {seq_id}, outside 0..{n_seq_max}")]
+    BadSeqId {
+        index: usize,
+        seq_id: i32,
+        n_seq_max: usize,
+    },
+
+    /// Positions that do not continue the cached sequence or have gaps.
+    #[error("decode: sequence {seq_id}: {detail}")]
+    BadPosition { seq_id: i32, detail: String },
+
+    /// No room in the KV cache for the batch (nothing was changed).
+    #[error(
+        "decode: no free KV cache slot for a micro-batch of {n_tokens} tokens (cache size {size})"
+    )]
+    NoKvSlot { n_tokens: usize, size: u32 },
+
+    /// A saved sequence state that cannot be restored.
+    #[error("state: {0}")]
+    State(String),
+
+    /// An I/O error with the path involved.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
 
 /// Why a vocabulary could not be loaded or a token could not be looked up.
 #[derive(Debug, thiserror::Error)]
@@ -43,3 +132,6 @@ pub enum VocabError {
     #[error("vocab: {0}")]
     Invalid(String),
 }
+
+/// `Result` with [`LlamaError`].
+pub type Result<T, E = LlamaError> = std::result::Result<T, E>;

@@ -1,7 +1,6 @@
 //! Small public types of the vocabulary: token ids, token attributes, tokenizer kinds.
 
-/// A token id: an index into the vocabulary.
-pub type Token = u32;
+pub use crate::batch::Token;
 
 /// The tokenizer algorithm of a vocabulary (`tokenizer.ggml.model`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

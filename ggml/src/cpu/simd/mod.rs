@@ -86,6 +86,9 @@ pub struct VecKernels {
     pub f16_to_f32: fn(x: &[f16], y: &mut [f32]),
     /// Narrow to f16, rounding to nearest even.
     pub f32_to_f16: fn(x: &[f32], y: &mut [f16]),
+    /// `C[m×n] += A[m×k] · B[k×n]` (row-major), each element a sequential chain of
+    /// fused multiply-adds over `k` (the arithmetic of ggml's `simd_gemm`).
+    pub gemm_acc: fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize),
 }
 
 /// The best kernels for this CPU (or the level forced by `GGML_SIMD`).

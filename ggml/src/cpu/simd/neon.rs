@@ -21,6 +21,7 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     scale_f32: scalar::scale_f32,
     f16_to_f32: scalar::f16_to_f32,
     f32_to_f16: scalar::f32_to_f16,
+    gemm_acc: scalar::gemm_acc,
 };
 
 #[target_feature(enable = "neon")]

@@ -14,6 +14,7 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     scale_f32,
     f16_to_f32,
     f32_to_f16,
+    gemm_acc,
 };
 
 /// Dot product accumulated in f64, as ggml's scalar path (`ggml_float`).
@@ -65,5 +66,18 @@ pub(super) fn f16_to_f32(x: &[f16], y: &mut [f32]) {
 pub(super) fn f32_to_f16(x: &[f32], y: &mut [f16]) {
     for (y, &x) in y.iter_mut().zip(x) {
         *y = f16::from_f32(x);
+    }
+}
+
+pub(super) fn gemm_acc(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
+    for i in 0..m {
+        let crow = &mut c[i * n..(i + 1) * n];
+        for kk in 0..k {
+            let av = a[i * k + kk];
+            let brow = &b[kk * n..(kk + 1) * n];
+            for (cv, &bv) in crow.iter_mut().zip(brow) {
+                *cv = av.mul_add(bv, *cv);
+            }
+        }
     }
 }

@@ -41,6 +41,10 @@ pub(super) static AVX2: VecKernels = VecKernels {
         // SAFETY: as above.
         unsafe { f32_to_f16_avx2(x, y) }
     },
+    gemm_acc: |c, a, b, m, k, n| {
+        // SAFETY: as above.
+        unsafe { gemm_acc_avx2(c, a, b, m, k, n) }
+    },
 };
 
 pub(super) static AVX512: VecKernels = VecKernels {
@@ -76,6 +80,10 @@ pub(super) static AVX512: VecKernels = VecKernels {
     f32_to_f16: |x, y| {
         // SAFETY: as above.
         unsafe { f32_to_f16_avx512(x, y) }
+    },
+    gemm_acc: |c, a, b, m, k, n| {
+        // SAFETY: as above.
+        unsafe { gemm_acc_avx512(c, a, b, m, k, n) }
     },
 };
 
@@ -436,4 +444,54 @@ unsafe fn f32_to_f16_avx512(x: &[f32], y: &mut [f16]) {
         i += 16;
     }
     scalar::f32_to_f16(&x[i..n], &mut y[i..n]);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_acc_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
+    assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
+    let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
+    for i in 0..m {
+        let mut j = 0;
+        while j + 8 <= n {
+            let mut acc = _mm256_loadu_ps(cp.add(i * n + j));
+            for kk in 0..k {
+                let av = _mm256_set1_ps(*ap.add(i * k + kk));
+                acc = _mm256_fmadd_ps(av, _mm256_loadu_ps(bp.add(kk * n + j)), acc);
+            }
+            _mm256_storeu_ps(cp.add(i * n + j), acc);
+            j += 8;
+        }
+        while j < n {
+            let mut acc = *cp.add(i * n + j);
+            for kk in 0..k {
+                acc = (*ap.add(i * k + kk)).mul_add(*bp.add(kk * n + j), acc);
+            }
+            *cp.add(i * n + j) = acc;
+            j += 1;
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn gemm_acc_avx512(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
+    assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
+    let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
+    for i in 0..m {
+        let mut j = 0;
+        while j < n {
+            let cols = (n - j).min(16);
+            let mask: __mmask16 = if cols == 16 {
+                0xffff
+            } else {
+                ((1u32 << cols) - 1) as u16
+            };
+            let mut acc = _mm512_maskz_loadu_ps(mask, cp.add(i * n + j));
+            for kk in 0..k {
+                let av = _mm512_set1_ps(*ap.add(i * k + kk));
+                acc = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mask, bp.add(kk * n + j)), acc);
+            }
+            _mm512_mask_storeu_ps(cp.add(i * n + j), mask, acc);
+            j += 16;
+        }
+    }
 }
