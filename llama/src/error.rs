@@ -96,14 +96,9 @@ pub enum VocabError {
     /// A metadata key the tokenizer needs is absent.
     #[error("vocab: missing metadata key '{0}'")]
     MissingKey(String),
-    /// A metadata key holds a value of the wrong type or shape.
-    #[error("vocab: metadata key '{key}' is not {expected}")]
-    WrongType {
-        /// The GGUF key.
-        key: String,
-        /// What the tokenizer expected, in words.
-        expected: &'static str,
-    },
+    /// A metadata key holds a value of the wrong type, or the GGUF file is unreadable.
+    #[error("vocab: {0}")]
+    Gguf(#[from] ggml::gguf::GgufError),
     /// `tokenizer.ggml.model` names a tokenizer this crate does not implement.
     #[error("vocab: unknown or unsupported tokenizer model '{0}'")]
     UnsupportedModel(String),

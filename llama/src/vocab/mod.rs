@@ -18,6 +18,7 @@
 mod bpe;
 mod build;
 mod detokenize;
+mod gguf;
 mod merge;
 mod partition;
 mod parts;
