@@ -28,6 +28,8 @@ mod regex;
 mod special;
 mod split_custom;
 mod spm;
+#[cfg(test)]
+mod tests;
 mod tokenize;
 mod types;
 mod unicode;
