@@ -1,9 +1,8 @@
 //! Building a [`Vocab`] from its parts, with llama.cpp's defaults and fix-ups
 //! (`llama_vocab::impl::load`).
 
-use std::collections::HashMap;
-
 use super::detokenize::build_pieces;
+use super::hash::FastMap;
 use super::pre_tokenizer::PreTokenizer;
 use super::pre_type::PreType;
 use super::special::{detect, model_attributes, SpecialTokens, TokenView};
@@ -72,7 +71,7 @@ fn defaults(kind: VocabKind) -> (SpecialTokens, Flags) {
 
 /// The token of each byte for byte fallback: `<0xAB>` (SPM, or the byte itself as a
 /// one-byte token), or the byte's GPT-2 character (BPE, WPM).
-fn byte_tokens(kind: VocabKind, token_to_id: &HashMap<Box<[u8]>, Token>) -> [Option<Token>; 256] {
+fn byte_tokens(kind: VocabKind, token_to_id: &FastMap<Box<[u8]>, Token>) -> [Option<Token>; 256] {
     let mut out = [None; 256];
     for (b, slot) in out.iter_mut().enumerate() {
         *slot = match kind {
@@ -143,7 +142,7 @@ impl Vocab {
             check_len("token_type", t.len(), n_tokens)?;
         }
         let mut texts = Vec::with_capacity(n_tokens);
-        let mut token_to_id = HashMap::with_capacity(n_tokens);
+        let mut token_to_id = FastMap::with_capacity_and_hasher(n_tokens, Default::default());
         for (i, text) in parts.tokens.into_iter().enumerate() {
             let text = if text.is_empty() {
                 format!("[EMPTY_{i}]").into_bytes()
@@ -169,7 +168,8 @@ impl Vocab {
             None => vec![TokenAttr::NORMAL; n_tokens],
         };
 
-        let mut bpe_ranks = HashMap::new();
+        let mut bpe_ranks =
+            FastMap::with_capacity_and_hasher(parts.merges.len(), Default::default());
         for (rank, merge) in parts.merges.into_iter().enumerate() {
             // llama.cpp splits at the first space after the first byte; a merge
             // without one can never match and is dropped.

@@ -19,6 +19,7 @@ mod bpe;
 mod build;
 mod detokenize;
 mod gguf;
+mod hash;
 mod merge;
 mod partition;
 mod parts;
@@ -36,7 +37,7 @@ mod unicode;
 mod unicode_tables;
 mod wpm;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 pub use detokenize::TextStream;
 pub use parts::VocabParts;
@@ -45,6 +46,7 @@ pub use special::SpecialTokens;
 pub use types::{Token, TokenAttr, VocabKind};
 
 use crate::error::VocabError;
+use hash::FastMap;
 use pre_tokenizer::PreTokenizer;
 
 /// The Unicode version of the character tables (llama.cpp's, so that ids match).
@@ -74,9 +76,9 @@ pub struct Vocab {
     texts: Vec<Box<[u8]>>,
     scores: Vec<f32>,
     attrs: Vec<TokenAttr>,
-    token_to_id: HashMap<Box<[u8]>, Token>,
+    token_to_id: FastMap<Box<[u8]>, Token>,
     /// BPE merge rank by `"left right"`.
-    bpe_ranks: HashMap<Box<[u8]>, u32>,
+    bpe_ranks: FastMap<Box<[u8]>, u32>,
     special: SpecialTokens,
     linefeed: Option<Token>,
     eog: BTreeSet<Token>,
