@@ -3,6 +3,7 @@
 
 use super::detokenize::build_pieces;
 use super::hash::FastMap;
+use super::partition::index_by_first_byte;
 use super::pre_tokenizer::PreTokenizer;
 use super::pre_type::PreType;
 use super::special::{detect, model_attributes, SpecialTokens, TokenView};
@@ -234,6 +235,7 @@ impl Vocab {
         };
         let max_token_len = texts.iter().map(|t| t.len()).max().unwrap_or(0);
         let byte_tokens = byte_tokens(parts.kind, &token_to_id);
+        let special_by_first_byte = index_by_first_byte(&texts, &special_cache);
         let mut vocab = Vocab {
             kind: parts.kind,
             pre,
@@ -247,6 +249,7 @@ impl Vocab {
             linefeed: None,
             eog,
             flags,
+            special_by_first_byte,
             special_cache,
             byte_tokens,
             piece_bytes: Vec::new(),

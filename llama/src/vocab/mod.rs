@@ -85,6 +85,8 @@ pub struct Vocab {
     flags: Flags,
     /// Control, user-defined and unknown tokens, longest text first.
     special_cache: Vec<Token>,
+    /// The same tokens by the first byte of their text.
+    special_by_first_byte: Vec<Vec<Token>>,
     /// The token of each raw byte (byte fallback), where the vocabulary has one.
     byte_tokens: [Option<Token>; 256],
     /// Every token's piece (as `token_to_piece(id, 0, true)`), concatenated.

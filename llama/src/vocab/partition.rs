@@ -2,6 +2,8 @@
 //! `tokenizer_st_partition`): each special token, longest first, is searched for in
 //! the text that is still raw; matches become the token, the rest stays raw text.
 
+use std::collections::BTreeSet;
+
 use super::types::{Token, TokenAttr};
 use super::Vocab;
 
@@ -23,7 +25,33 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     (0..=last_start).find(|&i| haystack[i] == first && &haystack[i + 1..i + needle.len()] == rest)
 }
 
+/// For each first byte, the special tokens whose text starts with it.
+pub(crate) fn index_by_first_byte(texts: &[Box<[u8]>], specials: &[Token]) -> Vec<Vec<Token>> {
+    let mut index = vec![Vec::new(); 256];
+    for &id in specials {
+        if let Some(&first) = texts[id as usize].first() {
+            index[first as usize].push(id);
+        }
+    }
+    index
+}
+
 impl Vocab {
+    /// The special tokens that occur in `text`, found in one pass (vocabularies such as
+    /// deepseek-llm have thousands of user-defined tokens; searching for each in turn
+    /// was most of the tokenizing time).
+    fn specials_in(&self, text: &[u8]) -> BTreeSet<Token> {
+        let mut present = BTreeSet::new();
+        for (i, &b) in text.iter().enumerate() {
+            for &id in &self.special_by_first_byte[b as usize] {
+                if text[i..].starts_with(&self.texts[id as usize]) {
+                    present.insert(id);
+                }
+            }
+        }
+        present
+    }
+
     /// Splits `text` into fragments. Control and unknown tokens are cut out only with
     /// `parse_special`; user-defined tokens always are, as in llama.cpp.
     pub(crate) fn partition(&self, text: &[u8], parse_special: bool) -> Vec<Fragment> {
@@ -35,15 +63,17 @@ impl Vocab {
             start: 0,
             end: text.len(),
         });
+        // Only tokens that occur somewhere in the text can be cut out of a part of it.
+        let present = self.specials_in(text);
         for &id in &self.special_cache {
             let attr = self.attrs[id as usize];
             if !parse_special && attr.intersects(TokenAttr::CONTROL | TokenAttr::UNKNOWN) {
                 continue;
             }
-            let needle = &self.texts[id as usize];
-            if !fragments.iter().any(|f| matches!(*f, Fragment::Text { start, end } if find(&text[start..end], needle).is_some())) {
+            if !present.contains(&id) {
                 continue;
             }
+            let needle = &self.texts[id as usize];
             let mut next = Vec::with_capacity(fragments.len() + 2);
             for fragment in fragments {
                 match fragment {
