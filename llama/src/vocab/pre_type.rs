@@ -4,59 +4,107 @@
 
 /// How a BPE vocabulary splits text into words before merging (llama.cpp's
 /// `llama_vocab_pre_type`). SentencePiece and WordPiece vocabularies use [`PreType::Default`].
+/// Each variant lists the `tokenizer.ggml.pre` names that select it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-#[allow(missing_docs)]
 pub enum PreType {
+    /// `default`
     Default,
+    /// `llama3`, `llama-v3`, `llama-bpe`, `falcon3`, `falcon-h1`, `pixtral`, `midm-2.0`, `lfm2`, `jina-v5-nano`
     Llama3,
+    /// `deepseek-llm`
     DeepseekLlm,
+    /// `deepseek-coder`
     DeepseekCoder,
+    /// `deepseek-v3`
     Deepseek3Llm,
+    /// `falcon`
     Falcon,
+    /// `mpt`
     Mpt,
+    /// `starcoder`
     Starcoder,
+    /// `gpt-2`, `phi-2`, `jina-es`, `jina-de`, `gigachat`, `jina-v2-es`, `jina-v2-de`, `a.x-4.0`, `mellum`, `modern-bert`, `exaone4`, `jina-v1-en`, `jina-v2-code`, `roberta-bpe`
     Gpt2,
+    /// `refact`
     Refact,
+    /// `command-r`
     CommandR,
+    /// `stablelm2`
     Stablelm2,
+    /// `qwen2`, `deepseek-r1-qwen`, `kormo`, `f2llmv2`, `megrez`
     Qwen2,
+    /// `qwen35`
     Qwen35,
+    /// `olmo`
     Olmo,
+    /// `dbrx`
     Dbrx,
+    /// `smaug-bpe`
     Smaug,
+    /// `poro-chat`
     Poro,
+    /// `chatglm-bpe`, `glm4`, `glm5`
     Chatglm4,
+    /// `viking`
     Viking,
+    /// `jais`
     Jais,
+    /// `jais-2`
     Jais2,
+    /// `tekken`
     Tekken,
+    /// `smollm`
     Smollm,
+    /// `codeshell`
     Codeshell,
+    /// `bloom`
     Bloom,
+    /// `gpt3-finnish`
     Gpt3Finnish,
+    /// `exaone`
     Exaone,
-    ExaoneMoe,
+    /// `chameleon`
     Chameleon,
+    /// `minerva-7b`
     Minerva,
+    /// `gpt-4o`, `llama4`, `kanana2`, `talkie`
     Gpt4o,
+    /// `granite-embed-multi-97m`
     GraniteEmbMulti,
+    /// `trillion`
     Trillion,
+    /// `granite-docling`
     GraniteDocling,
+    /// `bailingmoe`, `bailingmoe2`, `llada-moe`
     Bailingmoe,
+    /// `seed-coder`
     SeedCoder,
+    /// `hunyuan`
     Hunyuan,
+    /// `hunyuan-dense`
     HunyuanDense,
+    /// `hy_v4`
     HyV4,
+    /// `joyai-llm`
     JoyaiLlm,
+    /// `spark2_5`
     Spark25,
+    /// `youtu`
     Youtu,
+    /// `ufakzeka`
     Ufakzeka,
+    /// `grok-2`
     Grok2,
+    /// `laguna`
     Laguna,
+    /// `minimax-m2`
     MinimaxM2,
+    /// `solar-open`
     SolarOpen,
+    /// `mellum2`
     Mellum2,
+    /// `minicpm5`
     Minicpm5,
 }
 
@@ -201,7 +249,6 @@ const NAMES: &[(&[&str], PreType, PreSettings)] = {
         (&["bloom"], Bloom, NONE),
         (&["gpt3-finnish"], Gpt3Finnish, NONE),
         (&["exaone"], Exaone, NONE),
-        (&["exaone-moe"], ExaoneMoe, NONE),
         (
             &["chameleon"],
             Chameleon,
@@ -316,7 +363,6 @@ impl PreType {
             SeedCoder => &["(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"],
             Ufakzeka => &["[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"],
             Laguna => &[NEWLINES, QWEN2],
-            ExaoneMoe => &["(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"],
             Minicpm5 => &["\\p{N}{1,3}", "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"],
             Default => &["[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2, "\\p{N}+", "[0-9][0-9][0-9]"],
         }

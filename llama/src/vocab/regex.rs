@@ -76,10 +76,13 @@ enum ClassItem {
     Word(bool),
 }
 
-#[derive(Clone, Debug)]
+/// A set of characters: the items (or all but them when negated), and only those
+/// also in every class of `also` (what `(?=[a])[b]` matches).
+#[derive(Clone, Debug, Default)]
 struct Class {
     negated: bool,
     items: Vec<ClassItem>,
+    also: Vec<Class>,
 }
 
 fn is_space(c: u32) -> bool {
@@ -103,7 +106,7 @@ impl Class {
             ClassItem::Digit(neg) => is_digit(c) != neg,
             ClassItem::Word(neg) => is_word(c) != neg,
         });
-        hit != self.negated
+        hit != self.negated && self.also.iter().all(|class| class.matches(c))
     }
 }
 
@@ -267,6 +270,7 @@ impl Parser<'_> {
                     ClassItem::Range(0x0D, 0x0D),
                     ClassItem::Range(0x2028, 0x2029),
                 ],
+                ..Default::default()
             }),
             '^' => Node::Start,
             '$' => Node::End,
@@ -282,12 +286,14 @@ impl Parser<'_> {
                 _ => Node::Char(Class {
                     negated: false,
                     items: self.escape(false)?,
+                    ..Default::default()
                 }),
             },
             ')' | '*' | '+' | '?' | '{' => return self.err("unexpected metacharacter"),
             c => Node::Char(Class {
                 negated: false,
                 items: vec![ClassItem::Range(c as u32, c as u32)],
+                ..Default::default()
             }),
         })
     }
@@ -424,7 +430,92 @@ impl Parser<'_> {
                 items.push(ClassItem::Range(lo, lo));
             }
         }
-        Ok(Class { negated, items })
+        Ok(Class {
+            negated,
+            items,
+            ..Default::default()
+        })
+    }
+}
+
+/// The one character class an alternation matches, if it is exactly that.
+fn single_class(alt: &[Vec<Node>]) -> Option<&Class> {
+    match alt {
+        [seq] => match seq.as_slice() {
+            [Node::Char(class)] => Some(class),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn simplify_alt(alt: Vec<Vec<Node>>) -> Vec<Vec<Node>> {
+    alt.into_iter().map(simplify_seq).collect()
+}
+
+/// Rewrites `(?=[a])[b]` and `(?![a])[b]` as one class, so that their repetition
+/// (`((?=[\p{L}])([^a-z]))*` in GPT-4o-style patterns) takes the fast path.
+fn simplify_seq(seq: Vec<Node>) -> Vec<Node> {
+    let mut out: Vec<Node> = Vec::with_capacity(seq.len());
+    for node in seq.into_iter().map(simplify_node) {
+        if let (Node::Char(b), Some(Node::Look { negated, alt })) = (&node, out.last()) {
+            if let Some(a) = single_class(alt).filter(|a| !*negated || a.also.is_empty()) {
+                let mut a = a.clone();
+                a.negated ^= *negated;
+                let mut both = b.clone();
+                both.also.push(a);
+                out.pop();
+                out.push(Node::Char(both));
+                continue;
+            }
+        }
+        out.push(node);
+    }
+    out
+}
+
+fn simplify_node(node: Node) -> Node {
+    match node {
+        Node::Group(alt) => {
+            let alt = simplify_alt(alt);
+            match single_class(&alt) {
+                Some(class) => Node::Char(class.clone()),
+                None => Node::Group(alt),
+            }
+        }
+        Node::Look { negated, alt } => Node::Look {
+            negated,
+            alt: simplify_alt(alt),
+        },
+        Node::Repeat {
+            node,
+            min,
+            max,
+            greedy,
+        } => Node::Repeat {
+            node: Box::new(simplify_node(*node)),
+            min,
+            max,
+            greedy,
+        },
+        other => other,
+    }
+}
+
+/// Whether matching recurses a bounded number of times whatever the text: repeated
+/// single characters are matched in a loop, but each repetition of a group nests.
+fn bounded_recursion(alt: &[Vec<Node>]) -> bool {
+    alt.iter().flatten().all(bounded_node)
+}
+
+fn bounded_node(node: &Node) -> bool {
+    const MAX_GROUP_REPEAT: u32 = 16;
+    match node {
+        Node::Group(alt) | Node::Look { alt, .. } => bounded_recursion(alt),
+        Node::Repeat { node, max, .. } => {
+            matches!(**node, Node::Char(_)) || (*max <= MAX_GROUP_REPEAT && bounded_node(node))
+        }
+        _ => true,
     }
 }
 
@@ -555,6 +646,11 @@ impl Regex {
         if p.pos != p.chars.len() {
             return p.err("unbalanced ')'");
         }
+        let alt = simplify_alt(alt);
+        if !bounded_recursion(&alt) {
+            return p
+                .err("unbounded repetition of a group (the matcher would recurse per repetition)");
+        }
         Ok(Regex { alt, collapsed })
     }
 
@@ -655,9 +751,9 @@ mod tests {
         assert_eq!(split("a|ab", "ab"), ["a", "b"]);
         assert_eq!(split("\\s+(?!\\S)|\\s+", "a   b"), ["a", "  ", " ", "b"]);
         assert_eq!(split("x(?=y)", "xyxz"), ["x", "yxz"]);
-        assert_eq!(split("(?:ab)+?c|ab", "ababc"), ["ababc"]);
+        assert_eq!(split("(?:ab){1,3}?c|ab", "ababc"), ["ababc"]);
         assert_eq!(
-            split("\\d{1,3}(?=(?:\\d{3})*\\b)", "1234567"),
+            split("\\d{1,3}(?=(?:\\d{3}){0,4}\\b)", "1234567"),
             ["1", "234", "567"]
         );
     }
@@ -676,5 +772,21 @@ mod tests {
         assert!(Regex::new("(", false).is_err());
         assert!(Regex::new("\\p{L}", false).is_err());
         assert!(Regex::new("[b-a]", false).is_err());
+    }
+
+    #[test]
+    fn lookahead_classes_fold_and_group_repeats_are_bounded() {
+        // GPT-4o's "uppercase-ish letters" idiom becomes one class, repeated in a loop.
+        let re = Regex::new("((?=[\\p{L}])([^a-z]))+", true).unwrap();
+        assert!(
+            matches!(&re.alt[0][0], Node::Repeat { node, .. } if matches!(**node, Node::Char(_)))
+        );
+        assert_eq!(split("((?=[\\p{L}])([^a-z]))+", "ABc1É"), ["AB", "c1", "É"]);
+        assert_eq!(split("(?![a-c])[a-z]+", "abxyc"), ["ab", "xyc"]);
+        // A long run must not recurse per character.
+        let long = "A".repeat(200_000);
+        assert_eq!(split("((?=[\\p{L}])([^a-z]))*", &long).len(), 2);
+        assert!(Regex::new("(?:ab)+", false).is_err());
+        assert!(Regex::new("(?:ab){2,16}", false).is_ok());
     }
 }
