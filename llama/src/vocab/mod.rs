@@ -29,8 +29,6 @@ mod regex;
 mod special;
 mod split_custom;
 mod spm;
-#[cfg(test)]
-mod tests;
 mod tokenize;
 mod types;
 mod unicode;

@@ -1,8 +1,8 @@
-//! Behaviour of the public API on small vocabularies built in memory: special tokens,
-//! BOS/EOS, byte fallback, pieces, detokenizing and streaming.
+//! Behaviour of the tokenizer API on small vocabularies built in memory (no files):
+//! special tokens, BOS/EOS, byte fallback, pieces, detokenizing and streaming.
 
-use super::unicode::BYTE_TO_CPT;
-use super::*;
+use llama::error::VocabError;
+use llama::vocab::{PreType, Token, TokenAttr, Vocab, VocabKind, VocabParts};
 
 const UNK: i32 = 2;
 const CONTROL: i32 = 3;
@@ -42,9 +42,22 @@ fn spm(tweak: impl FnOnce(&mut VocabParts)) -> Vocab {
 /// A byte-level BPE vocabulary: the 256 byte characters, merges spelling "hello" and
 /// " world", and `<|endoftext|>`.
 fn bpe() -> Vocab {
-    let mut tokens: Vec<String> = BYTE_TO_CPT
-        .iter()
-        .map(|&c| char::from_u32(c as u32).unwrap().to_string())
+    // GPT-2's byte-to-unicode map: printable Latin-1 bytes stand for themselves, the
+    // others for U+0100 onwards, in order.
+    let printable = |b: u32| {
+        (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b)
+    };
+    let mut next = 0x100;
+    let mut tokens: Vec<String> = (0..=255u32)
+        .map(|b| {
+            let c = if printable(b) {
+                b
+            } else {
+                next += 1;
+                next - 1
+            };
+            char::from_u32(c).unwrap().to_string()
+        })
         .collect();
     let merges = [
         "h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld",
