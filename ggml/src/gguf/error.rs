@@ -34,8 +34,13 @@ impl fmt::Display for Location {
 /// A malformed or hostile GGUF file, a missing or mistyped key, or a writer request
 /// that would produce an invalid file.
 ///
-/// Errors found while reading carry the byte `offset` of the field that is wrong
-/// (from the start of the file) and the key or tensor it belongs to.
+/// Errors found while reading carry the key or tensor they belong to and the byte
+/// offset of the field that is wrong. Fields, by name:
+/// - `at`: the part of the file ([`Location`]); `key` / `name`: the key or tensor;
+/// - `offset`: byte offset of the offending field from the start of the file;
+/// - `needed` / `available`: bytes a read needed and bytes left after `offset`;
+/// - `count` / `what`: a count or length read from the file, and what it counts;
+/// - `id`: a type id read from the file; `found` / `expected`: value types.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     /// A fixed-size field runs past the end of the file.

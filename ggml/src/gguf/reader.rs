@@ -1,11 +1,13 @@
 //! Parsing a GGUF file from its bytes, checking everything read against the bytes
 //! that are left.
 //!
-//! The parse runs in two steps. The first walks the whole file and checks it, keeping
-//! strings as slices of the input; only when the file has checked out are keys, string
-//! values and tensor names copied into an owned [`Gguf`]. So a bad file costs no more
-//! than the walk, and no allocation is ever larger than a small multiple of the bytes
-//! actually read.
+//! The parse runs in two steps. The first walks the whole file checking its structure:
+//! every count and length against the bytes left, types, shapes, the alignment and the
+//! tensor data ranges. It only steps over the strings of string arrays (vocabularies
+//! have 100k+ of them). The second checks what needs the whole file or every string
+//! (duplicate keys and tensor names, UTF-8 inside string arrays) and copies everything
+//! into an owned [`Gguf`]. So a truncated or corrupt file costs little more than the
+//! walk, and no allocation is ever larger than a small multiple of the bytes read.
 
 use std::collections::HashSet;
 
@@ -52,41 +54,64 @@ impl At<'_> {
     }
 }
 
-/// A value as the first step keeps it: strings in arrays stay slices of the input.
+/// A value as the first step keeps it: arrays are only located.
 enum RawValue<'a> {
     Value(GgufValue),
     Array(RawArray<'a>),
 }
 
 enum RawArray<'a> {
-    Numbers(GgufArray),
-    Strings(Vec<&'a str>),
+    /// Fixed-size elements of this type, still in their bytes (bools checked).
+    Numbers(GgufType, &'a [u8]),
+    /// `n` strings, the first one's length at file offset `start`; their lengths were
+    /// checked, their UTF-8 not yet.
+    Strings {
+        n: usize,
+        start: usize,
+    },
     Arrays(Vec<RawArray<'a>>),
 }
 
 impl RawValue<'_> {
-    fn into_owned(self) -> GgufValue {
-        match self {
+    /// The owned value; [`GgufError::InvalidUtf8`] for a bad string in an array.
+    fn into_owned(self, file: &[u8], at: At) -> Result<GgufValue> {
+        Ok(match self {
             RawValue::Value(v) => v,
-            RawValue::Array(a) => GgufValue::Array(a.into_owned()),
-        }
+            RawValue::Array(a) => GgufValue::Array(a.into_owned(file, at)?),
+        })
     }
 }
 
 impl RawArray<'_> {
-    fn into_owned(self) -> GgufArray {
-        match self {
-            RawArray::Numbers(a) => a,
-            RawArray::Strings(v) => GgufArray::String(v.into_iter().map(str::to_owned).collect()),
-            RawArray::Arrays(v) => {
-                GgufArray::Array(v.into_iter().map(RawArray::into_owned).collect())
+    fn into_owned(self, file: &[u8], at: At) -> Result<GgufArray> {
+        Ok(match self {
+            RawArray::Numbers(typ, bytes) => {
+                GgufArray::scalars_from_le(typ, bytes).ok_or_else(|| not_scalar(at, 0, typ))?
             }
-        }
+            RawArray::Strings { n, start } => {
+                let mut cur = Cursor {
+                    bytes: file,
+                    pos: start,
+                };
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(cur.str(at)?.to_owned());
+                }
+                GgufArray::String(v)
+            }
+            RawArray::Arrays(v) => GgufArray::Array(
+                v.into_iter()
+                    .map(|a| a.into_owned(file, at))
+                    .collect::<Result<_>>()?,
+            ),
+        })
     }
 }
 
 struct RawKv<'a> {
     key: &'a str,
+    /// File offset of the pair.
+    offset: usize,
     /// File offset of the value's type id.
     type_offset: usize,
     typ: GgufType,
@@ -95,6 +120,8 @@ struct RawKv<'a> {
 
 struct RawTensor<'a> {
     name: &'a str,
+    /// File offset of the info.
+    info_offset: usize,
     /// File offset of the info's data-offset field.
     offset_field: usize,
     /// The data offset as read (relative to the data section), not yet checked.
@@ -166,11 +193,26 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The bytes of a length-prefixed string, not checked to be UTF-8.
+    fn str_bytes(&mut self, at: At) -> Result<&'a [u8]> {
+        // Vocabularies hold 100k+ strings: try the plain reads first and go through
+        // the checked ones (which build the precise error) only when they fail.
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        if let Some((len, rest)) = rest.split_first_chunk::<8>() {
+            let len = u64::from_le_bytes(*len);
+            if let Some(s) = usize::try_from(len).ok().and_then(|n| rest.get(..n)) {
+                self.pos += 8 + s.len();
+                return Ok(s);
+            }
+        }
+        let len = self.count(at, "string length", 1)?;
+        self.take(len as u64, at)
+    }
+
     /// A length-prefixed UTF-8 string, borrowed from the input.
     fn str(&mut self, at: At) -> Result<&'a str> {
-        let len = self.count(at, "string length", 1)?;
-        let offset = self.pos;
-        let bytes = self.take(len as u64, at)?;
+        let offset = self.pos.saturating_add(8);
+        let bytes = self.str_bytes(at)?;
         std::str::from_utf8(bytes).map_err(|_| GgufError::InvalidUtf8 {
             at: at.location(),
             offset,
@@ -205,7 +247,7 @@ impl<'a> Cursor<'a> {
         Ok(bytes)
     }
 
-    fn value(&mut self, typ: GgufType, at: At<'a>) -> Result<RawValue<'a>> {
+    fn value(&mut self, typ: GgufType, at: At) -> Result<RawValue<'a>> {
         match typ {
             GgufType::String => Ok(RawValue::Value(GgufValue::String(self.str(at)?.to_owned()))),
             GgufType::Array => Ok(RawValue::Array(self.array(at, 1)?)),
@@ -220,7 +262,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// An array at nesting level `depth` (1 for an array that is a key's value).
-    fn array(&mut self, at: At<'a>, depth: usize) -> Result<RawArray<'a>> {
+    fn array(&mut self, at: At, depth: usize) -> Result<RawArray<'a>> {
         if depth > GGUF_MAX_ARRAY_DEPTH {
             return Err(GgufError::NestingTooDeep {
                 at: at.location(),
@@ -232,11 +274,11 @@ impl<'a> Cursor<'a> {
         match typ {
             GgufType::String => {
                 let n = self.count(at, "array length", MIN_STRING_BYTES)?;
-                let mut v = Vec::with_capacity(n.min(PREALLOC_LIMIT));
+                let start = self.pos;
                 for _ in 0..n {
-                    v.push(self.str(at)?);
+                    self.str_bytes(at)?;
                 }
-                Ok(RawArray::Strings(v))
+                Ok(RawArray::Strings { n, start })
             }
             GgufType::Array => {
                 let n = self.count(at, "array length", MIN_ARRAY_BYTES)?;
@@ -248,27 +290,17 @@ impl<'a> Cursor<'a> {
             }
             _ => {
                 let size = typ.scalar_size().unwrap_or(1) as u64;
-                let offset = self.pos;
                 let n = self.count(at, "array length", size)?;
-                let bytes = self.scalar_bytes(typ, n, at)?;
-                GgufArray::scalars_from_le(typ, bytes)
-                    .map(RawArray::Numbers)
-                    .ok_or_else(|| not_scalar(at, offset, typ))
+                Ok(RawArray::Numbers(typ, self.scalar_bytes(typ, n, at)?))
             }
         }
     }
 
-    fn kv(&mut self, index: u64, seen: &mut HashSet<&'a str>) -> Result<RawKv<'a>> {
+    fn kv(&mut self, index: u64) -> Result<RawKv<'a>> {
         let offset = self.pos;
         let key = self.str(At::KvIndex(index))?;
         if key.is_empty() {
             return Err(GgufError::EmptyKey { index, offset });
-        }
-        if !seen.insert(key) {
-            return Err(GgufError::DuplicateKey {
-                key: key.to_owned(),
-                offset,
-            });
         }
         let at = At::Key(key);
         let type_offset = self.pos;
@@ -276,6 +308,7 @@ impl<'a> Cursor<'a> {
         let value = self.value(typ, at)?;
         Ok(RawKv {
             key,
+            offset,
             type_offset,
             typ,
             value,
@@ -284,15 +317,9 @@ impl<'a> Cursor<'a> {
 
     /// One tensor info, with its shape and type checked; its data offset is checked
     /// later, once the alignment and the start of the data section are known.
-    fn tensor_info(&mut self, index: u64, seen: &mut HashSet<&'a str>) -> Result<RawTensor<'a>> {
+    fn tensor_info(&mut self, index: u64) -> Result<RawTensor<'a>> {
         let info_offset = self.pos;
         let name = self.str(At::TensorIndex(index))?;
-        if !seen.insert(name) {
-            return Err(GgufError::DuplicateTensor {
-                name: name.to_owned(),
-                offset: info_offset,
-            });
-        }
         let at = At::Tensor(name);
         let dims_offset = self.pos;
         let n_dims = self.u32(at)?;
@@ -341,6 +368,7 @@ impl<'a> Cursor<'a> {
         let data_offset = self.u64(at)?;
         Ok(RawTensor {
             name,
+            info_offset,
             offset_field,
             data_offset,
             info: TensorInfo {
@@ -382,17 +410,15 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Gguf> {
     let n_tensors = cur.count(At::Header, "tensor count", MIN_TENSOR_INFO_BYTES)?;
     let n_kv = cur.count(At::Header, "key/value count", MIN_KV_BYTES)?;
 
-    let mut seen = HashSet::with_capacity(n_kv.min(PREALLOC_LIMIT));
     let mut kvs = Vec::with_capacity(n_kv.min(PREALLOC_LIMIT));
     for i in 0..n_kv {
-        kvs.push(cur.kv(i as u64, &mut seen)?);
+        kvs.push(cur.kv(i as u64)?);
     }
     let alignment = alignment(&kvs)?;
 
-    let mut seen = HashSet::with_capacity(n_tensors.min(PREALLOC_LIMIT));
     let mut tensors = Vec::with_capacity(n_tensors.min(PREALLOC_LIMIT));
     for i in 0..n_tensors {
-        tensors.push(cur.tensor_info(i as u64, &mut seen)?);
+        tensors.push(cur.tensor_info(i as u64)?);
     }
 
     // As llama.cpp: the data section is aligned only when there is data; vocab-only
@@ -406,10 +432,28 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Gguf> {
     };
     check_tensor_data(&tensors, alignment, data_offset, bytes.len())?;
 
+    if let Some(kv) = first_duplicate(&kvs, |kv| kv.key) {
+        return Err(GgufError::DuplicateKey {
+            key: kv.key.to_owned(),
+            offset: kv.offset,
+        });
+    }
+    if let Some(t) = first_duplicate(&tensors, |t| t.name) {
+        return Err(GgufError::DuplicateTensor {
+            name: t.name.to_owned(),
+            offset: t.info_offset,
+        });
+    }
+
     let kv = kvs
         .into_iter()
-        .map(|kv| (kv.key.to_owned(), kv.value.into_owned()))
-        .collect();
+        .map(|kv| {
+            Ok((
+                kv.key.to_owned(),
+                kv.value.into_owned(bytes, At::Key(kv.key))?,
+            ))
+        })
+        .collect::<Result<_>>()?;
     let tensors = tensors
         .into_iter()
         .map(|t| TensorInfo {
@@ -427,6 +471,12 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Gguf> {
         kv,
         tensors,
     ))
+}
+
+/// The first item whose name an earlier item already has.
+fn first_duplicate<'i, 'a, T>(items: &'i [T], name: impl Fn(&T) -> &'a str) -> Option<&'i T> {
+    let mut seen = HashSet::with_capacity(items.len());
+    items.iter().find(|item| !seen.insert(name(item)))
 }
 
 /// `general.alignment` if present (a UINT32 power of two), else the default.

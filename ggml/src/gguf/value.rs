@@ -8,18 +8,31 @@ use super::error::GgufError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum GgufType {
+    /// `u8`.
     Uint8 = 0,
+    /// `i8`.
     Int8 = 1,
+    /// `u16`.
     Uint16 = 2,
+    /// `i16`.
     Int16 = 3,
+    /// `u32`.
     Uint32 = 4,
+    /// `i32`.
     Int32 = 5,
+    /// `f32`.
     Float32 = 6,
+    /// One byte, 0 or 1.
     Bool = 7,
+    /// u64 byte length, then UTF-8 bytes (no terminator).
     String = 8,
+    /// u32 element type, u64 length, then the elements.
     Array = 9,
+    /// `u64`.
     Uint64 = 10,
+    /// `i64`.
     Int64 = 11,
+    /// `f64`.
     Float64 = 12,
 }
 
