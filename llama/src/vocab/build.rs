@@ -21,7 +21,6 @@ fn defaults(kind: VocabKind) -> (SpecialTokens, Flags) {
         add_sep: false,
         ignore_merges: false,
         clean_spaces: false,
-        remove_extra_whitespaces: false,
         lowercase: true,
         strip_accents: true,
     };
@@ -131,9 +130,6 @@ impl Vocab {
         }
         if let Some(v) = parts.add_space_prefix {
             flags.add_space_prefix = v;
-        }
-        if let Some(v) = parts.remove_extra_whitespaces {
-            flags.remove_extra_whitespaces = v;
         }
 
         if let Some(s) = &parts.scores {

@@ -86,7 +86,6 @@ impl Vocab {
         parts.add_eos = flag("add_eos_token")?;
         parts.add_sep = flag("add_sep_token")?;
         parts.add_space_prefix = flag("add_space_prefix")?;
-        parts.remove_extra_whitespaces = flag("remove_extra_whitespaces")?;
         parts.lowercase = flag("normalizer.lowercase")?;
         parts.strip_accents = flag("normalizer.strip_accents")?;
         parts.model_name = opt::<String>(gguf, "general.name")?.unwrap_or_default();

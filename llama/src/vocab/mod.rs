@@ -59,7 +59,6 @@ struct Flags {
     add_sep: bool,
     ignore_merges: bool,
     clean_spaces: bool,
-    remove_extra_whitespaces: bool,
     lowercase: bool,
     strip_accents: bool,
 }

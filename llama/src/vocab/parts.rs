@@ -30,8 +30,6 @@ pub struct VocabParts {
     pub add_sep: Option<bool>,
     /// `tokenizer.ggml.add_space_prefix`.
     pub add_space_prefix: Option<bool>,
-    /// `tokenizer.ggml.remove_extra_whitespaces`.
-    pub remove_extra_whitespaces: Option<bool>,
     /// `tokenizer.ggml.normalizer.lowercase` (WordPiece).
     pub lowercase: Option<bool>,
     /// `tokenizer.ggml.normalizer.strip_accents` (WordPiece).
@@ -57,7 +55,6 @@ impl VocabParts {
             add_eos: None,
             add_sep: None,
             add_space_prefix: None,
-            remove_extra_whitespaces: None,
             lowercase: None,
             strip_accents: None,
             model_name: String::new(),
