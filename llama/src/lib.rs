@@ -6,6 +6,7 @@ pub mod batch;
 pub mod error;
 pub mod memory;
 pub mod sampling;
+pub mod vocab;
 pub mod window;
 
 pub use batch::{Batch, BatchToken, Token, UBatch};

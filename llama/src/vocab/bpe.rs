@@ -1,0 +1,47 @@
+//! GPT-2-style byte-level BPE (llama.cpp's `llm_tokenizer_bpe`): pre-tokenize into
+//! words, write each word's bytes as GPT-2 characters, then merge adjacent pieces by
+//! merge rank (lowest first).
+
+use std::cmp::Reverse;
+
+use super::merge::merge;
+use super::types::Token;
+use super::Vocab;
+
+impl Vocab {
+    /// The merge rank of the pair `joined[..left_len]`, `joined[left_len..]`.
+    fn bpe_rank(&self, joined: &[u8], left_len: usize, key: &mut Vec<u8>) -> Option<u32> {
+        key.clear();
+        key.extend_from_slice(&joined[..left_len]);
+        key.push(b' ');
+        key.extend_from_slice(&joined[left_len..]);
+        self.bpe_ranks.get(key.as_slice()).copied()
+    }
+
+    /// Tokenizes one raw-text fragment.
+    pub(crate) fn tokenize_bpe(&self, text: &[u8], out: &mut Vec<Token>) {
+        let Some(pre) = &self.pre_tokenizer else {
+            return;
+        };
+        let mut key = Vec::new();
+        for word in pre.split(text) {
+            if self.flags.ignore_merges {
+                if let Some(id) = self.text_to_token(&word) {
+                    out.push(id);
+                    continue;
+                }
+            }
+            for range in merge(&word, |joined, left_len| {
+                self.bpe_rank(joined, left_len, &mut key).map(Reverse)
+            }) {
+                let piece = &word[range];
+                match self.text_to_token(piece) {
+                    Some(id) => out.push(id),
+                    // As llama.cpp: look up each byte of the piece on its own; bytes
+                    // that are not tokens by themselves are dropped.
+                    None => out.extend(piece.iter().filter_map(|&b| self.text_to_token(&[b]))),
+                }
+            }
+        }
+    }
+}
