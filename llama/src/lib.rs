@@ -1,13 +1,27 @@
 //! A llama.cpp-compatible LLM runtime on top of `ggml`: GGUF models of the llama and
 //! qwen2 architectures, llama.cpp's tokenizers, a KV cache with llama.cpp's cell
 //! semantics (shifts, Self-Extend), batched decoding of many sequences, and sampling.
+//!
+//! Data flows text -> tokens ([`vocab`]) -> [`Batch`] -> micro-batches -> KV slots
+//! ([`memory`]) -> graph inputs ([`graph`]) -> graph ([`models`]) -> logits
+//! ([`LlamaContext`]) -> [`sampling`] -> token.
 
+pub mod arch;
 pub mod batch;
+pub mod context;
 pub mod error;
+pub mod graph;
+pub mod hparams;
+pub mod loader;
 pub mod memory;
+pub mod model;
+pub mod models;
 pub mod sampling;
 pub mod vocab;
 pub mod window;
 
 pub use batch::{Batch, BatchToken, Token, UBatch};
+pub use context::{ContextParams, LlamaContext};
 pub use error::{LlamaError, Result};
+pub use loader::{load_model, load_vocab, ModelParams};
+pub use model::Model;

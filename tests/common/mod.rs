@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 pub fn shared_dir() -> PathBuf {
     match std::env::var_os("LLAMA_SHARED_DIR") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("shared"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("shared"),
     }
 }
 
@@ -20,9 +22,15 @@ pub fn shared_file(rel: &str) -> Option<PathBuf> {
         return Some(p);
     }
     if std::env::var_os("CI").is_some() {
-        panic!("required test data is missing: {} (CI is set, so this is a failure)", p.display());
+        panic!(
+            "required test data is missing: {} (CI is set, so this is a failure)",
+            p.display()
+        );
     }
-    eprintln!("\n!!! SKIPPING: test data not found: {} (set LLAMA_SHARED_DIR)\n", p.display());
+    eprintln!(
+        "\n!!! SKIPPING: test data not found: {} (set LLAMA_SHARED_DIR)\n",
+        p.display()
+    );
     None
 }
 

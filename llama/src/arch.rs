@@ -1,0 +1,176 @@
+//! Architectures, and the names they give to metadata keys and tensors, as data.
+
+use std::fmt;
+
+use crate::error::{LlamaError, Result};
+
+/// A model architecture (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arch {
+    /// Llama 1/2/3 and compatible (TinyLlama, stories).
+    Llama,
+    /// Qwen2 (Q/K/V biases, NEOX rope, often tied output).
+    Qwen2,
+}
+
+impl Arch {
+    /// The name GGUF files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+        }
+    }
+
+    /// The architecture named `name`; [`LlamaError::UnknownArch`] otherwise.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "llama" => Ok(Arch::Llama),
+            "qwen2" => Ok(Arch::Qwen2),
+            other => Err(LlamaError::UnknownArch(other.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Metadata keys. Per-architecture keys are written `{arch}.…` in files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kv {
+    GeneralArchitecture,
+    GeneralName,
+    GeneralFileType,
+    GeneralAlignment,
+    VocabSize,
+    ContextLength,
+    EmbeddingLength,
+    BlockCount,
+    FeedForwardLength,
+    AttentionHeadCount,
+    AttentionHeadCountKv,
+    AttentionKeyLength,
+    AttentionValueLength,
+    AttentionLayerNormRmsEpsilon,
+    RopeDimensionCount,
+    RopeFreqBase,
+    RopeScaleLinear,
+    RopeScalingType,
+    RopeScalingFactor,
+    RopeScalingOrigCtxLen,
+    RopeScalingYarnExtFactor,
+    RopeScalingYarnAttnFactor,
+    RopeScalingYarnBetaFast,
+    RopeScalingYarnBetaSlow,
+}
+
+impl Kv {
+    /// The full key for `arch`.
+    pub fn key(self, arch: Arch) -> String {
+        let (general, suffix) = match self {
+            Kv::GeneralArchitecture => (true, "general.architecture"),
+            Kv::GeneralName => (true, "general.name"),
+            Kv::GeneralFileType => (true, "general.file_type"),
+            Kv::GeneralAlignment => (true, "general.alignment"),
+            Kv::VocabSize => (false, "vocab_size"),
+            Kv::ContextLength => (false, "context_length"),
+            Kv::EmbeddingLength => (false, "embedding_length"),
+            Kv::BlockCount => (false, "block_count"),
+            Kv::FeedForwardLength => (false, "feed_forward_length"),
+            Kv::AttentionHeadCount => (false, "attention.head_count"),
+            Kv::AttentionHeadCountKv => (false, "attention.head_count_kv"),
+            Kv::AttentionKeyLength => (false, "attention.key_length"),
+            Kv::AttentionValueLength => (false, "attention.value_length"),
+            Kv::AttentionLayerNormRmsEpsilon => (false, "attention.layer_norm_rms_epsilon"),
+            Kv::RopeDimensionCount => (false, "rope.dimension_count"),
+            Kv::RopeFreqBase => (false, "rope.freq_base"),
+            Kv::RopeScaleLinear => (false, "rope.scale_linear"),
+            Kv::RopeScalingType => (false, "rope.scaling.type"),
+            Kv::RopeScalingFactor => (false, "rope.scaling.factor"),
+            Kv::RopeScalingOrigCtxLen => (false, "rope.scaling.original_context_length"),
+            Kv::RopeScalingYarnExtFactor => (false, "rope.scaling.yarn_ext_factor"),
+            Kv::RopeScalingYarnAttnFactor => (false, "rope.scaling.yarn_attn_factor"),
+            Kv::RopeScalingYarnBetaFast => (false, "rope.scaling.yarn_beta_fast"),
+            Kv::RopeScalingYarnBetaSlow => (false, "rope.scaling.yarn_beta_slow"),
+        };
+        if general {
+            suffix.to_string()
+        } else {
+            format!("{}.{suffix}", arch.name())
+        }
+    }
+}
+
+/// Tensor names (`blk.{il}.attn_q.weight` and friends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorName {
+    TokenEmbd,
+    OutputNorm,
+    Output,
+    AttnNorm,
+    AttnQ,
+    AttnK,
+    AttnV,
+    AttnOut,
+    FfnNorm,
+    FfnGate,
+    FfnDown,
+    FfnUp,
+    RopeFreqs,
+}
+
+impl TensorName {
+    fn base(self) -> &'static str {
+        match self {
+            TensorName::TokenEmbd => "token_embd",
+            TensorName::OutputNorm => "output_norm",
+            TensorName::Output => "output",
+            TensorName::AttnNorm => "attn_norm",
+            TensorName::AttnQ => "attn_q",
+            TensorName::AttnK => "attn_k",
+            TensorName::AttnV => "attn_v",
+            TensorName::AttnOut => "attn_output",
+            TensorName::FfnNorm => "ffn_norm",
+            TensorName::FfnGate => "ffn_gate",
+            TensorName::FfnDown => "ffn_down",
+            TensorName::FfnUp => "ffn_up",
+            TensorName::RopeFreqs => "rope_freqs",
+        }
+    }
+
+    /// The model-level tensor name with a suffix (`"weight"`, `"bias"`).
+    pub fn global(self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.base())
+    }
+
+    /// The name of layer `il`'s tensor with a suffix.
+    pub fn layer(self, il: usize, suffix: &str) -> String {
+        format!("blk.{il}.{}.{suffix}", self.base())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            Kv::AttentionHeadCountKv.key(Arch::Qwen2),
+            "qwen2.attention.head_count_kv"
+        );
+        assert_eq!(
+            Kv::GeneralArchitecture.key(Arch::Llama),
+            "general.architecture"
+        );
+        assert_eq!(TensorName::AttnQ.layer(3, "bias"), "blk.3.attn_q.bias");
+        assert_eq!(TensorName::Output.global("weight"), "output.weight");
+        assert!(matches!(
+            Arch::from_name("gpt2"),
+            Err(LlamaError::UnknownArch(_))
+        ));
+    }
+}

@@ -1,0 +1,639 @@
+//! A context: a model plus a KV cache, decoding batches of tokens into logits
+//! (llama.cpp's `llama_context`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ggml::{Executor, GgmlType, GraphAllocator, RopeParams};
+
+use crate::batch::{Batch, Token, UBatch};
+use crate::error::{LlamaError, Result};
+use crate::graph::inputs::InputScratch;
+use crate::graph::GraphBuilder;
+use crate::hparams::{Hparams, RopeScaling};
+use crate::memory::{KvCache, KvCacheParams, KvLayerDims, Pos, SeqId, MAX_SEQ};
+use crate::model::Model;
+
+/// How to make a context. Zero / negative values mean "the model's value", as in
+/// llama.cpp's `llama_context_params`.
+#[derive(Clone, Debug)]
+pub struct ContextParams {
+    /// Context size in tokens (0: the trained context). Padded up to a multiple of 256.
+    pub n_ctx: u32,
+    /// Most tokens one `decode` call accepts.
+    pub n_batch: u32,
+    /// Tokens per graph computation (micro-batch).
+    pub n_ubatch: u32,
+    /// Number of sequences the cache serves.
+    pub n_seq_max: u32,
+    /// Worker threads.
+    pub n_threads: usize,
+    /// K cache type.
+    pub type_k: GgmlType,
+    /// V cache type.
+    pub type_v: GgmlType,
+    /// Use the fused flash-attention op (V cache not transposed, n_kv padded to 256).
+    pub flash_attn: bool,
+    /// One KV stream for all sequences (`true`) or one per sequence.
+    pub kv_unified: bool,
+    /// Rope base frequency override (0: model).
+    pub rope_freq_base: f32,
+    /// Rope position scale override (0: model).
+    pub rope_freq_scale: f32,
+    /// Rope scaling type override (`None`: model).
+    pub rope_scaling: Option<RopeScaling>,
+    /// YaRN original context override (0: model).
+    pub yarn_orig_ctx: u32,
+    /// YaRN extrapolation mix (negative: 1 for YaRN, else 0).
+    pub yarn_ext_factor: f32,
+    /// YaRN magnitude factor (negative: model).
+    pub yarn_attn_factor: f32,
+    /// YaRN fast boundary (negative: model).
+    pub yarn_beta_fast: f32,
+    /// YaRN slow boundary (negative: model).
+    pub yarn_beta_slow: f32,
+    /// Keep every intermediate tensor of the last graph readable (see
+    /// [`LlamaContext::debug_tensors`]); costs memory, for debugging only.
+    pub keep_intermediates: bool,
+}
+
+impl Default for ContextParams {
+    fn default() -> Self {
+        ContextParams {
+            n_ctx: 0,
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_seq_max: 1,
+            n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            type_k: GgmlType::F16,
+            type_v: GgmlType::F16,
+            flash_attn: false,
+            kv_unified: true,
+            rope_freq_base: 0.0,
+            rope_freq_scale: 0.0,
+            rope_scaling: None,
+            yarn_orig_ctx: 0,
+            yarn_ext_factor: -1.0,
+            yarn_attn_factor: -1.0,
+            yarn_beta_fast: -1.0,
+            yarn_beta_slow: -1.0,
+            keep_intermediates: false,
+        }
+    }
+}
+
+/// Context parameters with every default resolved.
+#[derive(Clone, Debug)]
+pub struct Cparams {
+    /// Context size (a multiple of 256).
+    pub n_ctx: u32,
+    /// Cells per KV stream.
+    pub n_ctx_seq: u32,
+    /// Most tokens per `decode`.
+    pub n_batch: u32,
+    /// Tokens per graph.
+    pub n_ubatch: u32,
+    /// Sequences.
+    pub n_seq_max: u32,
+    /// Threads.
+    pub n_threads: usize,
+    /// Flash attention on.
+    pub flash_attn: bool,
+    /// Rope base frequency.
+    pub rope_freq_base: f32,
+    /// Rope position scale.
+    pub rope_freq_scale: f32,
+    /// YaRN original context.
+    pub n_ctx_orig_yarn: u32,
+    /// YaRN extrapolation mix.
+    pub yarn_ext_factor: f32,
+    /// YaRN magnitude factor.
+    pub yarn_attn_factor: f32,
+    /// YaRN fast boundary.
+    pub yarn_beta_fast: f32,
+    /// YaRN slow boundary.
+    pub yarn_beta_slow: f32,
+}
+
+impl Cparams {
+    /// Resolves `p` against the model, as llama.cpp's `llama_context` constructor does.
+    /// [`LlamaError::InvalidParam`] for values out of range.
+    pub fn resolve(p: &ContextParams, hp: &Hparams) -> Result<Cparams> {
+        if p.n_seq_max == 0 || p.n_seq_max as usize > MAX_SEQ {
+            return Err(LlamaError::InvalidParam(format!(
+                "n_seq_max = {} must be in 1..={MAX_SEQ}",
+                p.n_seq_max
+            )));
+        }
+        if p.n_threads == 0 {
+            return Err(LlamaError::InvalidParam("n_threads must be >= 1".into()));
+        }
+        let n_ctx = if p.n_ctx == 0 {
+            hp.n_ctx_train
+        } else {
+            p.n_ctx
+        };
+        if n_ctx == 0 || n_ctx > 1 << 24 {
+            return Err(LlamaError::InvalidParam(format!(
+                "n_ctx = {n_ctx} is out of range"
+            )));
+        }
+        let n_ctx = n_ctx.next_multiple_of(256);
+        let n_ctx_seq = if p.kv_unified {
+            n_ctx
+        } else {
+            (n_ctx / p.n_seq_max).next_multiple_of(256)
+        };
+        let n_ctx = if p.kv_unified {
+            n_ctx
+        } else {
+            n_ctx_seq * p.n_seq_max
+        };
+        let n_batch = p.n_batch.min(n_ctx).max(1);
+        let n_ubatch = p.n_ubatch.min(n_batch).max(1);
+        let scaling = p.rope_scaling.unwrap_or(hp.rope_scaling);
+        let mut freq_scale = if p.rope_freq_scale == 0.0 {
+            hp.rope_freq_scale_train
+        } else {
+            p.rope_freq_scale
+        };
+        if scaling == RopeScaling::None {
+            freq_scale = 1.0;
+        }
+        let ext_factor = if p.yarn_ext_factor >= 0.0 {
+            p.yarn_ext_factor
+        } else if hp.yarn_ext_factor >= 0.0 {
+            hp.yarn_ext_factor
+        } else if scaling == RopeScaling::Yarn {
+            1.0
+        } else {
+            0.0
+        };
+        let mut attn_factor = if p.yarn_attn_factor >= 0.0 {
+            p.yarn_attn_factor
+        } else {
+            hp.yarn_attn_factor
+        };
+        if ext_factor != 0.0 {
+            let factor = 1.0 / freq_scale;
+            let mscale = if factor <= 1.0 {
+                1.0
+            } else {
+                0.1 * factor.ln() + 1.0
+            };
+            attn_factor = mscale / (1.0 + 0.1 * factor.ln());
+        }
+        for (name, v) in [
+            ("rope_freq_base", p.rope_freq_base),
+            ("rope_freq_scale", freq_scale),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(LlamaError::InvalidParam(format!("{name} = {v}")));
+            }
+        }
+        Ok(Cparams {
+            n_ctx,
+            n_ctx_seq,
+            n_batch,
+            n_ubatch,
+            n_seq_max: p.n_seq_max,
+            n_threads: p.n_threads,
+            flash_attn: p.flash_attn,
+            rope_freq_base: if p.rope_freq_base == 0.0 {
+                hp.rope_freq_base_train
+            } else {
+                p.rope_freq_base
+            },
+            rope_freq_scale: freq_scale,
+            n_ctx_orig_yarn: if p.yarn_orig_ctx != 0 {
+                p.yarn_orig_ctx
+            } else if hp.n_ctx_orig_yarn != 0 {
+                hp.n_ctx_orig_yarn
+            } else {
+                hp.n_ctx_train
+            },
+            yarn_ext_factor: ext_factor,
+            yarn_attn_factor: attn_factor,
+            yarn_beta_fast: if p.yarn_beta_fast >= 0.0 {
+                p.yarn_beta_fast
+            } else {
+                hp.yarn_beta_fast
+            },
+            yarn_beta_slow: if p.yarn_beta_slow >= 0.0 {
+                p.yarn_beta_slow
+            } else {
+                hp.yarn_beta_slow
+            },
+        })
+    }
+
+    /// The rope parameters for `rope_ext` on Q and K, and for the K-shift.
+    pub fn rope_params(&self, hp: &Hparams) -> RopeParams {
+        RopeParams {
+            n_dims: hp.n_rot,
+            mode: hp.rope_mode,
+            n_ctx_orig: self.n_ctx_orig_yarn as usize,
+            freq_base: self.rope_freq_base,
+            freq_scale: self.rope_freq_scale,
+            ext_factor: self.yarn_ext_factor,
+            attn_factor: self.yarn_attn_factor,
+            beta_fast: self.yarn_beta_fast,
+            beta_slow: self.yarn_beta_slow,
+        }
+    }
+}
+
+/// Timing counters, as llama.cpp's `llama_perf_context`.
+#[derive(Clone, Debug, Default)]
+pub struct PerfCounters {
+    /// Time spent decoding batches of more than one token.
+    pub t_prompt: Duration,
+    /// Tokens decoded in such batches.
+    pub n_prompt: usize,
+    /// Time spent decoding single tokens.
+    pub t_eval: Duration,
+    /// Single-token decodes.
+    pub n_eval: usize,
+    /// Graph computations.
+    pub n_graphs: usize,
+}
+
+/// A model with its KV cache and compute state.
+pub struct LlamaContext {
+    model: Arc<Model>,
+    cparams: Cparams,
+    kv: KvCache,
+    exec: Executor,
+    galloc: GraphAllocator,
+    scratch: InputScratch,
+    logits: Vec<f32>,
+    /// For each token of the last batch: its row in `logits`, or -1.
+    output_rows: Vec<i32>,
+    perf: PerfCounters,
+    keep_intermediates: bool,
+    last_graph: Option<(ggml::Context, ggml::Graph)>,
+}
+
+impl LlamaContext {
+    /// A context for `model`. Errors: [`LlamaError::InvalidParam`] for bad parameters,
+    /// [`LlamaError::Ggml`] when memory or threads cannot be had.
+    pub fn new(model: Arc<Model>, params: &ContextParams) -> Result<Self> {
+        let hp = &model.hparams;
+        let cparams = Cparams::resolve(params, hp)?;
+        let dims = vec![
+            KvLayerDims {
+                n_embd_head_k: hp.n_embd_head_k,
+                n_embd_head_v: hp.n_embd_head_v,
+                n_head_kv: hp.n_head_kv
+            };
+            hp.n_layer
+        ];
+        let kv = KvCache::new(
+            &dims,
+            KvCacheParams {
+                type_k: params.type_k,
+                type_v: params.type_v,
+                size: cparams.n_ctx_seq,
+                n_seq_max: cparams.n_seq_max,
+                unified: params.kv_unified,
+                v_trans: !cparams.flash_attn,
+                n_pad: if cparams.flash_attn { 256 } else { 32 },
+            },
+        )?;
+        let exec = Executor::new(cparams.n_threads)?;
+        Ok(LlamaContext {
+            model,
+            cparams,
+            kv,
+            exec,
+            galloc: GraphAllocator::new(),
+            scratch: InputScratch::default(),
+            logits: Vec::new(),
+            output_rows: Vec::new(),
+            perf: PerfCounters::default(),
+            keep_intermediates: params.keep_intermediates,
+            last_graph: None,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// The resolved parameters.
+    pub fn cparams(&self) -> &Cparams {
+        &self.cparams
+    }
+
+    /// Context size (after padding).
+    pub fn n_ctx(&self) -> u32 {
+        self.cparams.n_ctx
+    }
+
+    /// The KV cache (for `seq_*` operations and inspection).
+    pub fn kv(&self) -> &KvCache {
+        &self.kv
+    }
+
+    /// The KV cache, mutable.
+    pub fn kv_mut(&mut self) -> &mut KvCache {
+        &mut self.kv
+    }
+
+    /// Timing counters.
+    pub fn perf(&self) -> &PerfCounters {
+        &self.perf
+    }
+
+    /// Resets the timing counters.
+    pub fn perf_reset(&mut self) {
+        self.perf = PerfCounters::default();
+    }
+
+    /// Bytes of the compute buffer planned so far.
+    pub fn compute_buffer_size(&self) -> usize {
+        self.galloc.buffer_size() + self.exec.work_size()
+    }
+
+    /// Turns per-op timing on (see [`ggml::cpu::Profile`]).
+    pub fn set_profiling(&mut self, on: bool) {
+        self.exec.set_profiling(on);
+    }
+
+    /// The per-op timings gathered since the last call.
+    pub fn take_profile(&mut self) -> ggml::cpu::Profile {
+        self.exec.take_profile()
+    }
+
+    /// Logits of the `i`-th token of the last batch (negative: from the end), if that
+    /// token asked for them.
+    pub fn logits_ith(&self, i: i32) -> Option<&[f32]> {
+        let n = self.output_rows.len() as i32;
+        let i = if i < 0 { n + i } else { i };
+        if i < 0 || i >= n {
+            return None;
+        }
+        let row = self.output_rows[i as usize];
+        if row < 0 {
+            return None;
+        }
+        let nv = self.model.hparams.n_vocab;
+        self.logits.get(row as usize * nv..(row as usize + 1) * nv)
+    }
+
+    /// Applies pending position shifts to the K cache (llama.cpp's K-shift); `decode`
+    /// does this itself when needed.
+    pub fn apply_kv_shift(&mut self) -> Result<()> {
+        if !self.kv.has_shift() {
+            return Ok(());
+        }
+        let rope = self.cparams.rope_params(&self.model.hparams);
+        let (mut gctx, graph, shift) = self.kv.build_k_shift(&rope)?;
+        self.galloc.alloc_graph(&mut gctx, &graph)?;
+        let mut deltas = Vec::new();
+        self.kv.k_shift_values(&mut deltas);
+        gctx.set_i32(shift, &deltas)?;
+        self.exec.compute(&gctx, &graph)?;
+        self.kv.reset_shift();
+        Ok(())
+    }
+
+    /// Decodes a batch: stores its keys and values in the cache and computes the
+    /// logits of the tokens that ask for them. On error nothing of the batch remains
+    /// in the cache. Errors: [`LlamaError::EmptyBatch`], [`LlamaError::BatchTooLarge`],
+    /// [`LlamaError::TokenOutOfRange`], [`LlamaError::BadSeqId`],
+    /// [`LlamaError::BadPosition`], [`LlamaError::NoKvSlot`], and computation errors.
+    pub fn decode(&mut self, batch: &Batch) -> Result<()> {
+        let ubatches = self.prepare_batch(batch)?;
+        self.apply_kv_shift()?;
+        let Some(sinfos) = self.kv.prepare(&ubatches) else {
+            let n = ubatches.iter().map(|u| u.n_tokens()).max().unwrap_or(0);
+            return Err(LlamaError::NoKvSlot {
+                n_tokens: n,
+                size: self.kv.size(),
+            });
+        };
+        let n_vocab = self.model.hparams.n_vocab;
+        let n_outputs: usize = batch.tokens().iter().filter(|t| t.logits).count();
+        self.output_rows.clear();
+        let mut row = 0;
+        for t in batch.tokens() {
+            self.output_rows.push(if t.logits { row } else { -1 });
+            row += t.logits as i32;
+        }
+        self.logits.resize(n_outputs * n_vocab, 0.0);
+
+        let t0 = Instant::now();
+        let mut out_row = 0usize;
+        for (k, (ub, sinfo)) in ubatches.iter().zip(&sinfos).enumerate() {
+            self.kv.apply_ubatch(sinfo, ub);
+            if let Err(e) = self.compute_ubatch(ub, sinfo, &mut out_row) {
+                for failed in &ubatches[k..] {
+                    self.forget(failed);
+                }
+                return Err(e);
+            }
+        }
+        let dt = t0.elapsed();
+        if batch.len() == 1 {
+            self.perf.t_eval += dt;
+            self.perf.n_eval += 1;
+        } else {
+            self.perf.t_prompt += dt;
+            self.perf.n_prompt += batch.len();
+        }
+        Ok(())
+    }
+
+    fn compute_ubatch(
+        &mut self,
+        ub: &UBatch,
+        sinfo: &crate::memory::SlotInfo,
+        out_row: &mut usize,
+    ) -> Result<()> {
+        let n_vocab = self.model.hparams.n_vocab;
+        let model = Arc::clone(&self.model);
+        let mut b = GraphBuilder::new(
+            &model,
+            &self.cparams,
+            &self.kv,
+            sinfo,
+            ub.n_tokens(),
+            ub.n_outputs(),
+        )?;
+        let logits = crate::models::build_graph(&mut b)?;
+        let (mut gctx, graph, inputs) = (b.ctx, b.gf, b.inputs);
+        if self.keep_intermediates {
+            for &n in graph.nodes() {
+                gctx.set_output(n);
+            }
+        }
+        self.galloc.alloc_graph(&mut gctx, &graph)?;
+        inputs.set(
+            &gctx,
+            ub,
+            &self.kv,
+            sinfo,
+            model.hparams.use_alibi(),
+            &mut self.scratch,
+        )?;
+        self.exec.compute(&gctx, &graph)?;
+        self.perf.n_graphs += 1;
+        let n_out = ub.n_outputs();
+        if n_out > 0 {
+            let out = gctx.get_f32(logits)?;
+            self.logits[*out_row * n_vocab..(*out_row + n_out) * n_vocab].copy_from_slice(&out);
+            *out_row += n_out;
+        }
+        if self.keep_intermediates {
+            // A fresh allocator next time, so that this graph's memory stays intact.
+            self.galloc = GraphAllocator::new();
+            self.last_graph = Some((gctx, graph));
+        }
+        Ok(())
+    }
+
+    /// With `keep_intermediates`, every named node of the last graph computed, in
+    /// execution order, with its values (llama.cpp's eval callback, after the fact).
+    pub fn debug_tensors(&self) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+        let Some((ctx, graph)) = &self.last_graph else {
+            return Vec::new();
+        };
+        graph
+            .nodes()
+            .iter()
+            .filter_map(|&id| {
+                let t = ctx.tensor(id);
+                let vals = ctx.get_f32(id).ok()?;
+                Some((t.name.clone(), t.ne.to_vec(), vals))
+            })
+            .collect()
+    }
+
+    /// Removes a micro-batch's tokens from the cache (after a failed computation).
+    fn forget(&mut self, ub: &UBatch) {
+        for (i, seqs) in ub.seq_ids.iter().enumerate() {
+            for &s in seqs {
+                let _ = self.kv.seq_rm(Some(s), ub.pos[i], ub.pos[i] + 1);
+            }
+        }
+    }
+
+    /// Validates a batch, resolves its positions and splits it into micro-batches.
+    fn prepare_batch(&self, batch: &Batch) -> Result<Vec<UBatch>> {
+        if batch.is_empty() {
+            return Err(LlamaError::EmptyBatch);
+        }
+        if batch.len() > self.cparams.n_batch as usize {
+            return Err(LlamaError::BatchTooLarge {
+                n_tokens: batch.len(),
+                n_batch: self.cparams.n_batch as usize,
+            });
+        }
+        let n_vocab = self.model.hparams.n_vocab;
+        let n_seq_max = self.cparams.n_seq_max as usize;
+        let mut next_pos: Vec<Option<Pos>> = vec![None; n_seq_max];
+        let mut seq_pos: Vec<(Pos, Pos, usize)> = vec![(Pos::MAX, Pos::MIN, 0); n_seq_max];
+        let mut all = UBatch::default();
+        for (i, t) in batch.tokens().iter().enumerate() {
+            if t.token < 0 || t.token as usize >= n_vocab {
+                return Err(LlamaError::TokenOutOfRange {
+                    index: i,
+                    token: t.token,
+                    n_vocab,
+                });
+            }
+            if t.seq_ids.is_empty() {
+                return Err(LlamaError::BadSeqId {
+                    index: i,
+                    seq_id: -1,
+                    n_seq_max,
+                });
+            }
+            for &s in &t.seq_ids {
+                if s < 0 || s as usize >= n_seq_max {
+                    return Err(LlamaError::BadSeqId {
+                        index: i,
+                        seq_id: s,
+                        n_seq_max,
+                    });
+                }
+            }
+            let s0 = t.seq_ids[0];
+            let pos = match t.pos {
+                Some(p) => p,
+                None => {
+                    let np =
+                        next_pos[s0 as usize].get_or_insert_with(|| self.kv.seq_pos_max(s0) + 1);
+                    let p = *np;
+                    *np += 1;
+                    p
+                }
+            };
+            if pos < 0 {
+                return Err(LlamaError::BadPosition {
+                    seq_id: s0,
+                    detail: format!("token {i} has negative position {pos}"),
+                });
+            }
+            for &s in &t.seq_ids {
+                let e = &mut seq_pos[s as usize];
+                e.0 = e.0.min(pos);
+                e.1 = e.1.max(pos);
+                e.2 += 1;
+            }
+            all.tokens.push(t.token);
+            all.pos.push(pos);
+            all.seq_ids.push(t.seq_ids.clone());
+            all.output.push(t.logits);
+            all.batch_index.push(i);
+        }
+        for (s, &(lo, hi, n)) in seq_pos.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let s = s as SeqId;
+            let p0 = self.kv.seq_pos_max(s);
+            if p0 >= 0 && lo != p0 + 1 {
+                return Err(LlamaError::BadPosition {
+                    seq_id: s,
+                    detail: format!(
+                        "the cache ends at position {p0} but the batch starts at {lo}: positions must continue at X + 1"
+                    ),
+                });
+            }
+            if (hi - lo + 1) as usize > n {
+                return Err(LlamaError::BadPosition {
+                    seq_id: s,
+                    detail: format!("positions {lo}..={hi} of the batch have gaps"),
+                });
+            }
+        }
+        Ok(split_simple(all, self.cparams.n_ubatch as usize))
+    }
+
+    /// Tokenizes `text` with the model's vocabulary.
+    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<Token> {
+        self.model.vocab.tokenize(text, add_special, parse_special)
+    }
+}
+
+/// Consecutive chunks of at most `n_ubatch` tokens (llama.cpp's `split_simple`).
+fn split_simple(all: UBatch, n_ubatch: usize) -> Vec<UBatch> {
+    let n = all.n_tokens();
+    let mut out = Vec::with_capacity(n.div_ceil(n_ubatch));
+    let mut i = 0;
+    while i < n {
+        let e = (i + n_ubatch).min(n);
+        out.push(UBatch {
+            tokens: all.tokens[i..e].to_vec(),
+            pos: all.pos[i..e].to_vec(),
+            seq_ids: all.seq_ids[i..e].to_vec(),
+            output: all.output[i..e].to_vec(),
+            batch_index: all.batch_index[i..e].to_vec(),
+        });
+        i = e;
+    }
+    out
+}

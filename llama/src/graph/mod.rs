@@ -1,0 +1,351 @@
+//! Graph building shared by the architectures: one context per micro-batch, the
+//! graph inputs (tokens, positions, KV indices, KQ mask, output rows) and the blocks
+//! every decoder uses (norm, Q/K/V projections with rope, attention over the KV cache,
+//! SwiGLU feed-forward, output head). `models/*.rs` compose them per architecture.
+
+pub mod inputs;
+
+pub use inputs::GraphInputs;
+
+use ggml::{Context, GgmlType, Graph, RopeParams, TensorId};
+
+use crate::context::Cparams;
+use crate::error::Result;
+use crate::memory::kv_cache::KvGraphTensors;
+use crate::memory::{KvCache, SlotInfo};
+use crate::model::{LayerWeights, Model};
+
+/// Everything a graph for one micro-batch is built from.
+pub struct GraphBuilder<'a> {
+    /// The graph's own tensors (metadata only until allocated).
+    pub ctx: Context,
+    /// The nodes, in execution order.
+    pub gf: Graph,
+    /// The model (weights, hyperparameters).
+    pub model: &'a Model,
+    /// Context parameters (rope settings, flash attention).
+    pub cparams: &'a Cparams,
+    /// The inputs to fill after allocation.
+    pub inputs: GraphInputs,
+    /// Tokens in the micro-batch.
+    pub n_tokens: usize,
+    /// Tokens whose logits are wanted.
+    pub n_outputs: usize,
+    /// Cells the attention covers.
+    pub n_kv: u32,
+    kv: &'a KvCache,
+    kvt: KvGraphTensors,
+    sinfo: &'a SlotInfo,
+    imported: Vec<Option<TensorId>>,
+}
+
+impl<'a> GraphBuilder<'a> {
+    /// A builder for a micro-batch of `n_tokens` tokens (`n_outputs` of them wanted)
+    /// placed at `sinfo` in `kv`.
+    pub fn new(
+        model: &'a Model,
+        cparams: &'a Cparams,
+        kv: &'a KvCache,
+        sinfo: &'a SlotInfo,
+        n_tokens: usize,
+        n_outputs: usize,
+    ) -> Result<Self> {
+        let mut ctx = Context::with_capacity_no_alloc(64 + 40 * model.hparams.n_layer);
+        let kvt = kv.import(&mut ctx)?;
+        let n_kv = kv.n_kv(sinfo);
+        Ok(GraphBuilder {
+            ctx,
+            gf: Graph::new(),
+            model,
+            cparams,
+            inputs: GraphInputs::default(),
+            n_tokens,
+            n_outputs,
+            n_kv,
+            kv,
+            kvt,
+            sinfo,
+            imported: vec![None; model.tensors().len()],
+        })
+    }
+
+    /// The weight `id` of the model as a leaf of this graph (imported once).
+    pub fn w(&mut self, id: TensorId) -> Result<TensorId> {
+        if let Some(t) = self.imported[id.index()] {
+            return Ok(t);
+        }
+        let t = self.ctx.import(self.model.tensors(), id)?;
+        self.imported[id.index()] = Some(t);
+        Ok(t)
+    }
+
+    /// Names an intermediate tensor as llama.cpp's callback does (`attn_norm-3`).
+    pub fn cb(&mut self, t: TensorId, name: &str, il: Option<usize>) -> TensorId {
+        match il {
+            Some(il) => self.ctx.set_name(t, format!("{name}-{il}")),
+            None => self.ctx.set_name(t, name),
+        }
+    }
+
+    /// Token embeddings of the batch: `get_rows(tok_embd, inp_tokens)` `[n_embd, n_tokens]`.
+    pub fn build_inp_embd(&mut self) -> Result<TensorId> {
+        let tokens = self.ctx.new_tensor_1d(GgmlType::I32, self.n_tokens);
+        self.ctx.set_name(tokens, "inp_tokens");
+        self.ctx.set_input(tokens);
+        self.inputs.tokens = Some(tokens);
+        let embd = self.w(self.model.weights.tok_embd)?;
+        let cur = self.ctx.get_rows(embd, tokens);
+        Ok(self.cb(cur, "inp_embd", None))
+    }
+
+    /// The positions input `[n_tokens]` (I32).
+    pub fn build_inp_pos(&mut self) -> TensorId {
+        let pos = self.ctx.new_tensor_1d(GgmlType::I32, self.n_tokens);
+        self.ctx.set_name(pos, "inp_pos");
+        self.ctx.set_input(pos);
+        self.inputs.pos = Some(pos);
+        pos
+    }
+
+    /// The rows to keep before the output head, when not every token wants logits.
+    pub fn build_inp_out_ids(&mut self) -> Option<TensorId> {
+        if self.n_outputs == self.n_tokens {
+            return None;
+        }
+        let ids = self.ctx.new_tensor_1d(GgmlType::I32, self.n_outputs);
+        self.ctx.set_name(ids, "inp_out_ids");
+        self.ctx.set_input(ids);
+        self.inputs.out_ids = Some(ids);
+        Some(ids)
+    }
+
+    /// The KV inputs: K/V store indices and the KQ mask (f16 for flash attention).
+    pub fn build_attn_inp(&mut self) {
+        let n_stream = self.sinfo.n_stream();
+        let k_idxs = self.ctx.new_tensor_1d(GgmlType::I64, self.n_tokens);
+        self.ctx.set_name(k_idxs, "attn_inp_k_idxs");
+        self.ctx.set_input(k_idxs);
+        let n_v = if self.kv.params().v_trans {
+            self.n_tokens * self.model.hparams.n_embd_v_gqa()
+        } else {
+            self.n_tokens
+        };
+        let v_idxs = self.ctx.new_tensor_1d(GgmlType::I64, n_v);
+        self.ctx.set_name(v_idxs, "attn_inp_v_idxs");
+        self.ctx.set_input(v_idxs);
+        let rows =
+            (self.n_tokens / n_stream).next_multiple_of(crate::memory::kv_cache::KQ_MASK_PAD);
+        let mask = self
+            .ctx
+            .new_tensor_4d(GgmlType::F32, self.n_kv as usize, rows, 1, n_stream);
+        self.ctx.set_name(mask, "attn_inp_kq_mask");
+        self.ctx.set_input(mask);
+        let mask_cnv = if self.cparams.flash_attn {
+            self.ctx.cast(mask, GgmlType::F16)
+        } else {
+            mask
+        };
+        self.inputs.k_idxs = Some(k_idxs);
+        self.inputs.v_idxs = Some(v_idxs);
+        self.inputs.kq_mask = Some(mask);
+        self.inputs.kq_mask_cnv = Some(mask_cnv);
+    }
+
+    /// `rms_norm(x) * w`.
+    pub fn build_norm(
+        &mut self,
+        x: TensorId,
+        w: TensorId,
+        name: &str,
+        il: Option<usize>,
+    ) -> Result<TensorId> {
+        let eps = self.model.hparams.f_norm_rms_eps;
+        let cur = self.ctx.rms_norm(x, eps);
+        let w = self.w(w)?;
+        let cur = self.ctx.mul(cur, w);
+        Ok(self.cb(cur, name, il))
+    }
+
+    /// `w · x (+ b)`.
+    pub fn build_mm(&mut self, w: TensorId, x: TensorId, b: Option<TensorId>) -> Result<TensorId> {
+        let w = self.w(w)?;
+        let mut cur = self.ctx.mul_mat(w, x);
+        if let Some(b) = b {
+            let b = self.w(b)?;
+            cur = self.ctx.add(cur, b);
+        }
+        Ok(cur)
+    }
+
+    /// Q, K and V of layer `l`, reshaped to `[head_dim, n_head(_kv), n_tokens]`.
+    pub fn build_qkv(
+        &mut self,
+        l: &LayerWeights,
+        cur: TensorId,
+        il: usize,
+    ) -> Result<(TensorId, TensorId, TensorId)> {
+        let hp = &self.model.hparams;
+        let (dk, dv, n_head, n_head_kv, n) = (
+            hp.n_embd_head_k,
+            hp.n_embd_head_v,
+            hp.n_head,
+            hp.n_head_kv,
+            self.n_tokens,
+        );
+        let q = self.build_mm(l.wq, cur, l.bq)?;
+        self.cb(q, "Qcur", Some(il));
+        let k = self.build_mm(l.wk, cur, l.bk)?;
+        self.cb(k, "Kcur", Some(il));
+        let v = self.build_mm(l.wv, cur, l.bv)?;
+        self.cb(v, "Vcur", Some(il));
+        let q = self.ctx.reshape_3d(q, dk, n_head, n);
+        let k = self.ctx.reshape_3d(k, dk, n_head_kv, n);
+        let v = self.ctx.reshape_3d(v, dv, n_head_kv, n);
+        Ok((q, k, v))
+    }
+
+    /// The rope parameters of this context (model constants with context overrides).
+    pub fn rope_params(&self) -> RopeParams {
+        self.cparams.rope_params(&self.model.hparams)
+    }
+
+    /// Rope on `x` `[head_dim, n_head, n_tokens]` at the batch positions.
+    pub fn build_rope(&mut self, x: TensorId, pos: TensorId) -> Result<TensorId> {
+        let p = self.rope_params();
+        let factors = match self.model.weights.rope_freqs {
+            Some(f) => Some(self.w(f)?),
+            None => None,
+        };
+        Ok(self.ctx.rope_ext(x, pos, factors, p))
+    }
+
+    /// Attention of layer `il` over the KV cache: stores K and V of the batch, then
+    /// `softmax(K·Q·scale + mask)` and `V·KQ` (or flash attention), then the output
+    /// projection. `q`, `k`, `v` are `[head_dim, n_head(_kv), n_tokens]`.
+    pub fn build_attn(
+        &mut self,
+        l: &LayerWeights,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        kq_scale: f32,
+        il: usize,
+    ) -> Result<TensorId> {
+        // Q, V then K, so that the stores come right before the attention reads them.
+        self.gf.build_forward_expand(&self.ctx, q);
+        self.gf.build_forward_expand(&self.ctx, v);
+        self.gf.build_forward_expand(&self.ctx, k);
+        let (Some(k_idxs), Some(v_idxs), Some(mask)) = (
+            self.inputs.k_idxs,
+            self.inputs.v_idxs,
+            self.inputs.kq_mask_cnv,
+        ) else {
+            return Err(crate::LlamaError::InvalidParam(
+                "build_attn before build_attn_inp".into(),
+            ));
+        };
+        let store_k = self.kv.cpy_k(&mut self.ctx, &self.kvt, il, k, k_idxs);
+        self.gf.build_forward_expand(&self.ctx, store_k);
+        let store_v = self.kv.cpy_v(&mut self.ctx, &self.kvt, il, v, v_idxs);
+        self.gf.build_forward_expand(&self.ctx, store_v);
+
+        let kc = self
+            .kv
+            .get_k(&mut self.ctx, &self.kvt, il, self.n_kv, self.sinfo);
+        let vc = self
+            .kv
+            .get_v(&mut self.ctx, &self.kvt, il, self.n_kv, self.sinfo);
+        let cur = self.build_attn_mha(q, kc, vc, mask, kq_scale, il);
+        self.cb(cur, "kqv_out", Some(il));
+        self.build_mm(l.wo, cur, l.bo)
+    }
+
+    fn build_attn_mha(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        mask: TensorId,
+        kq_scale: f32,
+        il: usize,
+    ) -> TensorId {
+        let ctx = &mut self.ctx;
+        let v_trans = ctx.tensor(v).nb[1] > ctx.tensor(v).nb[2];
+        let n_stream = ctx.tensor(k).ne[3];
+        let qt = ctx.tensor(q);
+        let (qne, qnb) = (qt.ne, qt.nb);
+        let q = ctx.view_4d(
+            q,
+            [qne[0], qne[1], qne[2] / n_stream, n_stream],
+            qnb[1],
+            qnb[2],
+            qnb[2] * (qne[2] / n_stream),
+            0,
+        );
+        let q = ctx.permute(q, [0, 2, 1, 3]);
+        let k = ctx.permute(k, [0, 2, 1, 3]);
+        let v = ctx.permute(v, [0, 2, 1, 3]);
+        let max_bias = self.model.hparams.f_max_alibi_bias;
+        if self.cparams.flash_attn {
+            let v = if v_trans { ctx.transpose(v) } else { v };
+            let k = if ctx.tensor(k).typ == GgmlType::F32 {
+                ctx.cast(k, GgmlType::F16)
+            } else {
+                k
+            };
+            let v = if ctx.tensor(v).typ == GgmlType::F32 {
+                ctx.cast(v, GgmlType::F16)
+            } else {
+                v
+            };
+            let cur = ctx.flash_attn_ext(q, k, v, Some(mask), kq_scale, max_bias, 0.0);
+            let ne = ctx.tensor(cur).ne;
+            return ctx.reshape_2d(cur, ne[0] * ne[1], ne[2] * ne[3]);
+        }
+        let kq = ctx.mul_mat(k, q);
+        self.cb(kq, "kq", Some(il));
+        let ctx = &mut self.ctx;
+        let kq = ctx.soft_max_ext(kq, Some(mask), kq_scale, max_bias);
+        self.cb(kq, "kq_soft_max", Some(il));
+        let ctx = &mut self.ctx;
+        let v = if v_trans {
+            v
+        } else {
+            let t = ctx.transpose(v);
+            ctx.cont(t)
+        };
+        let kqv = ctx.mul_mat(v, kq);
+        let cur = ctx.permute(kqv, [0, 2, 1, 3]);
+        let ne = ctx.tensor(cur).ne;
+        ctx.cont_4d(cur, [ne[0] * ne[1], ne[2] * ne[3], 1, 1])
+    }
+
+    /// SwiGLU feed-forward of layer `l`: `down · (silu(gate · x) * (up · x))`.
+    pub fn build_ffn(&mut self, l: &LayerWeights, cur: TensorId, il: usize) -> Result<TensorId> {
+        let up = self.build_mm(l.ffn_up, cur, None)?;
+        self.cb(up, "ffn_up", Some(il));
+        let gate = self.build_mm(l.ffn_gate, cur, None)?;
+        self.cb(gate, "ffn_gate", Some(il));
+        let x = self.ctx.swiglu_split(gate, up);
+        self.cb(x, "ffn_swiglu", Some(il));
+        let out = self.build_mm(l.ffn_down, x, None)?;
+        Ok(self.cb(out, "ffn_out", Some(il)))
+    }
+
+    /// Final norm and output head: logits `[n_vocab, n_outputs]`.
+    pub fn build_output(&mut self, cur: TensorId) -> Result<TensorId> {
+        let w = &self.model.weights;
+        let (norm, out) = (w.output_norm, w.output);
+        let cur = self.build_norm(cur, norm, "result_norm", None)?;
+        let logits = self.build_mm(out, cur, None)?;
+        self.cb(logits, "result_output", None);
+        self.ctx.set_output(logits);
+        self.gf.build_forward_expand(&self.ctx, logits);
+        Ok(logits)
+    }
+
+    /// The slot of the micro-batch.
+    pub fn sinfo(&self) -> &SlotInfo {
+        self.sinfo
+    }
+}

@@ -1,0 +1,320 @@
+//! Loading a model from a GGUF file: hyperparameters from metadata (validated),
+//! weights as tensors that point into the file mapping (no copy), shapes checked
+//! against the hyperparameters.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use ggml::gguf::{Gguf, GgufFile};
+use ggml::{Context, GgmlType, TensorId};
+
+use crate::arch::{Arch, Kv};
+use crate::error::{LlamaError, Result};
+use crate::hparams::{Hparams, RopeScaling};
+use crate::model::{Model, ModelInfo};
+use crate::vocab::Vocab;
+
+/// How to load a model.
+#[derive(Default)]
+pub struct ModelParams {
+    /// Called with the fraction of tensors set up so far (0 to 1).
+    pub progress: Option<Box<dyn FnMut(f32)>>,
+}
+
+/// Opens and validates a GGUF model. Errors: [`LlamaError::Ggml`] for an unreadable or
+/// malformed file, [`LlamaError::UnknownArch`], [`LlamaError::MissingKey`],
+/// [`LlamaError::BadKey`], [`LlamaError::MissingTensor`], [`LlamaError::TensorShape`],
+/// [`LlamaError::TensorType`].
+pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Model> {
+    let path = path.as_ref();
+    let file = GgufFile::open(path).map_err(ggml::Error::from)?;
+    let g = file.gguf();
+    let arch_name: &str = get(g, "general.architecture")?;
+    let arch = Arch::from_name(arch_name)?;
+    let vocab = Vocab::from_gguf(g)?;
+    let mut info = ModelInfo {
+        name: g
+            .get_opt::<String>("general.name")
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
+        path: path.display().to_string(),
+        gguf_version: g.version(),
+        ..Default::default()
+    };
+    let mut ctx = Context::new_no_alloc();
+    let hparams = load_hparams(g, arch, vocab.n_tokens())?;
+    let mut loader = TensorLoader {
+        file: &file,
+        ctx: &mut ctx,
+        used: HashSet::new(),
+        progress: params.progress.take(),
+        n_done: 0,
+    };
+    let weights = crate::models::load_weights(arch, &hparams, &mut loader)?;
+    loader.finish();
+    info.size_bytes = g.tensor_infos().iter().map(|t| t.size).sum();
+    info.n_params = g.tensor_infos().iter().map(|t| t.nelements()).sum();
+    info.file_type = file_type_name(g.get_opt::<u32>("general.file_type").ok().flatten(), g);
+    Ok(Model {
+        hparams,
+        vocab,
+        weights,
+        info,
+        ctx,
+        file: file.buffer().clone(),
+    })
+}
+
+/// Loads only the vocabulary of a GGUF file (which may hold nothing else).
+/// Errors as [`load_model`] for the file and the tokenizer keys.
+pub fn load_vocab(path: impl AsRef<Path>) -> Result<Vocab> {
+    let file = GgufFile::open(path.as_ref()).map_err(ggml::Error::from)?;
+    Ok(Vocab::from_gguf(file.gguf())?)
+}
+
+fn get<'a, T: ggml::gguf::FromGguf<'a>>(g: &'a Gguf, key: &str) -> Result<T> {
+    match g.get_opt::<T>(key) {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(LlamaError::MissingKey {
+            key: key.to_string(),
+        }),
+        Err(e) => Err(LlamaError::BadKey {
+            key: key.to_string(),
+            detail: e.to_string(),
+        }),
+    }
+}
+
+fn get_opt<'a, T: ggml::gguf::FromGguf<'a>>(g: &'a Gguf, key: &str) -> Result<Option<T>> {
+    g.get_opt::<T>(key).map_err(|e| LlamaError::BadKey {
+        key: key.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+fn positive(key: String, v: u32) -> Result<usize> {
+    if v == 0 {
+        return Err(LlamaError::BadKey {
+            key,
+            detail: "must be > 0".into(),
+        });
+    }
+    Ok(v as usize)
+}
+
+/// Reads and checks the `{arch}.*` hyperparameters (llama.cpp's defaults for the
+/// optional ones).
+pub fn load_hparams(g: &Gguf, arch: Arch, n_vocab: usize) -> Result<Hparams> {
+    let k = |kv: Kv| kv.key(arch);
+    let n_ctx_train = positive(k(Kv::ContextLength), get(g, &k(Kv::ContextLength))?)? as u32;
+    let n_embd = positive(k(Kv::EmbeddingLength), get(g, &k(Kv::EmbeddingLength))?)?;
+    let n_layer = positive(k(Kv::BlockCount), get(g, &k(Kv::BlockCount))?)?;
+    let n_ff = positive(k(Kv::FeedForwardLength), get(g, &k(Kv::FeedForwardLength))?)?;
+    let n_head = positive(
+        k(Kv::AttentionHeadCount),
+        get(g, &k(Kv::AttentionHeadCount))?,
+    )?;
+    let n_head_kv = match get_opt::<u32>(g, &k(Kv::AttentionHeadCountKv))? {
+        Some(v) => positive(k(Kv::AttentionHeadCountKv), v)?,
+        None => n_head,
+    };
+    if n_head % n_head_kv != 0 {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::AttentionHeadCountKv),
+            detail: format!("{n_head_kv} does not divide the {n_head} attention heads"),
+        });
+    }
+    if n_embd % n_head != 0 {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::AttentionHeadCount),
+            detail: format!("{n_head} heads do not divide n_embd = {n_embd}"),
+        });
+    }
+    let head = n_embd / n_head;
+    let n_embd_head_k = match get_opt::<u32>(g, &k(Kv::AttentionKeyLength))? {
+        Some(v) => positive(k(Kv::AttentionKeyLength), v)?,
+        None => head,
+    };
+    let n_embd_head_v = match get_opt::<u32>(g, &k(Kv::AttentionValueLength))? {
+        Some(v) => positive(k(Kv::AttentionValueLength), v)?,
+        None => head,
+    };
+    let n_rot = match get_opt::<u32>(g, &k(Kv::RopeDimensionCount))? {
+        Some(v) => v as usize,
+        None => n_embd_head_k,
+    };
+    if n_rot % 2 != 0 || n_rot > n_embd_head_k {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::RopeDimensionCount),
+            detail: format!("{n_rot} must be even and at most the head size {n_embd_head_k}"),
+        });
+    }
+    let f_norm_rms_eps: f32 = get(g, &k(Kv::AttentionLayerNormRmsEpsilon))?;
+    if !(f_norm_rms_eps.is_finite() && f_norm_rms_eps >= 0.0) {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::AttentionLayerNormRmsEpsilon),
+            detail: format!("{f_norm_rms_eps}"),
+        });
+    }
+    let rope_freq_base_train = get_opt::<f32>(g, &k(Kv::RopeFreqBase))?.unwrap_or(10000.0);
+    if !(rope_freq_base_train.is_finite() && rope_freq_base_train > 0.0) {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::RopeFreqBase),
+            detail: format!("{rope_freq_base_train}"),
+        });
+    }
+    let scaling_name =
+        get_opt::<String>(g, &k(Kv::RopeScalingType))?.unwrap_or_else(|| "linear".into());
+    let rope_scaling = RopeScaling::from_name(&scaling_name).ok_or_else(|| LlamaError::BadKey {
+        key: k(Kv::RopeScalingType),
+        detail: format!("unsupported rope scaling '{scaling_name}' (none, linear and yarn are)"),
+    })?;
+    let factor = match get_opt::<f32>(g, &k(Kv::RopeScalingFactor))? {
+        Some(f) => f,
+        None => get_opt::<f32>(g, &k(Kv::RopeScaleLinear))?.unwrap_or(0.0),
+    };
+    if !(factor.is_finite() && factor >= 0.0) {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::RopeScalingFactor),
+            detail: format!("{factor}"),
+        });
+    }
+    let n_ctx_orig_yarn = get_opt::<u32>(g, &k(Kv::RopeScalingOrigCtxLen))?.unwrap_or(n_ctx_train);
+    let mut hp = Hparams {
+        arch,
+        n_vocab,
+        n_ctx_train,
+        n_embd,
+        n_layer,
+        n_ff,
+        n_head,
+        n_head_kv,
+        n_embd_head_k,
+        n_embd_head_v,
+        n_rot,
+        f_norm_rms_eps,
+        rope_freq_base_train,
+        rope_freq_scale_train: if factor == 0.0 { 1.0 } else { 1.0 / factor },
+        rope_scaling,
+        n_ctx_orig_yarn,
+        rope_mode: ggml::RopeMode::Normal,
+        yarn_ext_factor: get_opt::<f32>(g, &k(Kv::RopeScalingYarnExtFactor))?.unwrap_or(-1.0),
+        yarn_attn_factor: get_opt::<f32>(g, &k(Kv::RopeScalingYarnAttnFactor))?.unwrap_or(1.0),
+        yarn_beta_fast: get_opt::<f32>(g, &k(Kv::RopeScalingYarnBetaFast))?.unwrap_or(32.0),
+        yarn_beta_slow: get_opt::<f32>(g, &k(Kv::RopeScalingYarnBetaSlow))?.unwrap_or(1.0),
+        f_max_alibi_bias: 0.0,
+    };
+    crate::models::finish_hparams(&mut hp)?;
+    Ok(hp)
+}
+
+/// Creates the model's tensors in a context, checking names, shapes and types.
+pub struct TensorLoader<'a> {
+    file: &'a GgufFile,
+    ctx: &'a mut Context,
+    used: HashSet<String>,
+    progress: Option<Box<dyn FnMut(f32)>>,
+    n_done: usize,
+}
+
+impl TensorLoader<'_> {
+    /// The tensor `name`, which must have shape `ne` (ggml order, trailing 1s omitted).
+    pub fn require(&mut self, name: &str, ne: &[usize]) -> Result<TensorId> {
+        self.optional(name, ne)?
+            .ok_or_else(|| LlamaError::MissingTensor {
+                name: name.to_string(),
+            })
+    }
+
+    /// The tensor `name` if the file has it (then with shape `ne`).
+    pub fn optional(&mut self, name: &str, ne: &[usize]) -> Result<Option<TensorId>> {
+        let g = self.file.gguf();
+        let Ok(info) = g.tensor_info(name) else {
+            return Ok(None);
+        };
+        let mut want = [1usize; 4];
+        want[..ne.len()].copy_from_slice(ne);
+        if info.ne != want {
+            return Err(LlamaError::TensorShape {
+                name: name.to_string(),
+                expected: want.to_vec(),
+                got: info.ne.to_vec(),
+            });
+        }
+        if info.typ.traits().to_float.is_none()
+            || (ne.len() > 1 && info.typ.traits().vec_dot.is_none())
+        {
+            return Err(LlamaError::TensorType {
+                name: name.to_string(),
+                typ: info.typ,
+            });
+        }
+        if ne.len() == 1 && info.typ != GgmlType::F32 {
+            return Err(LlamaError::TensorType {
+                name: name.to_string(),
+                typ: info.typ,
+            });
+        }
+        let data = self.file.tensor_data_ref(name).map_err(ggml::Error::from)?;
+        let id = self.ctx.new_tensor_with_data(info.typ, &info.ne, data)?;
+        self.ctx.set_name(id, name);
+        if self.used.insert(name.to_string()) {
+            self.n_done += 1;
+            let total = g.n_tensors().max(1);
+            if let Some(p) = self.progress.as_mut() {
+                p(self.n_done as f32 / total as f32);
+            }
+        }
+        Ok(Some(id))
+    }
+
+    fn finish(&mut self) {
+        if let Some(p) = self.progress.as_mut() {
+            p(1.0);
+        }
+    }
+}
+
+/// llama.cpp's name for `general.file_type` (or a guess from the weight types).
+fn file_type_name(ftype: Option<u32>, g: &Gguf) -> String {
+    let name = match ftype {
+        Some(0) => "all F32",
+        Some(1) => "F16",
+        Some(2) => "Q4_0",
+        Some(3) => "Q4_1",
+        Some(7) => "Q8_0",
+        Some(8) => "Q5_0",
+        Some(9) => "Q5_1",
+        Some(10) => "Q2_K - Medium",
+        Some(11) => "Q3_K - Small",
+        Some(12) => "Q3_K - Medium",
+        Some(13) => "Q3_K - Large",
+        Some(14) => "Q4_K - Small",
+        Some(15) => "Q4_K - Medium",
+        Some(16) => "Q5_K - Small",
+        Some(17) => "Q5_K - Medium",
+        Some(18) => "Q6_K",
+        Some(21) => "Q2_K - Small",
+        Some(25) => "IQ4_NL - 4.5 bpw",
+        Some(30) => "IQ4_XS - 4.25 bpw",
+        Some(32) => "BF16",
+        _ => "",
+    };
+    if !name.is_empty() {
+        return name.to_string();
+    }
+    // Guess: the most common type among 2-d tensors.
+    let mut counts: Vec<(GgmlType, usize)> = Vec::new();
+    for t in g.tensor_infos().iter().filter(|t| t.n_dims >= 2) {
+        match counts.iter_mut().find(|(ty, _)| *ty == t.typ) {
+            Some(c) => c.1 += 1,
+            None => counts.push((t.typ, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.first().map_or_else(
+        || "unknown".to_string(),
+        |(t, _)| format!("{} (guessed)", t.name().to_uppercase()),
+    )
+}

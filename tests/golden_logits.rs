@@ -1,0 +1,160 @@
+//! Teacher-forced logits against llama.cpp's (`../shared/golden/logits/`): the first 64
+//! tokens of story-a decoded as one batch, every position's logits compared with the
+//! golden README's tolerances.
+
+mod common;
+
+use std::sync::Arc;
+
+use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams};
+
+struct Golden {
+    model: String,
+    flash_attn: bool,
+    tokens: Vec<i32>,
+    logits: Vec<Vec<f32>>,
+}
+
+fn read_golden(rel: &str) -> Option<Golden> {
+    let path = common::shared_file(rel)?;
+    let text = std::fs::read_to_string(&path).expect("read golden json");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("parse golden json");
+    Some(Golden {
+        model: v["model"].as_str().expect("model").to_string(),
+        flash_attn: v["flash_attn"].as_i64().unwrap_or(0) != 0,
+        tokens: v["tokens"]
+            .as_array()
+            .expect("tokens")
+            .iter()
+            .map(|t| t.as_i64().expect("id") as i32)
+            .collect(),
+        logits: v["logits"]
+            .as_array()
+            .expect("logits")
+            .iter()
+            .map(|row| {
+                row.as_array()
+                    .expect("row")
+                    .iter()
+                    .map(|x| x.as_f64().expect("f") as f32)
+                    .collect()
+            })
+            .collect(),
+    })
+}
+
+/// Decodes the golden tokens and returns (NMSE, max abs difference) over all positions.
+fn run(g: &Golden, n_threads: usize, n_ubatch: u32) -> (f64, f32) {
+    let path = common::shared_dir().join("models").join(&g.model);
+    let model = Arc::new(load_model(&path, ModelParams::default()).expect("load model"));
+    let params = ContextParams {
+        n_threads,
+        n_ubatch,
+        flash_attn: g.flash_attn,
+        ..Default::default()
+    };
+    let mut ctx = LlamaContext::new(model, &params).expect("context");
+    let mut batch = Batch::new();
+    for (i, &t) in g.tokens.iter().enumerate() {
+        batch.add(t, i as i32, &[0], true);
+    }
+    ctx.decode(&batch).expect("decode");
+    let (mut num, mut den, mut max_abs) = (0f64, 0f64, 0f32);
+    for (i, want) in g.logits.iter().enumerate() {
+        let got = ctx.logits_ith(i as i32).expect("logits");
+        assert_eq!(got.len(), want.len());
+        for (&a, &b) in got.iter().zip(want) {
+            num += (a as f64 - b as f64).powi(2);
+            den += (b as f64).powi(2);
+            max_abs = max_abs.max((a - b).abs());
+        }
+    }
+    (num / den, max_abs)
+}
+
+fn check(name: &str) {
+    let Some(g) = read_golden(&format!("golden/logits/{name}.json")) else {
+        return;
+    };
+    let quantized = !["f32", "f16", "bf16"]
+        .iter()
+        .any(|t| g.model.contains(&format!("-{t}.gguf")))
+        && g.model != "stories260K.gguf";
+    let (max_nmse, max_abs) = if quantized {
+        (1e-6, 5e-2)
+    } else {
+        (1e-8, 1e-2)
+    };
+    let (nmse, abs) = run(&g, 2, 512);
+    eprintln!("{name}: nmse {nmse:.3e}, max abs {abs:.3e}");
+    assert!(nmse <= max_nmse, "{name}: NMSE {nmse:.3e} > {max_nmse:.0e}");
+    assert!(
+        abs <= max_abs,
+        "{name}: max abs diff {abs:.3e} > {max_abs:.0e}"
+    );
+}
+
+macro_rules! golden {
+    ($($fn:ident => $name:literal,)*) => {$(
+        #[test]
+        fn $fn() {
+            check($name);
+        }
+    )*};
+}
+
+golden! {
+    stories260k => "stories260K",
+    stories260k_fa => "stories260K.fa",
+    synth_llama_f32 => "synth-llama-f32",
+    synth_llama_f32_fa => "synth-llama-f32.fa",
+    synth_llama_f16 => "synth-llama-f16",
+    synth_llama_bf16 => "synth-llama-bf16",
+    synth_qwen2_f32 => "synth-qwen2-f32",
+    synth_qwen2_f32_fa => "synth-qwen2-f32.fa",
+    synth_qwen2_f16 => "synth-qwen2-f16",
+    synth_llama_q8_0 => "synth-llama-q8_0",
+    synth_llama_q8_0_fa => "synth-llama-q8_0.fa",
+    synth_llama_q4_0 => "synth-llama-q4_0",
+    synth_llama_q4_1 => "synth-llama-q4_1",
+    synth_llama_q5_0 => "synth-llama-q5_0",
+    synth_llama_q5_1 => "synth-llama-q5_1",
+    synth_llama_q2_k => "synth-llama-q2_k",
+    synth_llama_q3_k_m => "synth-llama-q3_k_m",
+    synth_llama_q4_k_m => "synth-llama-q4_k_m",
+    synth_llama_q5_k_m => "synth-llama-q5_k_m",
+    synth_llama_q6_k => "synth-llama-q6_k",
+    synth_llama_iq4_nl => "synth-llama-iq4_nl",
+    synth_llama_iq4_xs => "synth-llama-iq4_xs",
+    synth_qwen2_q8_0 => "synth-qwen2-q8_0",
+    synth_qwen2_q4_0 => "synth-qwen2-q4_0",
+    synth_qwen2_q4_k_m => "synth-qwen2-q4_k_m",
+    synth_qwen2_q4_k_m_fa => "synth-qwen2-q4_k_m.fa",
+    synth_qwen2_q6_k => "synth-qwen2-q6_k",
+}
+
+#[test]
+#[ignore]
+fn per_position_report() {
+    let name = std::env::var("GOLDEN").unwrap_or_else(|_| "synth-llama-f16".into());
+    let Some(g) = read_golden(&format!("golden/logits/{name}.json")) else {
+        return;
+    };
+    let path = common::shared_dir().join("models").join(&g.model);
+    let model = Arc::new(load_model(&path, ModelParams::default()).expect("load model"));
+    let params = ContextParams {
+        n_threads: 2,
+        flash_attn: g.flash_attn,
+        ..Default::default()
+    };
+    let mut ctx = LlamaContext::new(model, &params).expect("context");
+    let mut batch = Batch::new();
+    for (i, &t) in g.tokens.iter().enumerate() {
+        batch.add(t, i as i32, &[0], true);
+    }
+    ctx.decode(&batch).expect("decode");
+    for (i, want) in g.logits.iter().enumerate() {
+        let got = ctx.logits_ith(i as i32).unwrap();
+        eprintln!("pos {i}: nmse {:.3e}", common::nmse(got, want));
+    }
+}
