@@ -32,7 +32,8 @@ pub struct ContextParams {
     pub type_k: GgmlType,
     /// V cache type.
     pub type_v: GgmlType,
-    /// Use the fused flash-attention op (V cache not transposed, n_kv padded to 256).
+    /// Use the fused flash-attention op (V cache not transposed). On by default, as
+    /// llama.cpp's `-fa auto` resolves on a CPU.
     pub flash_attn: bool,
     /// One KV stream for all sequences (`true`) or one per sequence.
     pub kv_unified: bool,
@@ -67,7 +68,7 @@ impl Default for ContextParams {
             n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             type_k: GgmlType::F16,
             type_v: GgmlType::F16,
-            flash_attn: false,
+            flash_attn: true,
             kv_unified: true,
             rope_freq_base: 0.0,
             rope_freq_scale: 0.0,
@@ -297,7 +298,9 @@ impl LlamaContext {
                 n_seq_max: cparams.n_seq_max,
                 unified: params.kv_unified,
                 v_trans: !cparams.flash_attn,
-                n_pad: if cparams.flash_attn { 256 } else { 32 },
+                // llama.cpp pads n_kv to 256 with and without flash attention; the padding
+                // changes which accumulator each key lands in, so it is part of the arithmetic.
+                n_pad: 256,
             },
         )?;
         let exec = Executor::new(cparams.n_threads)?;
