@@ -616,6 +616,46 @@ impl LlamaContext {
         Ok(split_simple(all, self.cparams.n_ubatch as usize))
     }
 
+    /// Saves sequence `seq` (its cells and their K/V data) and `tokens` to `path`;
+    /// returns the number of cells saved. Errors: [`LlamaError::Io`],
+    /// [`LlamaError::InvalidParam`] for a bad sequence id.
+    pub fn state_seq_save_file(
+        &mut self,
+        path: impl AsRef<std::path::Path>,
+        seq: SeqId,
+        tokens: &[Token],
+    ) -> Result<usize> {
+        self.apply_kv_shift()?;
+        let path = path.as_ref();
+        let io = |source| LlamaError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let file = std::fs::File::create(path).map_err(io)?;
+        let mut w = std::io::BufWriter::new(file);
+        let n = self.kv.seq_state_write(seq, tokens, &mut w)?;
+        std::io::Write::flush(&mut w).map_err(io)?;
+        Ok(n)
+    }
+
+    /// Restores a state saved by [`LlamaContext::state_seq_save_file`] into sequence
+    /// `seq` (emptied first) and returns its tokens. Errors: [`LlamaError::Io`],
+    /// [`LlamaError::State`] for a file from another model shape, a corrupt file or no
+    /// room in the cache.
+    pub fn state_seq_load_file(
+        &mut self,
+        path: impl AsRef<std::path::Path>,
+        seq: SeqId,
+    ) -> Result<Vec<Token>> {
+        let path = path.as_ref();
+        let file = std::fs::File::open(path).map_err(|source| LlamaError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.kv
+            .seq_state_read(seq, &mut std::io::BufReader::new(file))
+    }
+
     /// Tokenizes `text` with the model's vocabulary.
     pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<Token> {
         self.model.vocab.tokenize(text, add_special, parse_special)

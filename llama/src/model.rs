@@ -93,3 +93,65 @@ impl Model {
         &self.ctx
     }
 }
+
+impl Model {
+    /// The load summary, one `print_info: key = value` line each, as llama.cpp prints it.
+    pub fn summary(&self) -> Vec<String> {
+        let hp = &self.hparams;
+        let info = &self.info;
+        let size = info.size_bytes as f64;
+        let bpw = if info.n_params > 0 {
+            size * 8.0 / info.n_params as f64
+        } else {
+            0.0
+        };
+        let size_str = if size >= 1024.0 * 1024.0 * 1024.0 {
+            format!("{:.2} GiB", size / (1024.0 * 1024.0 * 1024.0))
+        } else {
+            format!("{:.2} MiB", size / (1024.0 * 1024.0))
+        };
+        let params = info.n_params as f64;
+        let params_str = if params >= 1e9 {
+            format!("{:.2} B", params / 1e9)
+        } else if params >= 1e6 {
+            format!("{:.2} M", params / 1e6)
+        } else {
+            format!("{:.2} K", params / 1e3)
+        };
+        let kv = |k: &str, v: String| format!("print_info: {k:<16} = {v}");
+        vec![
+            format!("print_info: file format = GGUF V{}", info.gguf_version),
+            format!("print_info: file type   = {}", info.file_type),
+            format!("print_info: file size   = {size_str} ({bpw:.2} BPW)"),
+            kv("arch", hp.arch.to_string()),
+            kv("n_ctx_train", hp.n_ctx_train.to_string()),
+            kv("n_embd", hp.n_embd.to_string()),
+            kv("n_layer", hp.n_layer.to_string()),
+            kv("n_head", hp.n_head.to_string()),
+            kv("n_head_kv", hp.n_head_kv.to_string()),
+            kv("n_rot", hp.n_rot.to_string()),
+            kv("n_embd_head_k", hp.n_embd_head_k.to_string()),
+            kv("n_embd_head_v", hp.n_embd_head_v.to_string()),
+            kv("n_gqa", (hp.n_head / hp.n_head_kv).to_string()),
+            kv("f_norm_rms_eps", format!("{:.1e}", hp.f_norm_rms_eps)),
+            kv("n_ff", hp.n_ff.to_string()),
+            kv("rope type", hp.rope_mode.ggml_id().to_string()),
+            kv("rope scaling", hp.rope_scaling.name().to_string()),
+            kv("freq_base_train", format!("{:.1}", hp.rope_freq_base_train)),
+            kv("freq_scale_train", format!("{}", hp.rope_freq_scale_train)),
+            kv("model type", crate::models::model_type(hp).to_string()),
+            kv("model params", params_str),
+            kv("general.name", info.name.clone()),
+            kv("vocab type", format!("{:?}", self.vocab.kind())),
+            kv("n_vocab", hp.n_vocab.to_string()),
+            kv(
+                "output",
+                if self.weights.tied_output {
+                    "tied to token_embd".into()
+                } else {
+                    "output.weight".into()
+                },
+            ),
+        ]
+    }
+}

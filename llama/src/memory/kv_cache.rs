@@ -119,6 +119,12 @@ impl KvCache {
                 params.n_seq_max
             )));
         }
+        if params.v_trans && params.type_v.is_quantized() {
+            return Err(LlamaError::InvalidParam(format!(
+                "a quantized V cache ({}) needs flash attention (the transposed layout stores single values)",
+                params.type_v
+            )));
+        }
         let n_stream = if params.unified { 1 } else { params.n_seq_max };
         let mut ctx = Context::new_no_alloc();
         let (mut k, mut v) = (Vec::new(), Vec::new());
@@ -848,6 +854,42 @@ impl KvCache {
 /// What `prepare` needs to undo one placement: the slot, the heads before it, and
 /// the previous contents of the slot's cells.
 type Undo = (SlotInfo, Vec<u32>, Vec<Vec<(Pos, super::SeqSet)>>);
+
+impl KvCache {
+    /// Buffer offset of layer `il`'s K data.
+    pub(crate) fn ctx_tensor_k(&self, il: usize) -> usize {
+        self.ctx
+            .tensor(self.k[il])
+            .data
+            .as_ref()
+            .map_or(0, |d| d.offset)
+    }
+
+    /// Buffer offset of layer `il`'s V data.
+    pub(crate) fn ctx_tensor_v(&self, il: usize) -> usize {
+        self.ctx
+            .tensor(self.v[il])
+            .data
+            .as_ref()
+            .map_or(0, |d| d.offset)
+    }
+
+    /// The layer shapes.
+    pub(crate) fn dims(&self) -> &[KvLayerDims] {
+        &self.dims
+    }
+
+    /// The buffer holding every K and V tensor.
+    pub(crate) fn buffer(&self) -> &Arc<Buffer> {
+        &self.buffer
+    }
+
+    /// The stream of `seq_id`; [`LlamaError::InvalidParam`] for an invalid id.
+    pub(crate) fn stream_index(&self, seq_id: SeqId) -> Result<u32> {
+        self.check_seq(seq_id)?;
+        Ok(self.stream_of(seq_id))
+    }
+}
 
 fn open_range(p0: Pos, p1: Pos) -> (Pos, Pos) {
     (p0.max(0), if p1 < 0 { Pos::MAX } else { p1 })

@@ -1,0 +1,174 @@
+//! Sequence operations on a real model: copying a sequence and continuing the copies
+//! differently, cutting a tail and decoding again, saving and restoring a sequence,
+//! and the typed errors of bad batches. Each result is compared with a fresh run.
+
+mod common;
+
+use std::sync::Arc;
+
+use llama::{load_model, Batch, ContextParams, LlamaContext, LlamaError, Model, ModelParams};
+
+fn model() -> Option<Arc<Model>> {
+    let path = common::shared_file("models/stories260K.gguf")?;
+    Some(Arc::new(
+        load_model(path, ModelParams::default()).expect("model"),
+    ))
+}
+
+fn ctx(m: &Arc<Model>, n_seq: u32, flash_attn: bool) -> LlamaContext {
+    let p = ContextParams {
+        n_threads: 2,
+        n_seq_max: n_seq,
+        n_ctx: 512,
+        flash_attn,
+        ..Default::default()
+    };
+    LlamaContext::new(Arc::clone(m), &p).expect("ctx")
+}
+
+/// Logits after decoding `tokens` into a fresh single-sequence context.
+fn fresh(m: &Arc<Model>, tokens: &[i32], flash_attn: bool) -> Vec<f32> {
+    let mut c = ctx(m, 1, flash_attn);
+    c.decode(&Batch::get_one(tokens)).expect("decode");
+    c.logits_ith(-1).expect("logits").to_vec()
+}
+
+fn assert_close(a: &[f32], b: &[f32], what: &str) {
+    let e = common::nmse(a, b);
+    assert!(e < 1e-10, "{what}: NMSE {e:.3e}");
+}
+
+fn prompt(m: &Model) -> Vec<i32> {
+    m.vocab
+        .tokenize("Once upon a time, there was a little dog", true, true)
+}
+
+#[test]
+fn seq_cp_then_divergent_continuations_equal_separate_runs() {
+    let Some(m) = model() else { return };
+    for fa in [false, true] {
+        let p = prompt(&m);
+        let mut c = ctx(&m, 2, fa);
+        c.decode(&Batch::get_one(&p)).expect("prompt");
+        c.kv_mut().seq_cp(0, 1, -1, -1).expect("seq_cp");
+        let cont = [[300, 301, 302], [400, 401, 402]];
+        let n = p.len() as i32;
+        let mut b = Batch::new();
+        for (s, toks) in cont.iter().enumerate() {
+            for (k, &t) in toks.iter().enumerate() {
+                b.add(t, n + k as i32, &[s as i32], k == 2);
+            }
+        }
+        c.decode(&b).expect("continuations");
+        for (s, toks) in cont.iter().enumerate() {
+            let mut all = p.clone();
+            all.extend_from_slice(toks);
+            let i = (s * 3 + 2) as i32;
+            assert_close(
+                c.logits_ith(i).expect("logits"),
+                &fresh(&m, &all, fa),
+                &format!("sequence {s}, fa {fa}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn seq_rm_tail_then_redecode_equals_fresh() {
+    let Some(m) = model() else { return };
+    let p = prompt(&m);
+    let mut c = ctx(&m, 1, true);
+    c.decode(&Batch::get_one(&p)).expect("prompt");
+    c.decode(&Batch::get_one(&[200, 201, 202, 203]))
+        .expect("tail");
+    c.kv_mut()
+        .seq_rm(Some(0), p.len() as i32, -1)
+        .expect("seq_rm");
+    assert_eq!(c.kv().seq_pos_max(0), p.len() as i32 - 1);
+    c.decode(&Batch::get_one(&[210, 211])).expect("new tail");
+    let mut all = p.clone();
+    all.extend_from_slice(&[210, 211]);
+    assert_close(
+        c.logits_ith(-1).expect("logits"),
+        &fresh(&m, &all, true),
+        "after seq_rm",
+    );
+}
+
+#[test]
+fn state_save_restore_continues_identically() {
+    let Some(m) = model() else { return };
+    for fa in [false, true] {
+        let p = prompt(&m);
+        let mut a = ctx(&m, 1, fa);
+        a.decode(&Batch::get_one(&p)).expect("prompt");
+        let dir = std::env::temp_dir().join(format!("llamars-state-{}-{fa}", std::process::id()));
+        a.state_seq_save_file(&dir, 0, &p).expect("save");
+        let mut b = ctx(&m, 2, fa);
+        b.decode(&Batch::get_one(&[1, 5, 6]))
+            .expect("other content");
+        let toks = b.state_seq_load_file(&dir, 1).expect("load");
+        assert_eq!(toks, p);
+        assert_eq!(b.kv().seq_pos_max(1), p.len() as i32 - 1);
+        let mut batch = Batch::new();
+        batch.add(250, p.len() as i32, &[1], true);
+        b.decode(&batch).expect("continue");
+        let mut all = p.clone();
+        all.push(250);
+        assert_close(
+            b.logits_ith(-1).expect("logits"),
+            &fresh(&m, &all, fa),
+            &format!("restored, fa {fa}"),
+        );
+        // A corrupt file is a typed error and leaves the sequence empty.
+        let bytes = std::fs::read(&dir).expect("read");
+        std::fs::write(&dir, &bytes[..bytes.len() / 2]).expect("truncate");
+        assert!(matches!(
+            b.state_seq_load_file(&dir, 1),
+            Err(LlamaError::State(_))
+        ));
+        assert_eq!(b.kv().seq_pos_max(1), -1);
+        let _ = std::fs::remove_file(&dir);
+    }
+}
+
+#[test]
+fn bad_batches_are_typed_errors_and_change_nothing() {
+    let Some(m) = model() else { return };
+    let mut c = ctx(&m, 2, true);
+    assert!(matches!(
+        c.decode(&Batch::new()),
+        Err(LlamaError::EmptyBatch)
+    ));
+    assert!(matches!(
+        c.decode(&Batch::get_one(&[1, 100000])),
+        Err(LlamaError::TokenOutOfRange { index: 1, .. })
+    ));
+    let mut b = Batch::new();
+    b.add(1, 0, &[5], true);
+    assert!(matches!(
+        c.decode(&b),
+        Err(LlamaError::BadSeqId { seq_id: 5, .. })
+    ));
+    c.decode(&Batch::get_one(&[1, 2, 3])).expect("ok");
+    let mut b = Batch::new();
+    b.add(4, 7, &[0], true);
+    assert!(matches!(
+        c.decode(&b),
+        Err(LlamaError::BadPosition { seq_id: 0, .. })
+    ));
+    assert_eq!(c.kv().seq_pos_max(0), 2);
+    let big: Vec<i32> = vec![5; 600];
+    assert!(matches!(
+        c.decode(&Batch::get_one(&big)),
+        Err(LlamaError::BatchTooLarge { .. })
+    ));
+    // A batch that does not fit the remaining cells: nothing is placed.
+    let mut c = ctx(&m, 1, true);
+    c.decode(&Batch::get_one(&[7; 500])).expect("fill");
+    assert!(matches!(
+        c.decode(&Batch::get_one(&[7; 20])),
+        Err(LlamaError::NoKvSlot { .. })
+    ));
+    assert_eq!(c.kv().seq_pos_max(0), 499);
+}
