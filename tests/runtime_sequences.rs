@@ -172,3 +172,30 @@ fn bad_batches_are_typed_errors_and_change_nothing() {
     ));
     assert_eq!(c.kv().seq_pos_max(0), 499);
 }
+
+#[test]
+fn k_shift_equals_fresh_decode_at_the_new_positions() {
+    let Some(m) = model() else { return };
+    for fa in [false, true] {
+        let p = prompt(&m);
+        let n = p.len() as i32;
+        let mut c = ctx(&m, 1, fa);
+        c.decode(&Batch::get_one(&p)).expect("prompt");
+        c.kv_mut().seq_add(0, 0, n, 7).expect("seq_add");
+        assert!(c.kv().has_shift());
+        let mut b = Batch::new();
+        b.add(300, n + 7, &[0], true);
+        c.decode(&b).expect("after shift");
+        assert!(!c.kv().has_shift());
+        // The same tokens decoded fresh at positions 7..
+        let mut f = ctx(&m, 1, fa);
+        let mut fb = Batch::new();
+        for (i, &t) in p.iter().enumerate() {
+            fb.add(t, 7 + i as i32, &[0], false);
+        }
+        fb.add(300, n + 7, &[0], true);
+        f.decode(&fb).expect("fresh");
+        let e = common::nmse(c.logits_ith(-1).expect("l"), f.logits_ith(-1).expect("l"));
+        assert!(e < 1e-5, "fa {fa}: shifted vs fresh NMSE {e:.3e}");
+    }
+}

@@ -53,6 +53,9 @@ pub struct ContextParams {
     pub yarn_beta_fast: f32,
     /// YaRN slow boundary (negative: model).
     pub yarn_beta_slow: f32,
+    /// How `seq_div` records pending shifts: exact (default) or llama.cpp 0c1e570's sign
+    /// (see [`crate::memory::DivShift`]).
+    pub div_shift: crate::memory::DivShift,
     /// Keep every intermediate tensor of the last graph readable (see
     /// [`LlamaContext::debug_tensors`]); costs memory, for debugging only.
     pub keep_intermediates: bool,
@@ -78,6 +81,7 @@ impl Default for ContextParams {
             yarn_attn_factor: -1.0,
             yarn_beta_fast: -1.0,
             yarn_beta_slow: -1.0,
+            div_shift: crate::memory::DivShift::Exact,
             keep_intermediates: false,
         }
     }
@@ -301,6 +305,7 @@ impl LlamaContext {
                 // llama.cpp pads n_kv to 256 with and without flash attention; the padding
                 // changes which accumulator each key lands in, so it is part of the arithmetic.
                 n_pad: 256,
+                div_shift: params.div_shift,
             },
         )?;
         let exec = Executor::new(cparams.n_threads)?;

@@ -94,6 +94,10 @@ pub trait Sampler: Send {
     fn accept(&mut self, _token: Token) {}
     /// Forgets accepted tokens and reseeds.
     fn reset(&mut self) {}
+    /// The random seed in use, for samplers that draw.
+    fn seed(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Picks the highest logit (the first on ties).
@@ -347,12 +351,40 @@ impl Sampler for Penalties {
     }
 }
 
+/// Adds fixed biases to chosen tokens' logits (`-inf` bans them: `--ignore-eos`).
+pub struct LogitBias {
+    bias: Vec<(Token, f32)>,
+}
+
+impl LogitBias {
+    /// Biases `(token, value)`.
+    pub fn new(bias: Vec<(Token, f32)>) -> Self {
+        LogitBias { bias }
+    }
+}
+
+impl Sampler for LogitBias {
+    fn name(&self) -> &'static str {
+        "logit-bias"
+    }
+    fn apply(&mut self, cur: &mut Candidates) {
+        for &(t, b) in &self.bias {
+            if cur.data.get(t as usize).is_some_and(|d| d.id == t) {
+                cur.data[t as usize].logit += b;
+            } else if let Some(d) = cur.data.iter_mut().find(|d| d.id == t) {
+                d.logit += b;
+            }
+        }
+        cur.sorted = false;
+    }
+}
+
 /// The seed llama.cpp uses to mean "pick one at random".
 pub const DEFAULT_SEED: u32 = 0xFFFF_FFFF;
 
 /// Samples from the softmax of the candidates with a seeded Mersenne Twister.
 pub struct Dist {
-    seed: u32,
+    seed_used: u32,
     rng: Mt19937,
 }
 
@@ -361,14 +393,9 @@ impl Dist {
     pub fn new(seed: u32) -> Self {
         let s = resolve_seed(seed);
         Dist {
-            seed,
+            seed_used: s,
             rng: Mt19937::new(s),
         }
-    }
-
-    /// The seed actually in use.
-    pub fn seed(&self) -> u32 {
-        resolve_seed(self.seed)
     }
 }
 
@@ -423,7 +450,10 @@ impl Sampler for Dist {
         cur.selected = Some(found.unwrap_or(cur.data.len() - 1));
     }
     fn reset(&mut self) {
-        self.rng = Mt19937::new(resolve_seed(self.seed));
+        self.rng = Mt19937::new(self.seed_used);
+    }
+    fn seed(&self) -> Option<u32> {
+        Some(self.seed_used)
     }
 }
 
@@ -546,6 +576,13 @@ impl SamplerChain {
     /// llama.cpp's default chain for `params`: penalties, top-k, typical, top-p, min-p,
     /// temperature, then a seeded draw. [`LlamaError::InvalidParam`] for NaN settings.
     pub fn from_params(p: &SamplerParams) -> Result<Self> {
+        let mut c = SamplerChain::new();
+        c.extend_from_params(p)?;
+        Ok(c)
+    }
+
+    /// Appends llama.cpp's default chain for `p` (see [`SamplerChain::from_params`]).
+    pub fn extend_from_params(&mut self, p: &SamplerParams) -> Result<&mut Self> {
         for (name, v) in [
             ("temp", p.temp),
             ("top_p", p.top_p),
@@ -558,29 +595,33 @@ impl SamplerChain {
                 )));
             }
         }
-        let mut c = SamplerChain::new();
-        c.push(Penalties::new(
+        self.push(Penalties::new(
             p.penalty_last_n,
             p.repeat_penalty,
             p.freq_penalty,
             p.presence_penalty,
         ));
-        c.push(TopK(p.top_k));
-        c.push(Typical {
+        self.push(TopK(p.top_k));
+        self.push(Typical {
             p: p.typical_p,
             min_keep: p.min_keep,
         });
-        c.push(TopP {
+        self.push(TopP {
             p: p.top_p,
             min_keep: p.min_keep,
         });
-        c.push(MinP {
+        self.push(MinP {
             p: p.min_p,
             min_keep: p.min_keep,
         });
-        c.push(Temp(p.temp));
-        c.push(Dist::new(p.seed));
-        Ok(c)
+        self.push(Temp(p.temp));
+        self.push(Dist::new(p.seed));
+        Ok(self)
+    }
+
+    /// The seed of the chain's random draw, if it has one.
+    pub fn seed(&self) -> Option<u32> {
+        self.samplers.iter().find_map(|s| s.seed())
     }
 
     /// Appends a sampler.

@@ -166,7 +166,7 @@ mod tests {
     //! debugger), reproduced.
     use super::*;
     use crate::batch::UBatch;
-    use crate::memory::{KvCacheParams, KvLayerDims};
+    use crate::memory::{DivShift, KvCacheParams, KvLayerDims};
     use ggml::GgmlType;
     use smallvec::smallvec;
 
@@ -184,6 +184,7 @@ mod tests {
             unified: true,
             v_trans: true,
             n_pad: 32,
+            div_shift: DivShift::Exact,
         };
         KvCache::new(&dims, params).unwrap()
     }
@@ -345,5 +346,32 @@ mod tests {
             assert_eq!(cell(&kv, i), (i as Pos - 28, -28));
         }
         assert_eq!(kv.seq_pos_max(0), 35);
+    }
+
+    #[test]
+    fn llama_cpp_div_shift_has_the_opposite_sign() {
+        let dims = [KvLayerDims {
+            n_embd_head_k: 4,
+            n_embd_head_v: 4,
+            n_head_kv: 1,
+        }];
+        let params = KvCacheParams {
+            type_k: GgmlType::F16,
+            type_v: GgmlType::F16,
+            size: 16,
+            n_seq_max: 1,
+            unified: true,
+            v_trans: true,
+            n_pad: 32,
+            div_shift: DivShift::LlamaCpp,
+        };
+        let mut kv = KvCache::new(&dims, params).unwrap();
+        place(&mut kv, 0, 5);
+        SelfExtend::new(2, 4).unwrap().apply(&mut kv, 0, 5).unwrap();
+        // Positions as in the exact mode; the div part of each shift negated.
+        let want = [(0, 0), (0, 1), (1, 1), (1, 2), (2, -2)];
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(cell(&kv, i as u32), *w, "cell {i}");
+        }
     }
 }

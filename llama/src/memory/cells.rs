@@ -12,6 +12,23 @@ pub type SeqId = i32;
 /// Largest number of sequences a cache can track (as llama.cpp's `LLAMA_MAX_SEQ`).
 pub const MAX_SEQ: usize = 256;
 
+/// How `seq_div` records the position change in a cell's pending shift.
+///
+/// The K-shift rotates each cached key by its cell's shift, so the shift must be
+/// `new - old` for the key to end up rotated for its new position (what llama.cpp did
+/// when Self-Extend was added, and what the seed notes show). llama.cpp 0c1e570 (the
+/// reference of the golden outputs) accumulates `old - new` instead, which rotates the
+/// grouped keys to `2 * old - new`: its Self-Extend output is then degraded, and
+/// reproducing its bytes needs the same sign.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DivShift {
+    /// `shift += new - old`: keys follow their new positions.
+    #[default]
+    Exact,
+    /// `shift += old - new`: bit-compatible with llama.cpp 0c1e570.
+    LlamaCpp,
+}
+
 /// A set of sequence ids (a 256-bit set).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SeqSet([u64; MAX_SEQ / 64]);
@@ -252,13 +269,16 @@ impl KvCells {
     }
 
     /// Divides the position of cell `i` by `d` (integer division), recording the
-    /// change in its pending shift.
-    pub fn pos_div(&mut self, i: u32, d: Pos) {
+    /// change in its pending shift as `mode` says.
+    pub fn pos_div(&mut self, i: u32, d: Pos, mode: DivShift) {
         let iu = i as usize;
         let old = self.pos[iu];
         self.seq_pos_rm(i);
         self.pos[iu] /= d;
-        self.shift[iu] += self.pos[iu] - old;
+        self.shift[iu] += match mode {
+            DivShift::Exact => self.pos[iu] - old,
+            DivShift::LlamaCpp => old - self.pos[iu],
+        };
         self.seq_pos_add(i);
         self.has_shift = true;
     }

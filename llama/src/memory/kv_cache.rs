@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use ggml::{Buffer, Context, GgmlType, Graph, RopeParams, TensorId};
 
-use super::cells::{KvCells, Pos, SeqId, MAX_SEQ};
+use super::cells::{DivShift, KvCells, Pos, SeqId, MAX_SEQ};
 use crate::batch::UBatch;
 use crate::error::{LlamaError, Result};
 
@@ -32,6 +32,8 @@ pub struct KvCacheParams {
     pub v_trans: bool,
     /// `n_kv` (the number of cells a graph attends to) is padded to a multiple of this.
     pub n_pad: u32,
+    /// How `seq_div` records pending shifts (see [`DivShift`]).
+    pub div_shift: DivShift,
 }
 
 /// Shapes of one layer's K and V.
@@ -417,7 +419,7 @@ impl KvCache {
         let cells = &mut self.cells[st];
         for i in 0..cells.size() {
             if cells.pos_in(i, p0, p1) && cells.seq_has(i, seq_id) {
-                cells.pos_div(i, d);
+                cells.pos_div(i, d, self.params.div_shift);
             }
         }
         Ok(())

@@ -5,7 +5,7 @@ pub mod cells;
 pub mod kv_cache;
 mod state;
 
-pub use cells::{KvCells, Pos, SeqId, SeqSet, MAX_SEQ};
+pub use cells::{DivShift, KvCells, Pos, SeqId, SeqSet, MAX_SEQ};
 pub use kv_cache::{KvCache, KvCacheParams, KvLayerDims, SlotInfo};
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use ggml::GgmlType;
 use proptest::prelude::*;
 use smallvec::SmallVec;
 
-use super::{KvCache, KvCacheParams, KvLayerDims, Pos, SeqId};
+use super::{DivShift, KvCache, KvCacheParams, KvLayerDims, Pos, SeqId};
 use crate::batch::UBatch;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -194,7 +194,7 @@ proptest! {
         let dims = [KvLayerDims { n_embd_head_k: 2, n_embd_head_v: 2, n_head_kv: 1 }];
         let params = KvCacheParams {
             type_k: GgmlType::F32, type_v: GgmlType::F32, size: SIZE, n_seq_max: N_SEQ as u32,
-            unified: true, v_trans: true, n_pad: 8,
+            unified: true, v_trans: true, n_pad: 8, div_shift: DivShift::Exact,
         };
         let mut kv = KvCache::new(&dims, params).unwrap();
         let mut model = Model(vec![None; SIZE as usize]);

@@ -1,0 +1,7 @@
+//! The programs of `examples/` as library code, so that tests run them in-process
+//! with captured output: argument parsing, the shared setup, and one module per
+//! program.
+
+pub mod args;
+pub mod common;
+pub mod completion;
