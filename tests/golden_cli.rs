@@ -6,34 +6,6 @@ mod common;
 
 use llamars::cli::completion;
 
-/// Splits an `.args` line into words (single quotes group), with `@S` replaced.
-fn words(line: &str, shared: &str) -> Vec<String> {
-    let line = line.replace("@S", shared);
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut any = false;
-    for c in line.trim().chars() {
-        match c {
-            '\'' => {
-                quoted = !quoted;
-                any = true;
-            }
-            ' ' if !quoted => {
-                if any || !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
-                }
-                any = false;
-            }
-            _ => cur.push(c),
-        }
-    }
-    if any || !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
 fn trim_end(b: &[u8]) -> &[u8] {
     let n = b
         .iter()
@@ -50,7 +22,7 @@ fn run_case(name: &str) {
         return;
     };
     let shared = common::shared_dir().display().to_string();
-    let args = words(&std::fs::read_to_string(args).expect("args"), &shared);
+    let args = common::args_words(&std::fs::read_to_string(args).expect("args"), &shared);
     let want = std::fs::read(want).expect("txt");
     let (mut out, mut log) = (Vec::new(), Vec::new());
     let code = completion::main_with(&args, &mut std::io::empty(), &mut out, &mut log);

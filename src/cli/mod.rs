@@ -5,3 +5,4 @@
 pub mod args;
 pub mod common;
 pub mod completion;
+pub mod perplexity;

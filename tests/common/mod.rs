@@ -48,3 +48,31 @@ pub fn nmse(a: &[f32], b: &[f32]) -> f64 {
         num / den
     }
 }
+
+/// Splits an `.args` line into words (single quotes group), with `@S` replaced.
+pub fn args_words(line: &str, shared: &str) -> Vec<String> {
+    let line = line.replace("@S", shared);
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in line.trim().chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any || !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                any = false;
+            }
+            _ => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}

@@ -1,0 +1,241 @@
+//! `llama-perplexity`: llama.cpp's perplexity over a text (`tools/perplexity`). The
+//! text is cut into chunks of `n_ctx` tokens (the first replaced by BOS), as many
+//! chunks as fit in `n_batch` are decoded together as separate sequences, and each
+//! chunk scores its second half: `PPL = exp(mean NLL)`, printed per chunk and as
+//! `Final estimate: PPL = X +/- Y`.
+
+use std::io::{BufRead, Write};
+use std::time::Instant;
+
+use llama::Batch;
+
+use super::args::{parse, usage, Opt, Parsed};
+use super::common::{self, CommonParams};
+
+/// The perplexity program's parameters.
+pub struct Params {
+    /// Model, text and context settings (`-c` is the chunk size, 512 by default).
+    pub common: CommonParams,
+    /// Evaluate at most this many chunks (`--chunks`, -1 all).
+    pub n_chunks: i32,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        let common = CommonParams {
+            n_ctx: 512,
+            escape: false,
+            ..Default::default()
+        };
+        Params {
+            common,
+            n_chunks: -1,
+        }
+    }
+}
+
+impl AsMut<CommonParams> for Params {
+    fn as_mut(&mut self) -> &mut CommonParams {
+        &mut self.common
+    }
+}
+
+const ABOUT: &str = "Perplexity of a model over a text file (llama.cpp's llama-perplexity).";
+
+/// The result of a run: the final perplexity and its standard error.
+#[derive(Clone, Copy, Debug)]
+pub struct Estimate {
+    /// `exp(mean negative log-likelihood)`.
+    pub ppl: f64,
+    /// Standard error of the estimate.
+    pub err: f64,
+}
+
+/// The options this program accepts: the common ones and `--chunks`.
+fn options() -> Vec<Opt<Params>> {
+    let mut opts: Vec<Opt<Params>> = common::common_opts();
+    opts.push(Opt {
+        names: &["--chunks"],
+        value: Some("N"),
+        help: "max number of chunks to process (default: -1, all)",
+        apply: |p, v| Ok(p.n_chunks = super::args::num(v)?),
+    });
+    opts
+}
+
+/// Parses command-line arguments into finished parameters; `Ok(None)` when `-h` asked
+/// for the usage text. Fails with a message naming the bad flag or value.
+pub fn parse_args(args: &[String]) -> Result<Option<Params>, String> {
+    let mut params = Params::default();
+    match parse(&options(), args, &mut params)? {
+        Parsed::Help => Ok(None),
+        Parsed::Run => {
+            params.common.finish();
+            Ok(Some(params))
+        }
+    }
+}
+
+/// Runs the program with `args`; returns the exit code (0 on success, 1 on any error,
+/// whose message goes to `log`).
+pub fn main_with(
+    args: &[String],
+    _input: &mut dyn BufRead,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> i32 {
+    let params = match parse_args(args) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let _ = write!(out, "{}", usage("llama-perplexity", ABOUT, &options()));
+            return 0;
+        }
+        Err(e) => {
+            let _ = writeln!(log, "{e}");
+            let _ = writeln!(log, "run with -h for the list of options");
+            return 1;
+        }
+    };
+    match run(&params, out, log) {
+        Ok(_) => 0,
+        Err(e) => {
+            let _ = writeln!(log, "{e}");
+            1
+        }
+    }
+}
+
+/// `log(softmax(logits))[tok]` with llama.cpp's arithmetic (f32 max, f64 sum of `expf`).
+fn log_softmax(logits: &[f32], tok: usize) -> f64 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&l| (l - max).exp() as f64).sum();
+    (logits[tok] - max) as f64 - sum.ln()
+}
+
+/// Computes the perplexity; prints per-chunk values to `out` and the final estimate
+/// to `log`, as llama.cpp does.
+pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Estimate, String> {
+    let start = Instant::now();
+    let p = &params.common;
+    let n_ctx = p.n_ctx as usize;
+    if n_ctx == 0 {
+        return Err("error: perplexity tool requires '--ctx-size' > 0".into());
+    }
+    let n_parallel = (p.n_batch as usize / n_ctx).max(1);
+    let mut cp = p.clone();
+    cp.n_ctx = (n_parallel * n_ctx) as u32;
+    cp.n_batch = cp.n_batch.min(cp.n_ctx);
+    let (model, t_load) = common::load(&p.model, log)?;
+    let mut ctx_params = cp.context_params();
+    ctx_params.n_seq_max = n_parallel as u32;
+    let mut ctx = llama::LlamaContext::new(model.clone(), &ctx_params)
+        .map_err(|e| format!("error: failed to create context: {e}"))?;
+    let _ = writeln!(log, "{}", ctx.kv().describe());
+    let vocab = &model.vocab;
+    let _ = writeln!(log, "perplexity: tokenizing the input ..");
+    let tokens = vocab.tokenize(&p.prompt, true, false);
+    if tokens.len() < 2 * n_ctx {
+        return Err(format!(
+            "perplexity: you need at least {} tokens to evaluate perplexity with a context of {n_ctx}\nperplexity: the data file you provided tokenizes to only {} tokens",
+            2 * n_ctx,
+            tokens.len()
+        ));
+    }
+    let n_chunk_max = tokens.len() / n_ctx;
+    let n_chunk = if params.n_chunks < 0 {
+        n_chunk_max
+    } else {
+        (params.n_chunks as usize).min(n_chunk_max)
+    };
+    let n_batch = cp.n_batch as usize;
+    let n_seq = (n_batch / n_ctx).max(1);
+    let num_batches = n_ctx.div_ceil(n_batch);
+    let n_vocab = model.hparams.n_vocab;
+    let first = n_ctx / 2;
+    let add_bos = vocab.add_bos();
+    let bos = vocab.bos();
+    let _ = writeln!(log, "perplexity: calculating perplexity over {n_chunk} chunks, n_ctx={n_ctx}, batch_size={n_batch}, n_seq={n_seq}");
+    let (mut nll, mut nll2, mut count) = (0f64, 0f64, 0usize);
+    let mut logits: Vec<f32> = Vec::new();
+    let mut i = 0;
+    while i < n_chunk {
+        let chunk_start = i * n_ctx;
+        let n_seq_batch = n_seq.min(n_chunk - i);
+        let t0 = Instant::now();
+        ctx.kv_mut()
+            .clear(true)
+            .map_err(|e| format!("error: {e}"))?;
+        let mut batch = Batch::new();
+        let mut out_rows: Vec<Vec<f32>> = vec![Vec::new(); n_seq_batch];
+        for j in 0..num_batches {
+            let batch_start = chunk_start + j * n_batch;
+            let batch_size = (chunk_start + n_ctx - batch_start).min(n_batch);
+            batch.clear();
+            for seq in 0..n_seq_batch {
+                let seq_start = batch_start + seq * n_ctx;
+                for k in 0..batch_size {
+                    let pos = j * n_batch + k;
+                    let mut t = tokens[seq_start + k];
+                    if add_bos && j == 0 && k == 0 {
+                        if let Some(b) = bos {
+                            t = b;
+                        }
+                    }
+                    batch.add(t, pos as i32, &[seq as i32], pos >= first);
+                }
+            }
+            ctx.decode(&batch)
+                .map_err(|e| format!("perplexity : failed to decode: {e}"))?;
+            for seq in 0..n_seq_batch {
+                for k in 0..batch_size {
+                    let idx = seq * batch_size + k;
+                    if j * n_batch + k >= first {
+                        out_rows[seq]
+                            .extend_from_slice(ctx.logits_ith(idx as i32).ok_or("missing logits")?);
+                    }
+                }
+            }
+        }
+        if i == 0 {
+            let t = t0.elapsed().as_secs_f64();
+            let total = (t * n_chunk as f64 / n_seq as f64) as i64;
+            let _ = writeln!(
+                log,
+                "perplexity: {t:.2} seconds per pass - ETA {:.2} minutes",
+                total as f64 / 60.0
+            );
+        }
+        for (seq, rows) in out_rows.iter().enumerate() {
+            let base = chunk_start + seq * n_ctx + first;
+            for r in 0..(n_ctx - 1 - first) {
+                logits.clear();
+                logits.extend_from_slice(&rows[r * n_vocab..(r + 1) * n_vocab]);
+                let v = -log_softmax(&logits, tokens[base + r + 1] as usize);
+                nll += v;
+                nll2 += v * v;
+            }
+            count += n_ctx - first - 1;
+            write!(out, "[{}]{:.4},", i + seq + 1, (nll / count as f64).exp())
+                .map_err(|e| e.to_string())?;
+            let _ = out.flush();
+        }
+        i += n_seq;
+    }
+    writeln!(out).map_err(|e| e.to_string())?;
+    let nll_m = nll / count as f64;
+    let ppl = nll_m.exp();
+    let var = nll2 / count as f64 - nll_m * nll_m;
+    let err = if var > 0.0 {
+        (var / (count as f64 - 1.0)).sqrt() * ppl
+    } else {
+        f64::NAN
+    };
+    if var > 0.0 {
+        let _ = writeln!(log, "Final estimate: PPL = {ppl:.4} +/- {err:.5}");
+    } else {
+        let _ = writeln!(log, "Unexpected negative standard deviation of log(prob)");
+    }
+    let _ = writeln!(log);
+    common::print_timings(log, &ctx, t_load, &common::SampleTimer::default(), start);
+    Ok(Estimate { ppl, err })
+}
