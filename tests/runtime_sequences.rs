@@ -199,3 +199,69 @@ fn k_shift_equals_fresh_decode_at_the_new_positions() {
         assert!(e < 1e-5, "fa {fa}: shifted vs fresh NMSE {e:.3e}");
     }
 }
+
+/// With one KV stream per sequence (`kv_unified = false`) a batch of several
+/// sequences is split into equal micro-batches; each sequence's logits must equal
+/// those of the same tokens decoded alone, bit for bit, and the logits must come back
+/// at the batch positions that asked for them.
+#[test]
+fn separate_streams_equal_sequences_decoded_alone() {
+    let Some(m) = model() else { return };
+    let texts = [
+        "Once upon a time, there was a little dog",
+        "The sun was hot and the children went to the park to play",
+        "Lily had a red ball",
+    ];
+    for fa in [false, true] {
+        let prompts: Vec<Vec<i32>> = texts
+            .iter()
+            .map(|t| m.vocab.tokenize(t, true, true))
+            .collect();
+        let p = ContextParams {
+            n_threads: 2,
+            n_seq_max: 3,
+            n_ctx: 3 * 256,
+            n_ubatch: 16,
+            kv_unified: false,
+            flash_attn: fa,
+            ..Default::default()
+        };
+        let mut c = LlamaContext::new(Arc::clone(&m), &p).expect("ctx");
+        assert_eq!(c.kv().n_stream(), 3);
+        let mut b = Batch::new();
+        let mut last = Vec::new();
+        for (s, toks) in prompts.iter().enumerate() {
+            for (k, &t) in toks.iter().enumerate() {
+                b.add(t, k as i32, &[s as i32], k + 1 == toks.len());
+            }
+            last.push(b.len() - 1);
+        }
+        c.decode(&b).expect("decode");
+        for (s, toks) in prompts.iter().enumerate() {
+            let mut alone = LlamaContext::new(
+                Arc::clone(&m),
+                &ContextParams {
+                    n_seq_max: 1,
+                    n_ctx: 256,
+                    ..p.clone()
+                },
+            )
+            .expect("ctx");
+            alone.decode(&Batch::get_one(toks)).expect("decode alone");
+            let want = alone.logits_ith(-1).expect("logits");
+            let got = c
+                .logits_ith(last[s] as i32)
+                .expect("logits of the last token");
+            assert!(
+                got == want,
+                "fa={fa} seq {s}: logits differ from a lone decode"
+            );
+        }
+        // A token in two sequences cannot live in two streams.
+        c.kv_mut().clear(false).expect("clear");
+        let mut shared = Batch::new();
+        shared.add(prompts[0][0], 0, &[0, 1], true);
+        let err = c.decode(&shared);
+        assert!(matches!(err, Err(LlamaError::InvalidParam(_))), "{err:?}");
+    }
+}

@@ -2,6 +2,7 @@
 
 use smallvec::SmallVec;
 
+use crate::error::{LlamaError, Result};
 use crate::memory::cells::{Pos, SeqId};
 
 /// A token id.
@@ -112,5 +113,179 @@ impl UBatch {
     /// Number of tokens that produce logits.
     pub fn n_outputs(&self) -> usize {
         self.output.iter().filter(|&&o| o).count()
+    }
+}
+
+impl UBatch {
+    fn gather(&self, idxs: impl IntoIterator<Item = usize>) -> UBatch {
+        let mut out = UBatch::default();
+        for i in idxs {
+            out.tokens.push(self.tokens[i]);
+            out.pos.push(self.pos[i]);
+            out.seq_ids.push(self.seq_ids[i].clone());
+            out.output.push(self.output[i]);
+            out.batch_index.push(self.batch_index[i]);
+        }
+        out
+    }
+
+    /// Cuts a whole batch into consecutive micro-batches of at most `n_ubatch` tokens
+    /// (llama.cpp's `split_simple`, used with a unified KV cache).
+    pub fn split_simple(self, n_ubatch: usize) -> Vec<UBatch> {
+        let n = self.n_tokens();
+        let n_ubatch = n_ubatch.max(1);
+        (0..n)
+            .step_by(n_ubatch)
+            .map(|i| self.gather(i..(i + n_ubatch).min(n)))
+            .collect()
+    }
+
+    /// Cuts a whole batch into micro-batches that hold the same number of tokens of
+    /// each of a run of consecutive sequence ids (llama.cpp's `split_equal` with
+    /// `sequential`, used when each sequence has its own KV stream). Each micro-batch
+    /// lists its sequences' tokens one sequence after the other, in batch order.
+    /// [`LlamaError::InvalidParam`] for a token shared by several sequences, which
+    /// separate streams cannot hold.
+    pub fn split_equal(self, n_ubatch: usize) -> Result<Vec<UBatch>> {
+        if let Some(i) = self.seq_ids.iter().position(|s| s.len() != 1) {
+            return Err(LlamaError::InvalidParam(format!(
+                "batch token {}: a token in several sequences needs a unified KV cache (kv_unified)",
+                self.batch_index[i]
+            )));
+        }
+        let n_ubatch = n_ubatch.max(1);
+        // Batch indices of each sequence's tokens, in batch order.
+        let mut per_seq: Vec<(SeqId, Vec<usize>)> = Vec::new();
+        for (i, s) in self.seq_ids.iter().enumerate() {
+            match per_seq.iter_mut().find(|(q, _)| *q == s[0]) {
+                Some((_, v)) => v.push(i),
+                None => per_seq.push((s[0], vec![i])),
+            }
+        }
+        let mut next = vec![0usize; per_seq.len()];
+        let mut used = vec![false; self.n_tokens()];
+        let mut out = Vec::new();
+        loop {
+            // The sequences taking part: in order of their first unused token, each id
+            // one more than the last.
+            let mut chosen: Vec<usize> = Vec::new();
+            let mut last: Option<SeqId> = None;
+            for (i, s) in self.seq_ids.iter().enumerate() {
+                if used[i] {
+                    continue;
+                }
+                let q = per_seq
+                    .iter()
+                    .position(|(id, _)| *id == s[0])
+                    .unwrap_or_default();
+                if chosen.contains(&q) || last.is_some_and(|l| s[0] != l + 1) {
+                    continue;
+                }
+                chosen.push(q);
+                last = Some(s[0]);
+                if chosen.len() == n_ubatch {
+                    break;
+                }
+            }
+            if chosen.is_empty() {
+                return Ok(out);
+            }
+            let mut taken: Vec<Vec<usize>> = vec![Vec::new(); chosen.len()];
+            while chosen.iter().all(|&q| next[q] < per_seq[q].1.len()) {
+                for (k, &q) in chosen.iter().enumerate() {
+                    let idx = per_seq[q].1[next[q]];
+                    taken[k].push(idx);
+                    used[idx] = true;
+                    next[q] += 1;
+                }
+                if (taken[0].len() + 1) * chosen.len() > n_ubatch {
+                    break;
+                }
+            }
+            out.push(self.gather(taken.into_iter().flatten()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` tokens of each sequence in `seqs`, one sequence after the other.
+    fn batch(seqs: &[(SeqId, usize)]) -> UBatch {
+        let mut ub = UBatch::default();
+        for &(s, n) in seqs {
+            for p in 0..n {
+                ub.tokens.push(ub.tokens.len() as Token);
+                ub.pos.push(p as Pos);
+                ub.seq_ids.push(SmallVec::from_slice(&[s]));
+                ub.output.push(true);
+                ub.batch_index.push(ub.batch_index.len());
+            }
+        }
+        ub
+    }
+
+    #[test]
+    fn split_simple_cuts_in_order() {
+        let parts = batch(&[(0, 5), (1, 4)]).split_simple(4);
+        let sizes: Vec<_> = parts.iter().map(UBatch::n_tokens).collect();
+        assert_eq!(sizes, [4, 4, 1]);
+        assert_eq!(parts[1].batch_index, [4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn split_equal_takes_the_same_count_of_each_sequence() {
+        // llama.cpp on 5 sequences of 128 tokens with n_ubatch 512: 102 each, then 26.
+        let parts = batch(&[(0, 128), (1, 128), (2, 128), (3, 128), (4, 128)])
+            .split_equal(512)
+            .expect("split");
+        let sizes: Vec<_> = parts.iter().map(UBatch::n_tokens).collect();
+        assert_eq!(sizes, [510, 130]);
+        let first = &parts[0];
+        assert_eq!(first.seq_ids[101][0], 0);
+        assert_eq!(first.seq_ids[102][0], 1);
+        assert_eq!(first.pos[102], 0);
+        assert_eq!(parts[1].pos[0], 102);
+        assert_eq!(parts[1].batch_index[26], 128 + 102);
+    }
+
+    #[test]
+    fn split_equal_waits_for_the_shortest_sequence() {
+        let parts = batch(&[(0, 3), (1, 6)]).split_equal(100).expect("split");
+        let sizes: Vec<_> = parts.iter().map(UBatch::n_tokens).collect();
+        // Both sequences advance together until sequence 0 runs out.
+        assert_eq!(sizes, [6, 3]);
+        assert!(parts[1].seq_ids.iter().all(|s| s[0] == 1));
+    }
+
+    #[test]
+    fn split_equal_groups_only_consecutive_ids() {
+        let parts = batch(&[(0, 2), (2, 2), (1, 2)])
+            .split_equal(100)
+            .expect("split");
+        let seqs: Vec<Vec<SeqId>> = parts
+            .iter()
+            .map(|u| {
+                let mut v: Vec<_> = u.seq_ids.iter().map(|s| s[0]).collect();
+                v.dedup();
+                v
+            })
+            .collect();
+        // As llama.cpp: sequence 2 comes before 1 in the batch, so it waits for the
+        // next micro-batch.
+        assert_eq!(seqs, [vec![0, 1], vec![2]]);
+        let parts = batch(&[(0, 2), (3, 2)]).split_equal(100).expect("split");
+        assert_eq!(parts.len(), 2);
+    }
+
+    #[test]
+    fn split_equal_refuses_shared_tokens() {
+        let mut ub = batch(&[(0, 2)]);
+        ub.seq_ids[1].push(1);
+        assert!(matches!(
+            ub.split_equal(8),
+            Err(LlamaError::InvalidParam(_))
+        ));
     }
 }

@@ -424,11 +424,17 @@ impl LlamaContext {
         };
         let n_vocab = self.model.hparams.n_vocab;
         let n_outputs: usize = batch.tokens().iter().filter(|t| t.logits).count();
+        // Logits rows come in micro-batch order, which `split_equal` may permute.
         self.output_rows.clear();
+        self.output_rows.resize(batch.len(), -1);
         let mut row = 0;
-        for t in batch.tokens() {
-            self.output_rows.push(if t.logits { row } else { -1 });
-            row += t.logits as i32;
+        for ub in &ubatches {
+            for (&bi, &out) in ub.batch_index.iter().zip(&ub.output) {
+                if out {
+                    self.output_rows[bi] = row;
+                    row += 1;
+                }
+            }
         }
         self.logits.resize(n_outputs * n_vocab, 0.0);
 
@@ -618,7 +624,12 @@ impl LlamaContext {
                 });
             }
         }
-        Ok(split_simple(all, self.cparams.n_ubatch as usize))
+        let n_ubatch = self.cparams.n_ubatch as usize;
+        if self.kv.n_stream() == 1 {
+            Ok(all.split_simple(n_ubatch))
+        } else {
+            all.split_equal(n_ubatch)
+        }
     }
 
     /// Saves sequence `seq` (its cells and their K/V data) and `tokens` to `path`;
@@ -665,23 +676,4 @@ impl LlamaContext {
     pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<Token> {
         self.model.vocab.tokenize(text, add_special, parse_special)
     }
-}
-
-/// Consecutive chunks of at most `n_ubatch` tokens (llama.cpp's `split_simple`).
-fn split_simple(all: UBatch, n_ubatch: usize) -> Vec<UBatch> {
-    let n = all.n_tokens();
-    let mut out = Vec::with_capacity(n.div_ceil(n_ubatch));
-    let mut i = 0;
-    while i < n {
-        let e = (i + n_ubatch).min(n);
-        out.push(UBatch {
-            tokens: all.tokens[i..e].to_vec(),
-            pos: all.pos[i..e].to_vec(),
-            seq_ids: all.seq_ids[i..e].to_vec(),
-            output: all.output[i..e].to_vec(),
-            batch_index: all.batch_index[i..e].to_vec(),
-        });
-        i = e;
-    }
-    out
 }

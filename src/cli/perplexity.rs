@@ -128,6 +128,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let (model, t_load) = common::load(&p.model, log)?;
     let mut ctx_params = cp.context_params();
     ctx_params.n_seq_max = n_parallel as u32;
+    ctx_params.kv_unified = false;
     let mut ctx = llama::LlamaContext::new(model.clone(), &ctx_params)
         .map_err(|e| format!("error: failed to create context: {e}"))?;
     let _ = writeln!(log, "{}", ctx.kv().describe());

@@ -306,7 +306,8 @@ fn tiled(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, log
                     }
                     m_max[tq] = m_new;
                     let src: [f32; KV_TILE] = row.try_into().expect("a KV tile row");
-                    s_sum[tq] += (kern.soft_max)(row, &src, m_new) as f32;
+                    // ggml adds the f64 tile sum to the f32 running sum in f64.
+                    s_sum[tq] = (s_sum[tq] as f64 + (kern.soft_max)(row, &src, m_new)) as f32;
                 }
                 v32.fill(0.0);
                 for tk in 0..kv_tile {
