@@ -211,7 +211,7 @@ fn plan(ctx: &Context, graph: &Graph, own: Option<&Arc<Buffer>>) -> AllocPlan {
         blocks: Vec::new(),
         top: 0,
     };
-    let mut alloc = |id: TensorId, info: &mut HashMap<TensorId, Info>, free: &mut FreeList| {
+    let alloc = |id: TensorId, info: &mut HashMap<TensorId, Info>, free: &mut FreeList| {
         let e = info.entry(id).or_default();
         if e.offset.is_none() && needs_memory(ctx, id, own) {
             let size = align(ctx.tensor(id).nbytes());

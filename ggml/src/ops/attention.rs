@@ -50,8 +50,8 @@ impl Context {
             assert!(
                 tm.ne[0] == ta.ne[0]
                     && tm.ne[1] >= ta.ne[1]
-                    && ta.ne[2] % tm.ne[2] == 0
-                    && ta.ne[3] % tm.ne[3] == 0,
+                    && ta.ne[2].is_multiple_of(tm.ne[2])
+                    && ta.ne[3].is_multiple_of(tm.ne[3]),
                 "soft_max: mask '{}' {} does not fit '{}' {}",
                 tm.name,
                 tm.shape_string(),
@@ -102,7 +102,7 @@ impl Context {
             ta.name
         );
         assert!(
-            p.n_dims % 2 == 0 && p.n_dims <= ta.ne[0],
+            p.n_dims.is_multiple_of(2) && p.n_dims <= ta.ne[0],
             "rope: n_dims {} must be even and <= {}",
             p.n_dims,
             ta.ne[0]

@@ -173,7 +173,7 @@ unsafe fn rotate<T: Elem>(
         dst.add(ic + n_offset).write(T::from_f32(x0 * s + x1 * c));
         i0 += 2;
     }
-    if src != dst as *const T {
+    if !std::ptr::eq(src, dst) {
         for i in n_dims..ne0 {
             dst.add(i).write(src.add(i).read());
         }
