@@ -1,6 +1,8 @@
 //! Running a graph: resolve every node's memory, size the shared work buffer, then
 //! let all workers walk the node list with a barrier between nodes.
 
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -85,6 +87,10 @@ impl Executor {
     /// first), [`Error::ReadOnly`] when a node would write into a file mapping,
     /// [`Error::BufferBusy`] when a buffer is being accessed from outside, and any
     /// error a kernel reports (for example [`Error::RowIndex`] for an index out of range).
+    ///
+    /// # Panics
+    /// When a kernel panics (a bug): the other workers abandon the computation and the
+    /// panic is resumed on the calling thread.
     pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
         let mut guards: Vec<ComputeGuard> = Vec::new();
         let mut guarded: Vec<*const Buffer> = Vec::new();
@@ -135,6 +141,7 @@ impl Executor {
         let nth = self.n_threads;
         let barrier = Barrier::new(nth);
         let error: Mutex<Option<Error>> = Mutex::new(None);
+        let panicked: Mutex<Option<Box<dyn Any + Send>>> = Mutex::new(None);
         let nodes = &self.nodes;
         let profiling = self.profiling;
         let timings: Mutex<Vec<u64>> = Mutex::new(Vec::new());
@@ -154,7 +161,18 @@ impl Executor {
             }
             let mut t0 = Instant::now();
             for node in nodes {
-                kernels::forward(&params, node);
+                if barrier.is_poisoned() {
+                    break;
+                }
+                // A worker that unwinds would never reach the barrier and the others
+                // would wait for it forever: catch the panic, release them, re-raise it.
+                let run = panic::catch_unwind(AssertUnwindSafe(|| kernels::forward(&params, node)));
+                if let Err(payload) = run {
+                    let mut slot = panicked.lock().unwrap_or_else(|e| e.into_inner());
+                    slot.get_or_insert(payload);
+                    barrier.poison();
+                    break;
+                }
                 barrier.wait();
                 if profiling && ith == 0 {
                     let t1 = Instant::now();
@@ -173,6 +191,9 @@ impl Executor {
             None => work(0),
         }
         drop(guards);
+        if let Some(payload) = panicked.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            panic::resume_unwind(payload);
+        }
         if profiling {
             self.profile.graphs += 1;
             let times = timings.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -295,4 +316,33 @@ pub fn compute(ctx: &Context, graph: &Graph, n_threads: usize) -> Result<()> {
     let r = exec.compute(ctx, graph);
     CACHE.lock().unwrap_or_else(|e| e.into_inner()).push(exec);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::GgmlType;
+
+    /// A kernel that panics (here: an ADD node missing its second source, which no
+    /// constructor makes) must reach the caller as a panic, not hang the workers.
+    #[test]
+    fn kernel_panic_reaches_the_caller() {
+        for n_threads in 1..=3 {
+            let mut ctx = Context::new();
+            let a = ctx.new_tensor_2d(GgmlType::F32, 8, 64);
+            let b = ctx.sqr(a);
+            let bad = ctx.new_tensor_2d(GgmlType::F32, 8, 64);
+            ctx.attach_opt(bad, Op::Add, &[Some(b)]);
+            let c = ctx.sqr(bad);
+            let mut g = Graph::new();
+            g.build_forward_expand(&ctx, c);
+            let mut exec = Executor::new(n_threads).unwrap();
+            let r = panic::catch_unwind(AssertUnwindSafe(|| exec.compute(&ctx, &g)));
+            assert!(r.is_err(), "{n_threads} threads: the panic was swallowed");
+            // The executor is usable again.
+            let mut g = Graph::new();
+            g.build_forward_expand(&ctx, b);
+            exec.compute(&ctx, &g).unwrap();
+        }
+    }
 }
