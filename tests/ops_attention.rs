@@ -278,52 +278,52 @@ struct FaCase {
     heads_kv: usize,
     gqa: usize,
     n_seq: usize,
-    kv_type: GgmlType,
-    mask: Option<GgmlType>,
+    k_type: GgmlType,
+    v_type: GgmlType,
+    /// Mask type and its dims 2 and 3 (broadcast over heads and sequences).
+    mask: Option<(GgmlType, [usize; 2])>,
     scale: f32,
     max_bias: f32,
     softcap: f32,
 }
 
 fn fa_case() -> impl Strategy<Value = FaCase> {
-    (
-        (
-            select(vec![4usize, 8, 16, 40, 64]),
-            select(vec![4usize, 8, 16, 40]),
-        ),
-        (1usize..=5, 1usize..=33, 1usize..=2, 1usize..=3, 1usize..=2),
-        st::float_type(),
-        proptest::option::of(st::float_type()),
-        (
-            select(vec![0.125f32, 0.25, 1.0]),
-            select(vec![0.0f32, 8.0]),
-            select(vec![0.0f32, 5.0]),
-        ),
-    )
-        .prop_map(
-            |(
-                (dk, dv),
-                (n_q, n_kv, heads_kv, gqa, n_seq),
-                kv_type,
-                mask,
-                (scale, max_bias, softcap),
-            )| {
-                FaCase {
-                    dk,
-                    dv,
-                    n_q,
-                    n_kv,
-                    heads_kv,
-                    gqa,
-                    n_seq,
-                    kv_type,
-                    mask,
-                    scale,
-                    max_bias: if mask.is_some() { max_bias } else { 0.0 },
-                    softcap,
-                }
-            },
-        )
+    let sizes = (
+        select(vec![4usize, 8, 16, 40, 64]),
+        select(vec![4usize, 8, 16, 40]),
+    );
+    let counts = (1usize..=5, 1usize..=70, 1usize..=2, 1usize..=3, 1usize..=2);
+    let types = (st::float_type(), st::float_type());
+    let mask = proptest::option::of((st::float_type(), any::<[bool; 2]>()));
+    let params = (
+        select(vec![0.125f32, 0.25, 1.0]),
+        select(vec![0.0f32, 8.0]),
+        select(vec![0.0f32, 5.0]),
+    );
+    (sizes, counts, types, mask, params).prop_map(|(d, counts, types, mask, params)| {
+        let ((dk, dv), (n_q, n_kv, heads_kv, gqa, n_seq)) = (d, counts);
+        let (scale, max_bias, softcap) = params;
+        // The mask is per head and sequence, or shared by all of them.
+        let mask = mask.map(|(t, [per_head, per_seq])| {
+            let m2 = if per_head { heads_kv * gqa } else { 1 };
+            (t, [m2, if per_seq { n_seq } else { 1 }])
+        });
+        FaCase {
+            dk,
+            dv,
+            n_q,
+            n_kv,
+            heads_kv,
+            gqa,
+            n_seq,
+            k_type: types.0,
+            v_type: types.1,
+            mask,
+            scale,
+            max_bias: if mask.is_some() { max_bias } else { 0.0 },
+            softcap,
+        }
+    })
 }
 
 proptest! {
@@ -340,17 +340,17 @@ proptest! {
     ) {
         let n_head = c.heads_kv * c.gqa;
         // One f16 rounding step (2^-10 relative) of the running output per key.
-        let tol = if c.kv_type == GgmlType::F16 {
+        let tol = if c.v_type == GgmlType::F16 {
             Tolerance::nmse(1e-7 + c.n_kv as f64 * 2f64.powi(-20))
         } else {
             Tolerance::F32
         };
         check(|ctx| {
             let q = q_layout.make(ctx, GgmlType::F32, [c.dk, c.n_q, n_head, c.n_seq], Fill::uniform(seed, -1.0, 1.0));
-            let k = Layout::contiguous().make(ctx, c.kv_type, [c.dk, c.n_kv, c.heads_kv, c.n_seq], Fill::uniform(seed ^ 1, -1.0, 1.0));
-            let v = Layout::contiguous().make(ctx, c.kv_type, [c.dv, c.n_kv, c.heads_kv, c.n_seq], Fill::uniform(seed ^ 2, -1.0, 1.0));
+            let k = Layout::contiguous().make(ctx, c.k_type, [c.dk, c.n_kv, c.heads_kv, c.n_seq], Fill::uniform(seed ^ 1, -1.0, 1.0));
+            let v = Layout::contiguous().make(ctx, c.v_type, [c.dv, c.n_kv, c.heads_kv, c.n_seq], Fill::uniform(seed ^ 2, -1.0, 1.0));
             let n_past = c.n_kv.saturating_sub(c.n_q);
-            let mask = c.mask.map(|t| causal_mask(ctx, t, [c.n_kv, c.n_q, 1, 1], n_past, seed ^ 3));
+            let mask = c.mask.map(|(t, [m2, m3])| causal_mask(ctx, t, [c.n_kv, c.n_q, m2, m3], n_past, seed ^ 3));
             vec![ctx.flash_attn_ext(q, k, v, mask, c.scale, c.max_bias, c.softcap)]
         }, n_threads, tol)?;
     }
