@@ -2,7 +2,7 @@
 //! threads and stays within the reference; profiling records every node.
 
 use ggml::testing::{check, Fill, Tolerance};
-use ggml::{Context, Executor, GgmlType, Graph, RopeMode, RopeParams, TensorId};
+use ggml::{Context, Dispatch, Executor, GgmlType, Graph, RopeMode, RopeParams, TensorId};
 
 /// Attention and a SwiGLU MLP over `n_tok` tokens, sizes large enough that every
 /// kernel splits its rows across threads.
@@ -91,4 +91,34 @@ fn profiling_records_every_node() {
     assert!(p.by_op["MUL_MAT"].count == 2 * 9);
     assert!(p.to_string().contains("MUL_MAT"));
     assert_eq!(exec.take_profile().graphs, 0, "take_profile resets");
+}
+
+/// The three ways of starting workers compute the same bits.
+#[test]
+fn dispatch_modes_agree() {
+    let mut ctx = Context::new();
+    let out = block(&mut ctx, 9)[0];
+    let mut g = Graph::new();
+    g.build_forward_expand(&ctx, out);
+    let mut results = Vec::new();
+    for dispatch in [
+        Dispatch::Broadcast,
+        Dispatch::BroadcastPerNode,
+        Dispatch::ScopedThreads,
+    ] {
+        for n_threads in [1, 3] {
+            let mut exec = Executor::with_dispatch(n_threads, dispatch).unwrap();
+            exec.compute(&ctx, &g).unwrap();
+            let bits: Vec<u32> = ctx
+                .get_f32(out)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            results.push((dispatch, n_threads, bits));
+        }
+    }
+    for (d, n, bits) in &results[1..] {
+        assert!(bits == &results[0].2, "{d:?} with {n} threads differs");
+    }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::barrier::Barrier;
+use super::dispatch::{self, Dispatch};
 use super::kernels::{self, ComputeParams, ExecNode, TView};
 use super::profile::Profile;
 use crate::buffer::{Buffer, ComputeGuard};
@@ -19,11 +20,12 @@ use crate::tensor::{Tensor, TensorId, MAX_SRC};
 /// Runs graphs on a persistent pool of `n_threads` workers.
 ///
 /// The pool is a rayon pool used once per graph (`broadcast`); the per-node
-/// synchronisation is our own spinning barrier. `docs/executor.md` has the benchmark
-/// behind this choice. The work buffer and the node table are kept between calls, so
+/// synchronisation is our own spinning barrier ([`Dispatch::Broadcast`]).
+/// `docs/executor.md` has the benchmark behind this choice. The work buffer and the node table are kept between calls, so
 /// computing graphs of a steady shape allocates nothing.
 pub struct Executor {
     n_threads: usize,
+    dispatch: Dispatch,
     pool: Option<rayon::ThreadPool>,
     work: Option<Arc<Buffer>>,
     nodes: Vec<ExecNode>,
@@ -35,8 +37,14 @@ impl Executor {
     /// An executor with `n_threads` workers (at least 1). [`Error::Graph`] when the
     /// threads cannot be started.
     pub fn new(n_threads: usize) -> Result<Self> {
+        Executor::with_dispatch(n_threads, Dispatch::default())
+    }
+
+    /// An executor that starts its workers as `dispatch` says (the alternatives exist
+    /// for the benchmark behind the default). Errors as [`Executor::new`].
+    pub fn with_dispatch(n_threads: usize, dispatch: Dispatch) -> Result<Self> {
         let n_threads = n_threads.max(1);
-        let pool = if n_threads > 1 {
+        let pool = if n_threads > 1 && dispatch.uses_pool() {
             Some(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n_threads)
@@ -52,6 +60,7 @@ impl Executor {
         let profiling = std::env::var_os("GGML_PERF").is_some_and(|v| v != "0");
         Ok(Executor {
             n_threads,
+            dispatch,
             pool,
             work: None,
             nodes: Vec::new(),
@@ -146,7 +155,7 @@ impl Executor {
         let profiling = self.profiling;
         let timings: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
-        let work = |ith: usize| {
+        let work = |ith: usize, range: std::ops::Range<usize>, sync: bool| {
             let params = ComputeParams {
                 ith,
                 nth,
@@ -156,11 +165,8 @@ impl Executor {
                 error: &error,
             };
             let mut times = Vec::new();
-            if profiling && ith == 0 {
-                times.reserve(nodes.len());
-            }
             let mut t0 = Instant::now();
-            for node in nodes {
+            for node in &nodes[range] {
                 if barrier.is_poisoned() {
                     break;
                 }
@@ -173,7 +179,9 @@ impl Executor {
                     barrier.poison();
                     break;
                 }
-                barrier.wait();
+                if sync {
+                    barrier.wait();
+                }
                 if profiling && ith == 0 {
                     let t1 = Instant::now();
                     times.push((t1 - t0).as_nanos() as u64);
@@ -181,15 +189,13 @@ impl Executor {
                 }
             }
             if profiling && ith == 0 {
-                *timings.lock().unwrap_or_else(|e| e.into_inner()) = times;
+                timings
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(times);
             }
         };
-        match &self.pool {
-            Some(pool) => {
-                pool.broadcast(|b| work(b.index()));
-            }
-            None => work(0),
-        }
+        dispatch::run(self.dispatch, self.pool.as_ref(), nth, nodes.len(), &work);
         drop(guards);
         if let Some(payload) = panicked.into_inner().unwrap_or_else(|e| e.into_inner()) {
             panic::resume_unwind(payload);
