@@ -13,6 +13,19 @@ pub const IDENTITY: [usize; MAX_DIMS] = [0, 1, 2, 3];
 /// base tensor with `pad` extra elements per dimension, the stored tensor is the
 /// window starting at `offset` (a `view_4d`), and the op sees it through
 /// `permute(perm)`.
+///
+/// ```
+/// use ggml::testing::{Fill, Layout};
+/// use ggml::{Context, GgmlType};
+///
+/// let mut ctx = Context::new();
+/// // A [5, 3] tensor stored transposed inside a padded [3 + 1, 5 + 2] base.
+/// let layout = Layout { perm: [1, 0, 2, 3], pad: [1, 2, 0, 0], offset: [1, 0, 0, 0] };
+/// let t = layout.make(&mut ctx, GgmlType::F32, [5, 3, 1, 1], Fill::uniform(7, -1.0, 1.0));
+/// assert_eq!(ctx.tensor(t).ne, [5, 3, 1, 1]);
+/// assert!(!ctx.tensor(t).is_contiguous());
+/// assert_eq!(ctx.get_f32(t).unwrap().len(), 15);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// `ggml_permute` axes: stored dimension `i` becomes dimension `perm[i]`.

@@ -33,6 +33,23 @@ use crate::tensor::{Tensor, TensorId, MAX_SRC};
 ///
 /// Evaluate it *before* computing the graph: it reads the leafs' data from the
 /// context, and a graph may write into its leafs (`cpy`, `set_rows`, in-place ops).
+///
+/// ```
+/// use ggml::testing::{nmse, Reference};
+/// use ggml::{Context, GgmlType, Graph};
+///
+/// let mut ctx = Context::new();
+/// let x = ctx.new_tensor_2d(GgmlType::F32, 4, 2);
+/// ctx.set_f32(x, &[1., 2., 3., 4., -1., 0., 1., 2.]).unwrap();
+/// let y = ctx.soft_max(x);
+/// let mut g = Graph::new();
+/// g.build_forward_expand(&ctx, y);
+///
+/// let reference = Reference::evaluate(&ctx, &g).unwrap(); // before computing
+/// ggml::compute(&ctx, &g, 2).unwrap();
+/// let want = reference.get(y).unwrap();
+/// assert!(nmse(&ctx.get_f32(y).unwrap(), &want.data) < 1e-7);
+/// ```
 pub struct Reference {
     memory: Memory,
     places: HashMap<TensorId, Place>,
