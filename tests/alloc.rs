@@ -151,7 +151,7 @@ fn read(ctx: &Context, outputs: &[TensorId]) -> Vec<Output> {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(128))]
 
     #[test]
     fn allocator_matches_plain_allocation(

@@ -90,7 +90,7 @@ fn build_soft_max(ctx: &mut Context, c: &SoftMaxCase, seed: u64) -> TensorId {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn soft_max_ext_matches_reference(c in soft_max_case(), seed in st::seed(), n_threads in st::n_threads()) {
@@ -221,7 +221,7 @@ fn build_rope(
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn rope_ext_matches_closed_form(
@@ -327,7 +327,7 @@ fn fa_case() -> impl Strategy<Value = FaCase> {
 }
 
 proptest! {
-    #![proptest_config(config(48))]
+    #![proptest_config(config(128))]
 
     /// Against softmax(q·kᵀ·scale + mask)·v in f64. With an f16 V ggml keeps the
     /// running output in f16: allow that rounding at every key.

@@ -34,7 +34,7 @@ fn reshaped(ne: [usize; 4], how: u8) -> [usize; 4] {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn cpy_converts_and_reshapes(

@@ -32,7 +32,7 @@ fn apply_binary(ctx: &mut Context, op: Binary, a: TensorId, b: TensorId) -> Tens
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn binary_ops_broadcast(
@@ -91,7 +91,7 @@ fn apply_unary(ctx: &mut Context, op: Unary, a: TensorId) -> TensorId {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn unary_ops(

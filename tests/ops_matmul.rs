@@ -31,7 +31,7 @@ fn check_mul_mat(
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn mul_mat_small(
@@ -46,7 +46,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(12))]
+    #![proptest_config(config(48))]
 
     /// Several 16x16 blocks in both directions, and either row count the larger one
     /// (the executor splits the larger across threads).

@@ -37,7 +37,7 @@ fn row_op() -> impl Strategy<Value = RowOp> {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn reductions_and_norms(

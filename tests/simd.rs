@@ -36,7 +36,7 @@ fn dot_ok(got: f32, want: f32, n: usize, abs_sum: f64) -> bool {
 }
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(config(1024))]
 
     #[test]
     fn dot_products_match_scalar((x, y, off) in rows()) {
