@@ -1,7 +1,7 @@
 //! The graph allocator: places every intermediate tensor of a graph in one compute
 //! buffer, reusing the memory of a tensor once its last consumer has run (ggml-alloc).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::buffer::{Buffer, DataRef, BUFFER_ALIGN};
@@ -17,7 +17,8 @@ use crate::types::GgmlType;
 /// Tensors that already have data (weights in a file mapping, the KV cache, anything
 /// placed from outside) are left alone. Leafs without data (graph inputs) get memory
 /// that stays valid until their last consumer has run; graph outputs (the last node
-/// and tensors flagged [`TensorFlags::OUTPUT`]) are never reused.
+/// and tensors flagged [`TensorFlags::OUTPUT`], and for an output that is a view the
+/// tensor it views) are never reused.
 #[derive(Default)]
 pub struct GraphAllocator {
     buffer: Option<Arc<Buffer>>,
@@ -203,15 +204,23 @@ fn plan(ctx: &Context, graph: &Graph, own: Option<&Arc<Buffer>>) -> AllocPlan {
             info.entry(base).or_default().n_views += 1;
         }
     }
+    // Outputs keep their memory; for an output that is a view, that is its base's.
     let output = graph.output();
-    let keep =
-        |id: TensorId| Some(id) == output || ctx.tensor(id).flags.intersects(TensorFlags::OUTPUT);
+    let kept: HashSet<TensorId> = graph
+        .nodes()
+        .iter()
+        .chain(graph.leafs())
+        .copied()
+        .filter(|&id| Some(id) == output || ctx.tensor(id).flags.intersects(TensorFlags::OUTPUT))
+        .map(|id| ctx.tensor(id).view_src.unwrap_or(id))
+        .collect();
+    let keep = |id: TensorId| kept.contains(&id);
 
     let mut free = FreeList {
         blocks: Vec::new(),
         top: 0,
     };
-    let mut alloc = |id: TensorId, info: &mut HashMap<TensorId, Info>, free: &mut FreeList| {
+    let alloc = |id: TensorId, info: &mut HashMap<TensorId, Info>, free: &mut FreeList| {
         let e = info.entry(id).or_default();
         if e.offset.is_none() && needs_memory(ctx, id, own) {
             let size = align(ctx.tensor(id).nbytes());

@@ -27,7 +27,7 @@ pub struct Buffer {
     ptr: NonNull<u8>,
     len: usize,
     owner: Owner,
-    /// >0: that many graph computations are using the buffer; -1: an outside access
+    /// Above 0: that many graph computations are using the buffer; -1: an outside access
     /// holds it; 0: free.
     state: AtomicIsize,
 }

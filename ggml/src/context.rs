@@ -306,9 +306,7 @@ impl Context {
 
     fn check_dense_rows(&self, id: TensorId) -> Result<()> {
         let t = self.tensor(id);
-        if t.is_contiguous_rows() {
-            Ok(())
-        } else if t.typ.blck_size() == 1 {
+        if t.is_contiguous_rows() || t.typ.blck_size() == 1 {
             Ok(())
         } else {
             Err(Error::UnsupportedType {
@@ -542,7 +540,7 @@ pub fn f32_to_bytes(typ: GgmlType, values: &[f32]) -> Result<Vec<u8>> {
             .flat_map(|&v| (v as i32).to_le_bytes())
             .collect()),
         _ => {
-            if values.len() % typ.blck_size() != 0 {
+            if !values.len().is_multiple_of(typ.blck_size()) {
                 return Err(Error::SizeMismatch {
                     name: format!("<{typ} row>"),
                     expected: values.len().next_multiple_of(typ.blck_size()),

@@ -41,7 +41,7 @@ pub mod types;
 pub use alloc::{AllocPlan, GraphAllocator};
 pub use buffer::{Buffer, DataRef};
 pub use context::Context;
-pub use cpu::{compute, Executor};
+pub use cpu::{compute, Dispatch, Executor};
 pub use error::{Error, Result};
 pub use graph::Graph;
 pub use op::{GluOp, Op, RopeMode, RopeParams, UnaryOp};

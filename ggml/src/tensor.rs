@@ -150,7 +150,7 @@ impl Tensor {
     /// Whether `self` can be tiled to `other`'s shape (each `ne` divides the other's).
     pub fn can_repeat_to(&self, other: &Tensor) -> bool {
         self.nelements() == 0 && other.nelements() == 0
-            || (0..MAX_DIMS).all(|i| self.ne[i] != 0 && other.ne[i] % self.ne[i] == 0)
+            || (0..MAX_DIMS).all(|i| self.ne[i] != 0 && other.ne[i].is_multiple_of(self.ne[i]))
     }
 
     /// Shape as a short string (`[64, 8, 1, 1]`).
@@ -175,7 +175,7 @@ pub fn contiguous_strides(typ: GgmlType, ne: &[usize; MAX_DIMS]) -> [usize; MAX_
 
 /// Bytes spanned by a tensor: offset of its last element plus one element (ggml_nbytes).
 pub fn nbytes(typ: GgmlType, ne: &[usize; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> usize {
-    if ne.iter().any(|&n| n == 0) {
+    if ne.contains(&0) {
         return 0;
     }
     let blck = typ.blck_size();

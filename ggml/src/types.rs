@@ -129,7 +129,7 @@ impl GgmlType {
     /// Bytes taken by `n` consecutive elements; `n` must be a multiple of the block size.
     pub fn row_size(self, n: usize) -> usize {
         debug_assert!(
-            n % self.blck_size() == 0,
+            n.is_multiple_of(self.blck_size()),
             "{n} elements is not a whole number of {} blocks",
             self.name()
         );

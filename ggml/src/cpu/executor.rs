@@ -1,10 +1,13 @@
 //! Running a graph: resolve every node's memory, size the shared work buffer, then
 //! let all workers walk the node list with a barrier between nodes.
 
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::barrier::Barrier;
+use super::dispatch::{self, Dispatch};
 use super::kernels::{self, ComputeParams, ExecNode, TView};
 use super::profile::Profile;
 use crate::buffer::{Buffer, ComputeGuard};
@@ -17,11 +20,12 @@ use crate::tensor::{Tensor, TensorId, MAX_SRC};
 /// Runs graphs on a persistent pool of `n_threads` workers.
 ///
 /// The pool is a rayon pool used once per graph (`broadcast`); the per-node
-/// synchronisation is our own spinning barrier. `docs/executor.md` has the benchmark
-/// behind this choice. The work buffer and the node table are kept between calls, so
+/// synchronisation is our own spinning barrier ([`Dispatch::Broadcast`]).
+/// `docs/executor.md` has the benchmark behind this choice. The work buffer and the node table are kept between calls, so
 /// computing graphs of a steady shape allocates nothing.
 pub struct Executor {
     n_threads: usize,
+    dispatch: Dispatch,
     pool: Option<rayon::ThreadPool>,
     work: Option<Arc<Buffer>>,
     nodes: Vec<ExecNode>,
@@ -33,8 +37,14 @@ impl Executor {
     /// An executor with `n_threads` workers (at least 1). [`Error::Graph`] when the
     /// threads cannot be started.
     pub fn new(n_threads: usize) -> Result<Self> {
+        Executor::with_dispatch(n_threads, Dispatch::default())
+    }
+
+    /// An executor that starts its workers as `dispatch` says (the alternatives exist
+    /// for the benchmark behind the default). Errors as [`Executor::new`].
+    pub fn with_dispatch(n_threads: usize, dispatch: Dispatch) -> Result<Self> {
         let n_threads = n_threads.max(1);
-        let pool = if n_threads > 1 {
+        let pool = if n_threads > 1 && dispatch.uses_pool() {
             Some(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n_threads)
@@ -50,6 +60,7 @@ impl Executor {
         let profiling = std::env::var_os("GGML_PERF").is_some_and(|v| v != "0");
         Ok(Executor {
             n_threads,
+            dispatch,
             pool,
             work: None,
             nodes: Vec::new(),
@@ -85,6 +96,10 @@ impl Executor {
     /// first), [`Error::ReadOnly`] when a node would write into a file mapping,
     /// [`Error::BufferBusy`] when a buffer is being accessed from outside, and any
     /// error a kernel reports (for example [`Error::RowIndex`] for an index out of range).
+    ///
+    /// # Panics
+    /// When a kernel panics (a bug): the other workers abandon the computation and the
+    /// panic is resumed on the calling thread.
     pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
         let mut guards: Vec<ComputeGuard> = Vec::new();
         let mut guarded: Vec<*const Buffer> = Vec::new();
@@ -135,11 +150,12 @@ impl Executor {
         let nth = self.n_threads;
         let barrier = Barrier::new(nth);
         let error: Mutex<Option<Error>> = Mutex::new(None);
+        let panicked: Mutex<Option<Box<dyn Any + Send>>> = Mutex::new(None);
         let nodes = &self.nodes;
         let profiling = self.profiling;
         let timings: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
-        let work = |ith: usize| {
+        let work = |ith: usize, range: std::ops::Range<usize>, sync: bool| {
             let params = ComputeParams {
                 ith,
                 nth,
@@ -149,13 +165,23 @@ impl Executor {
                 error: &error,
             };
             let mut times = Vec::new();
-            if profiling && ith == 0 {
-                times.reserve(nodes.len());
-            }
             let mut t0 = Instant::now();
-            for node in nodes {
-                kernels::forward(&params, node);
-                barrier.wait();
+            for node in &nodes[range] {
+                if barrier.is_poisoned() {
+                    break;
+                }
+                // A worker that unwinds would never reach the barrier and the others
+                // would wait for it forever: catch the panic, release them, re-raise it.
+                let run = panic::catch_unwind(AssertUnwindSafe(|| kernels::forward(&params, node)));
+                if let Err(payload) = run {
+                    let mut slot = panicked.lock().unwrap_or_else(|e| e.into_inner());
+                    slot.get_or_insert(payload);
+                    barrier.poison();
+                    break;
+                }
+                if sync {
+                    barrier.wait();
+                }
                 if profiling && ith == 0 {
                     let t1 = Instant::now();
                     times.push((t1 - t0).as_nanos() as u64);
@@ -163,16 +189,17 @@ impl Executor {
                 }
             }
             if profiling && ith == 0 {
-                *timings.lock().unwrap_or_else(|e| e.into_inner()) = times;
+                timings
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(times);
             }
         };
-        match &self.pool {
-            Some(pool) => {
-                pool.broadcast(|b| work(b.index()));
-            }
-            None => work(0),
-        }
+        dispatch::run(self.dispatch, self.pool.as_ref(), nth, nodes.len(), &work);
         drop(guards);
+        if let Some(payload) = panicked.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            panic::resume_unwind(payload);
+        }
         if profiling {
             self.profile.graphs += 1;
             let times = timings.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -243,8 +270,8 @@ fn resolve(
     } else {
         1
     };
-    let misaligned =
-        (data.ptr() as usize) % align != 0 || (0..4).any(|i| t.ne[i] > 1 && t.nb[i] % align != 0);
+    let misaligned = !(data.ptr() as usize).is_multiple_of(align)
+        || (0..4).any(|i| t.ne[i] > 1 && !t.nb[i].is_multiple_of(align));
     if misaligned {
         return Err(Error::Graph(format!(
             "tensor '{}' is not aligned to its {}-byte elements (offset {}, strides {:?})",
@@ -295,4 +322,33 @@ pub fn compute(ctx: &Context, graph: &Graph, n_threads: usize) -> Result<()> {
     let r = exec.compute(ctx, graph);
     CACHE.lock().unwrap_or_else(|e| e.into_inner()).push(exec);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::GgmlType;
+
+    /// A kernel that panics (here: an ADD node missing its second source, which no
+    /// constructor makes) must reach the caller as a panic, not hang the workers.
+    #[test]
+    fn kernel_panic_reaches_the_caller() {
+        for n_threads in 1..=3 {
+            let mut ctx = Context::new();
+            let a = ctx.new_tensor_2d(GgmlType::F32, 8, 64);
+            let b = ctx.sqr(a);
+            let bad = ctx.new_tensor_2d(GgmlType::F32, 8, 64);
+            ctx.attach_opt(bad, Op::Add, &[Some(b)]);
+            let c = ctx.sqr(bad);
+            let mut g = Graph::new();
+            g.build_forward_expand(&ctx, c);
+            let mut exec = Executor::new(n_threads).unwrap();
+            let r = panic::catch_unwind(AssertUnwindSafe(|| exec.compute(&ctx, &g)));
+            assert!(r.is_err(), "{n_threads} threads: the panic was swallowed");
+            // The executor is usable again.
+            let mut g = Graph::new();
+            g.build_forward_expand(&ctx, b);
+            exec.compute(&ctx, &g).unwrap();
+        }
+    }
 }

@@ -6,10 +6,12 @@
 //! a shared work buffer (itself split across threads), then runs the dot products.
 
 mod barrier;
+mod dispatch;
 mod executor;
 pub(crate) mod kernels;
 mod profile;
 pub mod simd;
 
+pub use dispatch::Dispatch;
 pub use executor::{compute, Executor};
 pub use profile::{OpProfile, Profile};

@@ -89,11 +89,11 @@ impl fmt::Display for Profile {
             Ok(())
         };
         let mut ops: Vec<_> = self.by_op.iter().map(|(k, v)| (k.to_string(), v)).collect();
-        ops.sort_by(|a, b| b.1.total_ns.cmp(&a.1.total_ns));
+        ops.sort_by_key(|(_, p)| std::cmp::Reverse(p.total_ns));
         table(f, "op", ops)?;
         writeln!(f)?;
         let mut nodes: Vec<_> = self.by_node.iter().map(|(k, v)| (k.clone(), v)).collect();
-        nodes.sort_by(|a, b| b.1.total_ns.cmp(&a.1.total_ns));
+        nodes.sort_by_key(|(_, p)| std::cmp::Reverse(p.total_ns));
         table(f, "node", nodes)
     }
 }

@@ -50,8 +50,8 @@ impl Context {
             assert!(
                 tm.ne[0] == ta.ne[0]
                     && tm.ne[1] >= ta.ne[1]
-                    && ta.ne[2] % tm.ne[2] == 0
-                    && ta.ne[3] % tm.ne[3] == 0,
+                    && ta.ne[2].is_multiple_of(tm.ne[2])
+                    && ta.ne[3].is_multiple_of(tm.ne[3]),
                 "soft_max: mask '{}' {} does not fit '{}' {}",
                 tm.name,
                 tm.shape_string(),
@@ -102,7 +102,7 @@ impl Context {
             ta.name
         );
         assert!(
-            p.n_dims % 2 == 0 && p.n_dims <= ta.ne[0],
+            p.n_dims.is_multiple_of(2) && p.n_dims <= ta.ne[0],
             "rope: n_dims {} must be even and <= {}",
             p.n_dims,
             ta.ne[0]
@@ -163,7 +163,7 @@ impl Context {
         self.new_op(GgmlType::F32, ne, Op::DiagMaskInf { n_past }, &[a])
     }
 
-    /// Fused attention. `q` `[d, n_q, n_head, n_seq]` (f32), `k` `[d, n_kv, n_head_kv, n_seq]`,
+    /// Fused attention. `q` `[d, n_q, n_head, n_seq]` (f32, rows dense), `k` `[d, n_kv, n_head_kv, n_seq]`,
     /// `v` `[d_v, n_kv, n_head_kv, n_seq]` (f32, f16 or q8_0), `mask` f16 `[n_kv, >= n_q, ...]`.
     /// The result is `[d_v, n_head, n_q, n_seq]` (heads and tokens swapped, as ggml).
     #[track_caller]
@@ -180,8 +180,8 @@ impl Context {
     ) -> TensorId {
         let (tq, tk, tv) = (self.tensor(q), self.tensor(k), self.tensor(v));
         assert!(
-            tq.typ == GgmlType::F32,
-            "flash_attn_ext: q '{}' must be f32",
+            tq.typ == GgmlType::F32 && tq.is_contiguous_rows(),
+            "flash_attn_ext: q '{}' must be f32 with dense rows",
             tq.name
         );
         assert!(

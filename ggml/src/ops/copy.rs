@@ -84,12 +84,12 @@ impl Context {
             ta.typ
         );
         let mut ne = ta.ne;
-        for d in 0..4 {
+        for (d, n) in ne.iter_mut().enumerate() {
             if d == dim {
-                ne[d] += tb.ne[d];
+                *n += tb.ne[d];
             } else {
                 assert_eq!(
-                    ta.ne[d], tb.ne[d],
+                    *n, tb.ne[d],
                     "concat: '{}' and '{}' differ in dim {d}",
                     ta.name, tb.name
                 );

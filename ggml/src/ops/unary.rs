@@ -80,7 +80,7 @@ impl Context {
     pub fn swiglu(&mut self, a: TensorId, swapped: bool) -> TensorId {
         let t = self.tensor(a);
         assert!(
-            t.ne[0] % 2 == 0,
+            t.ne[0].is_multiple_of(2),
             "swiglu: ne0 = {} of '{}' is odd",
             t.ne[0],
             t.name

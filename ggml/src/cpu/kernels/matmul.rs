@@ -78,7 +78,9 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                 }
             }
         }
-        params.barrier();
+        if !params.barrier() {
+            return;
+        }
     }
 
     let nr0 = s0.ne[1];

@@ -259,8 +259,11 @@ impl ComputeParams<'_> {
     }
 
     /// Waits until every thread reached this point (inside a kernel with phases).
-    pub fn barrier(&self) {
-        self.barrier.wait();
+    /// `false` when the computation was abandoned (another worker panicked): the
+    /// kernel must return without reading what other threads wrote.
+    #[must_use]
+    pub fn barrier(&self) -> bool {
+        self.barrier.wait()
     }
 
     /// Records the first error of the computation; later nodes still run.

@@ -48,7 +48,9 @@ fn rope_yarn(
     (theta.cos() * mscale, theta.sin() * mscale)
 }
 
-/// Fills `cache[i0], cache[i0 + 1]` with cos, sin for every pair of a row at position `p`.
+/// Fills `cache[i0], cache[i0 + 1]` with cos, sin for the first `cache.len() / 2` pairs
+/// of a row at position `p` (ggml fills the whole row, but only `n_dims` are used and
+/// the frequency factors stop there).
 pub(crate) fn rope_cache_init(
     p: f32,
     p_params: &RopeParams,
@@ -102,7 +104,8 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode, p: &RopeParams) {
             let cache = params.scratch_f32(0, ne0);
             if i2 != last_i2 {
                 let p_i = (pos.elem_ptr(i2, 0, 0, 0) as *const i32).read();
-                rope_cache_init(p_i as f32, p, ff, cache);
+                // Only the rotated pairs: the frequency factors have n_dims/2 entries.
+                rope_cache_init(p_i as f32, p, ff, &mut cache[..n_dims]);
                 last_i2 = i2;
             }
             let sp = s0.row_ptr(i1, i2, i3);
@@ -176,7 +179,7 @@ unsafe fn rotate<T: Elem>(
             .write(T::from_f32(x0.mul_add(s, x1 * c)));
         i0 += 2;
     }
-    if src != dst as *const T {
+    if !std::ptr::eq(src, dst) {
         for i in n_dims..ne0 {
             dst.add(i).write(src.add(i).read());
         }

@@ -1,0 +1,81 @@
+//! Element-wise ops in f64: binary ops with src1 broadcast, scale, sqr, sqrt, the
+//! activations and the gated linear units.
+
+use super::tensor::{for_each_index, RefTensor};
+use crate::op::{GluOp, Op, UnaryOp};
+
+/// `a op b` with `b` tiled over `a` (each dimension of `b` divides `a`'s).
+pub(super) fn binary(op: Op, a: &RefTensor, b: &RefTensor) -> RefTensor {
+    let f: fn(f64, f64) -> f64 = match op {
+        Op::Add => |x, y| x + y,
+        Op::Sub => |x, y| x - y,
+        Op::Mul => |x, y| x * y,
+        Op::Div => |x, y| x / y,
+        _ => unreachable!("not a binary op: {op:?}"),
+    };
+    let mut out = a.clone();
+    for_each_index(a.ne, |i| {
+        let j = [0, 1, 2, 3].map(|d| i[d] % b.ne[d]);
+        let k = a.index(i);
+        out.data[k] = f(a.data[k], b.at(j));
+    });
+    out
+}
+
+/// `x * sigmoid(x)`.
+pub(crate) fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+/// The tanh approximation of GELU that ggml uses.
+pub(crate) fn gelu(x: f64) -> f64 {
+    const GELU_COEF_A: f64 = 0.044715;
+    let sqrt_2_over_pi = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * x * (1.0 + (sqrt_2_over_pi * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+}
+
+/// The element-wise function of a one-source op.
+pub(super) fn unary(op: Op, a: &RefTensor) -> RefTensor {
+    let f: Box<dyn Fn(f64) -> f64> = match op {
+        Op::Scale { s, b } => Box::new(move |x| f64::from(s) * x + f64::from(b)),
+        Op::Sqr => Box::new(|x| x * x),
+        Op::Sqrt => Box::new(f64::sqrt),
+        Op::Unary(UnaryOp::Silu) => Box::new(silu),
+        Op::Unary(UnaryOp::Gelu) => Box::new(gelu),
+        Op::Unary(UnaryOp::Relu) => Box::new(|x| x.max(0.0)),
+        _ => unreachable!("not a unary op: {op:?}"),
+    };
+    let mut out = a.clone();
+    out.data.iter_mut().for_each(|v| *v = f(*v));
+    out
+}
+
+/// `act(gate) * up`: with one source the gate is the first half of each row and the
+/// value the second (swapped with `swapped`); with two, `a` is the gate, `b` the value.
+pub(super) fn glu(op: GluOp, swapped: bool, a: &RefTensor, b: Option<&RefTensor>) -> RefTensor {
+    let act = match op {
+        GluOp::SwiGlu => silu,
+        GluOp::GeGlu => gelu,
+    };
+    let nc = if b.is_some() { a.ne[0] } else { a.ne[0] / 2 };
+    let mut ne = a.ne;
+    ne[0] = nc;
+    let mut out = RefTensor::zeros(a.typ, ne);
+    for_each_index(ne, |i| {
+        let (g, u) = match b {
+            Some(b) => (a.at(i), b.at(i)),
+            None => {
+                let first = a.at(i);
+                let second = a.at([i[0] + nc, i[1], i[2], i[3]]);
+                if swapped {
+                    (second, first)
+                } else {
+                    (first, second)
+                }
+            }
+        };
+        let k = out.index(i);
+        out.data[k] = act(g) * u;
+    });
+    out
+}

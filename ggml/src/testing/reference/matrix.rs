@@ -1,0 +1,65 @@
+//! `mul_mat`, `get_rows` and `set_rows` in f64.
+
+use super::memory::round_to_type;
+use super::tensor::{rows, RefTensor};
+use crate::error::{Error, Result};
+use crate::types::GgmlType;
+
+/// `a` `[K, M, a2, a3]` times `b` `[K, N, b2, b3]`: `[M, N, b2, b3]` of row dot products,
+/// `a` broadcast over dims 2 and 3. As in ggml, `b` is first rounded to the type `a`'s
+/// dot product reads (`vec_dot_type`: f16 for f16 weights, bf16 for bf16).
+pub(super) fn mul_mat(a: &RefTensor, b: &RefTensor) -> Result<RefTensor> {
+    let b = round_to_type(a.typ.traits().vec_dot_type, b)?;
+    let ne = [a.ne[1], b.ne[1], b.ne[2], b.ne[3]];
+    let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
+    let mut out = RefTensor::zeros(GgmlType::F32, ne);
+    for (i1, i2, i3) in rows(ne) {
+        let y = b.row(i1, i2, i3);
+        for i0 in 0..ne[0] {
+            let x = a.row(i0, i2 / r2, i3 / r3);
+            let dot: f64 = x.iter().zip(y).map(|(p, q)| p * q).sum();
+            let k = out.index([i0, i1, i2, i3]);
+            out.data[k] = dot;
+        }
+    }
+    Ok(out)
+}
+
+fn row_index(v: f64, limit: usize, op: &'static str) -> Result<usize> {
+    if v < 0.0 || v >= limit as f64 {
+        return Err(Error::RowIndex {
+            op,
+            name: String::new(),
+            index: v as i64,
+            limit,
+        });
+    }
+    Ok(v as usize)
+}
+
+/// Rows of `a` `[n, rows, a2, a3]` picked by `idx` `[m, a2, a3]`: `[n, m, a2, a3]` of
+/// type `typ`. [`Error::RowIndex`] for an index outside `a`.
+pub(super) fn get_rows(a: &RefTensor, idx: &RefTensor, typ: GgmlType) -> Result<RefTensor> {
+    let ne = [a.ne[0], idx.ne[0], idx.ne[1], idx.ne[2]];
+    let mut out = RefTensor::zeros(typ, ne);
+    for (i10, i11, i12) in rows(ne) {
+        let i01 = row_index(idx.at([i10, i11, i12, 0]), a.ne[1], "get_rows")?;
+        out.row_mut(i10, i11, i12)
+            .copy_from_slice(a.row(i01, i11, i12));
+    }
+    Ok(out)
+}
+
+/// `dst` with row `idx[i, i02 % c1, i03 % c2]` replaced by row `i` of `src`, in serial
+/// order (a later row wins on a repeated index). [`Error::RowIndex`] for an index
+/// outside `dst`.
+pub(super) fn set_rows(src: &RefTensor, idx: &RefTensor, dst: &RefTensor) -> Result<RefTensor> {
+    let mut out = dst.clone();
+    for (i, i02, i03) in rows(src.ne) {
+        let v = idx.at([i, i02 % idx.ne[1], i03 % idx.ne[2], 0]);
+        let i1 = row_index(v, dst.ne[1], "set_rows")?;
+        out.row_mut(i1, i02, i03)
+            .copy_from_slice(src.row(i, i02, i03));
+    }
+    Ok(out)
+}

@@ -1,0 +1,149 @@
+//! The f64 reference evaluator: every op computed with naive loops in f64, following
+//! ggml's semantics (broadcasting, views, in-place writes, the type each result is
+//! stored as), so that a graph's results can be checked against it.
+//!
+//! Values are exact where ggml is only limited by f32 arithmetic (f32 tensors keep
+//! f64 values); where ggml's *semantics* round, the reference rounds too: results
+//! stored in f16/bf16 tensors, `mul_mat`'s conversion of src1 to the weight's dot
+//! product type, `flash_attn_ext`'s conversion of Q to K's.
+
+mod attention;
+mod copy;
+mod elementwise;
+mod matrix;
+mod memory;
+mod rope;
+mod rows;
+mod tensor;
+
+use std::collections::HashMap;
+
+pub use rope::{rope_cos_sin, yarn_corr_dims};
+pub use tensor::RefTensor;
+
+use self::memory::{Memory, Place};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::op::Op;
+use crate::tensor::{Tensor, TensorId, MAX_SRC};
+
+/// The reference results of one graph: the values every tensor of the graph holds
+/// once all nodes have run, computed in f64.
+///
+/// Evaluate it *before* computing the graph: it reads the leafs' data from the
+/// context, and a graph may write into its leafs (`cpy`, `set_rows`, in-place ops).
+///
+/// ```
+/// use ggml::testing::{nmse, Reference};
+/// use ggml::{Context, GgmlType, Graph};
+///
+/// let mut ctx = Context::new();
+/// let x = ctx.new_tensor_2d(GgmlType::F32, 4, 2);
+/// ctx.set_f32(x, &[1., 2., 3., 4., -1., 0., 1., 2.]).unwrap();
+/// let y = ctx.soft_max(x);
+/// let mut g = Graph::new();
+/// g.build_forward_expand(&ctx, y);
+///
+/// let reference = Reference::evaluate(&ctx, &g).unwrap(); // before computing
+/// ggml::compute(&ctx, &g, 2).unwrap();
+/// let want = reference.get(y).unwrap();
+/// assert!(nmse(&ctx.get_f32(y).unwrap(), &want.data) < 1e-7);
+/// ```
+pub struct Reference {
+    memory: Memory,
+    places: HashMap<TensorId, Place>,
+}
+
+impl Reference {
+    /// Evaluates every node of `graph` in order, starting from the data the leafs hold
+    /// now. Errors: [`Error::NoData`] for a leaf without data, [`Error::RowIndex`] for
+    /// an index out of range (as the kernels report), [`Error::UnsupportedType`] for a
+    /// type the reference cannot store.
+    pub fn evaluate(ctx: &Context, graph: &Graph) -> Result<Reference> {
+        let mut memory = Memory::default();
+        let mut places = HashMap::new();
+        for &id in graph.leafs() {
+            load_leaf(ctx, &mut memory, id)?;
+            places.insert(id, Place::of(ctx, id));
+        }
+        for &id in graph.nodes() {
+            places.insert(id, Place::of(ctx, id));
+            let t = ctx.tensor(id);
+            match t.op {
+                Op::None => load_leaf(ctx, &mut memory, id)?,
+                op if op.is_view() => {}
+                _ => {
+                    let src = t.src.map(|s| s.map(|s| memory.read(ctx, s)));
+                    let out = eval(t, &src)?;
+                    memory.write(ctx, id, &out)?;
+                }
+            }
+        }
+        Ok(Reference { memory, places })
+    }
+
+    /// The values of `id` after the graph ran, dense in ggml order (as
+    /// [`Context::get_f32`] would return them); `None` for a tensor not in the graph.
+    pub fn get(&self, id: TensorId) -> Option<RefTensor> {
+        let place = self.places.get(&id)?;
+        Some(self.memory.read_place(place))
+    }
+}
+
+fn load_leaf(ctx: &Context, memory: &mut Memory, id: TensorId) -> Result<()> {
+    if ctx.tensor(id).view_src.is_some() {
+        return Ok(());
+    }
+    memory.load(ctx, id)
+}
+
+/// The result of node `t` from its sources' current values, with `t`'s shape.
+fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
+    let s = |i: usize| -> Result<&RefTensor> {
+        src[i].as_ref().ok_or_else(|| {
+            Error::Graph(format!(
+                "{} node '{}' lacks source {i}",
+                t.op.name(),
+                t.name
+            ))
+        })
+    };
+    let out = match t.op {
+        Op::Cpy | Op::Cont => copy::flat(s(0)?, t.typ, t.ne),
+        Op::Concat { dim } => copy::concat(s(0)?, s(1)?, dim),
+        Op::Repeat => copy::repeat(s(0)?, t.ne),
+        Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(t.op, s(0)?, s(1)?),
+        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Unary(_) => elementwise::unary(t.op, s(0)?),
+        Op::Glu { op, swapped } => elementwise::glu(op, swapped, s(0)?, src[1].as_ref()),
+        Op::SumRows | Op::Mean => rows::reduce(t.op, s(0)?),
+        Op::Norm { .. } | Op::RmsNorm { .. } => rows::norm(t.op, s(0)?),
+        Op::Argmax => rows::argmax(s(0)?),
+        Op::MulMat => matrix::mul_mat(s(0)?, s(1)?)?,
+        Op::GetRows => matrix::get_rows(s(0)?, s(1)?, t.typ)?,
+        Op::SetRows => matrix::set_rows(s(0)?, s(1)?, s(2)?)?,
+        Op::SoftMax { scale, max_bias } => rows::soft_max(s(0)?, src[1].as_ref(), scale, max_bias),
+        Op::DiagMaskInf { n_past } => rows::diag_mask_inf(s(0)?, n_past),
+        Op::Rope(p) => rope::rope(s(0)?, s(1)?, src[2].as_ref(), &p),
+        Op::FlashAttnExt {
+            scale,
+            max_bias,
+            logit_softcap,
+        } => attention::flash_attn_ext(
+            s(0)?,
+            s(1)?,
+            s(2)?,
+            src[3].as_ref(),
+            &attention::Params {
+                scale,
+                max_bias,
+                logit_softcap,
+            },
+        )?,
+        Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => {
+            unreachable!("leafs and views are not evaluated")
+        }
+    };
+    debug_assert_eq!(out.ne, t.ne, "{} result shape", t.op.name());
+    Ok(RefTensor { typ: t.typ, ..out })
+}
