@@ -27,7 +27,7 @@ pub struct ModelParams {
 /// [`LlamaError::TensorType`].
 pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Model> {
     let path = path.as_ref();
-    let file = GgufFile::open(path).map_err(ggml::Error::from)?;
+    let file = GgufFile::open(path)?;
     let g = file.gguf();
     let arch_name: &str = get(g, "general.architecture")?;
     let arch = Arch::from_name(arch_name)?;
@@ -69,7 +69,7 @@ pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Mod
 /// Loads only the vocabulary of a GGUF file (which may hold nothing else).
 /// Errors as [`load_model`] for the file and the tokenizer keys.
 pub fn load_vocab(path: impl AsRef<Path>) -> Result<Vocab> {
-    let file = GgufFile::open(path.as_ref()).map_err(ggml::Error::from)?;
+    let file = GgufFile::open(path.as_ref())?;
     Ok(Vocab::from_gguf(file.gguf())?)
 }
 
@@ -312,7 +312,7 @@ fn file_type_name(ftype: Option<u32>, g: &Gguf) -> String {
             None => counts.push((t.typ, 1)),
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     counts.first().map_or_else(
         || "unknown".to_string(),
         |(t, _)| format!("{} (guessed)", t.name().to_uppercase()),

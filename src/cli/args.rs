@@ -106,19 +106,28 @@ mod tests {
                 names: &["-n", "--predict"],
                 value: Some("N"),
                 help: "count",
-                apply: |p, v| Ok(p.n = num(v)?),
+                apply: |p, v| {
+                    let _: () = p.n = num(v)?;
+                    Ok(())
+                },
             },
             Opt {
                 names: &["-ub"],
                 value: Some("S"),
                 help: "string",
-                apply: |p, v| Ok(p.s = v.into()),
+                apply: |p, v| {
+                    let _: () = p.s = v.into();
+                    Ok(())
+                },
             },
             Opt {
                 names: &["--flag"],
                 value: None,
                 help: "flag",
-                apply: |p, _| Ok(p.flag = true),
+                apply: |p, _| {
+                    let _: () = p.flag = true;
+                    Ok(())
+                },
             },
         ]
     }

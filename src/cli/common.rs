@@ -138,8 +138,14 @@ fn on_off(v: &str) -> Result<bool, String> {
 /// The flags every program accepts (model, prompt, context, sampling).
 pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
     vec![
-        Opt { names: &["-m", "--model"], value: Some("FNAME"), help: "model path", apply: |p, v| Ok(p.as_mut().model = v.into()) },
-        Opt { names: &["-p", "--prompt"], value: Some("PROMPT"), help: "prompt to start generation with", apply: |p, v| Ok(p.as_mut().prompt = v.into()) },
+        Opt { names: &["-m", "--model"], value: Some("FNAME"), help: "model path", apply: |p, v| {
+            let _: () = p.as_mut().model = v.into();
+            Ok(())
+        } },
+        Opt { names: &["-p", "--prompt"], value: Some("PROMPT"), help: "prompt to start generation with", apply: |p, v| {
+            let _: () = p.as_mut().prompt = v.into();
+            Ok(())
+        } },
         Opt {
             names: &["-f", "--file"],
             value: Some("FNAME"),
@@ -155,10 +161,22 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
                 Ok(())
             },
         },
-        Opt { names: &["-n", "--predict", "--n-predict"], value: Some("N"), help: "tokens to predict (default: -1, -1 = infinity, -2 = until context filled)", apply: |p, v| Ok(p.as_mut().n_predict = num(v)?) },
-        Opt { names: &["-c", "--ctx-size"], value: Some("N"), help: "size of the prompt context (default: 0, 0 = loaded from model)", apply: |p, v| Ok(p.as_mut().n_ctx = num(v)?) },
-        Opt { names: &["-b", "--batch-size"], value: Some("N"), help: "logical maximum batch size (default: 2048)", apply: |p, v| Ok(p.as_mut().n_batch = num(v)?) },
-        Opt { names: &["-ub", "--ubatch-size"], value: Some("N"), help: "physical maximum batch size (default: 512)", apply: |p, v| Ok(p.as_mut().n_ubatch = num(v)?) },
+        Opt { names: &["-n", "--predict", "--n-predict"], value: Some("N"), help: "tokens to predict (default: -1, -1 = infinity, -2 = until context filled)", apply: |p, v| {
+            let _: () = p.as_mut().n_predict = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["-c", "--ctx-size"], value: Some("N"), help: "size of the prompt context (default: 0, 0 = loaded from model)", apply: |p, v| {
+            let _: () = p.as_mut().n_ctx = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["-b", "--batch-size"], value: Some("N"), help: "logical maximum batch size (default: 2048)", apply: |p, v| {
+            let _: () = p.as_mut().n_batch = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["-ub", "--ubatch-size"], value: Some("N"), help: "physical maximum batch size (default: 512)", apply: |p, v| {
+            let _: () = p.as_mut().n_ubatch = num(v)?;
+            Ok(())
+        } },
         Opt {
             names: &["-t", "--threads"],
             value: Some("N"),
@@ -171,13 +189,34 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
                 Ok(())
             },
         },
-        Opt { names: &["-s", "--seed"], value: Some("SEED"), help: "RNG seed (default: -1, random)", apply: |p, v| Ok(p.as_mut().sampling.seed = num::<i64>(v)? as u32) },
-        Opt { names: &["--temp"], value: Some("N"), help: "temperature (default: 0.8)", apply: |p, v| Ok(p.as_mut().sampling.temp = num(v)?) },
-        Opt { names: &["--top-k"], value: Some("N"), help: "top-k sampling (default: 40, 0 = disabled)", apply: |p, v| Ok(p.as_mut().sampling.top_k = num(v)?) },
-        Opt { names: &["--top-p"], value: Some("N"), help: "top-p sampling (default: 0.95, 1.0 = disabled)", apply: |p, v| Ok(p.as_mut().sampling.top_p = num(v)?) },
-        Opt { names: &["--min-p"], value: Some("N"), help: "min-p sampling (default: 0.05, 0.0 = disabled)", apply: |p, v| Ok(p.as_mut().sampling.min_p = num(v)?) },
-        Opt { names: &["--typical"], value: Some("N"), help: "locally typical sampling p (default: 1.0, disabled)", apply: |p, v| Ok(p.as_mut().sampling.typical_p = num(v)?) },
-        Opt { names: &["--repeat-penalty"], value: Some("N"), help: "penalize repeated tokens (default: 1.0, disabled)", apply: |p, v| Ok(p.as_mut().sampling.repeat_penalty = num(v)?) },
+        Opt { names: &["-s", "--seed"], value: Some("SEED"), help: "RNG seed (default: -1, random)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.seed = num::<i64>(v)? as u32;
+            Ok(())
+        } },
+        Opt { names: &["--temp"], value: Some("N"), help: "temperature (default: 0.8)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.temp = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--top-k"], value: Some("N"), help: "top-k sampling (default: 40, 0 = disabled)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.top_k = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--top-p"], value: Some("N"), help: "top-p sampling (default: 0.95, 1.0 = disabled)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.top_p = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--min-p"], value: Some("N"), help: "min-p sampling (default: 0.05, 0.0 = disabled)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.min_p = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--typical"], value: Some("N"), help: "locally typical sampling p (default: 1.0, disabled)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.typical_p = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--repeat-penalty"], value: Some("N"), help: "penalize repeated tokens (default: 1.0, disabled)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.repeat_penalty = num(v)?;
+            Ok(())
+        } },
         Opt {
             names: &["--repeat-last-n"],
             value: Some("N"),
@@ -188,12 +227,30 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
                 Ok(())
             },
         },
-        Opt { names: &["--presence-penalty"], value: Some("N"), help: "presence penalty (default: 0.0)", apply: |p, v| Ok(p.as_mut().sampling.presence_penalty = num(v)?) },
-        Opt { names: &["--frequency-penalty"], value: Some("N"), help: "frequency penalty (default: 0.0)", apply: |p, v| Ok(p.as_mut().sampling.freq_penalty = num(v)?) },
-        Opt { names: &["--ignore-eos"], value: None, help: "ignore end of stream token and continue generating", apply: |p, _| Ok(p.as_mut().ignore_eos = true) },
-        Opt { names: &["--keep"], value: Some("N"), help: "tokens to keep from the initial prompt (default: 0, -1 = all)", apply: |p, v| Ok(p.as_mut().n_keep = num(v)?) },
-        Opt { names: &["-gan", "--grp-attn-n"], value: Some("N"), help: "group-attention factor (default: 1)", apply: |p, v| Ok(p.as_mut().grp_attn_n = num(v)?) },
-        Opt { names: &["-gaw", "--grp-attn-w"], value: Some("N"), help: "group-attention width (default: 512)", apply: |p, v| Ok(p.as_mut().grp_attn_w = num(v)?) },
+        Opt { names: &["--presence-penalty"], value: Some("N"), help: "presence penalty (default: 0.0)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.presence_penalty = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--frequency-penalty"], value: Some("N"), help: "frequency penalty (default: 0.0)", apply: |p, v| {
+            let _: () = p.as_mut().sampling.freq_penalty = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--ignore-eos"], value: None, help: "ignore end of stream token and continue generating", apply: |p, _| {
+            let _: () = p.as_mut().ignore_eos = true;
+            Ok(())
+        } },
+        Opt { names: &["--keep"], value: Some("N"), help: "tokens to keep from the initial prompt (default: 0, -1 = all)", apply: |p, v| {
+            let _: () = p.as_mut().n_keep = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["-gan", "--grp-attn-n"], value: Some("N"), help: "group-attention factor (default: 1)", apply: |p, v| {
+            let _: () = p.as_mut().grp_attn_n = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["-gaw", "--grp-attn-w"], value: Some("N"), help: "group-attention width (default: 512)", apply: |p, v| {
+            let _: () = p.as_mut().grp_attn_w = num(v)?;
+            Ok(())
+        } },
         Opt {
             names: &["--grp-attn-shift"],
             value: Some("[llama.cpp|exact]"),
@@ -220,20 +277,62 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
                 Ok(())
             },
         },
-        Opt { names: &["-ctk", "--cache-type-k"], value: Some("TYPE"), help: "KV cache data type for K (f32, f16, bf16, q8_0, q4_0; default: f16)", apply: |p, v| Ok(p.as_mut().type_k = cache_type(v)?) },
-        Opt { names: &["-ctv", "--cache-type-v"], value: Some("TYPE"), help: "KV cache data type for V (default: f16; quantized needs -fa)", apply: |p, v| Ok(p.as_mut().type_v = cache_type(v)?) },
-        Opt { names: &["-e", "--escape"], value: None, help: "process escape sequences (\\n, \\r, \\t, \\', \\\", \\\\) (default: true)", apply: |p, _| Ok(p.as_mut().escape = true) },
-        Opt { names: &["--no-escape"], value: None, help: "do not process escape sequences", apply: |p, _| Ok(p.as_mut().escape = false) },
-        Opt { names: &["--no-display-prompt"], value: None, help: "don't print the prompt at generation", apply: |p, _| Ok(p.as_mut().display_prompt = false) },
-        Opt { names: &["--verbose-prompt"], value: None, help: "print the prompt's tokens before generation", apply: |p, _| Ok(p.as_mut().verbose_prompt = true) },
-        Opt { names: &["-i", "--interactive"], value: None, help: "run in interactive mode", apply: |p, _| Ok(p.as_mut().interactive = true) },
-        Opt { names: &["-r", "--reverse-prompt"], value: Some("PROMPT"), help: "halt generation at PROMPT, return control in interactive mode", apply: |p, v| Ok(p.as_mut().antiprompt.push(v.into())) },
-        Opt { names: &["--context-shift"], value: None, help: "shift the context on infinite generation (default: disabled)", apply: |p, _| Ok(p.as_mut().ctx_shift = true) },
-        Opt { names: &["--no-context-shift"], value: None, help: "stop when the context is full (default)", apply: |p, _| Ok(p.as_mut().ctx_shift = false) },
-        Opt { names: &["-sp", "--special"], value: None, help: "print special tokens", apply: |p, _| Ok(p.as_mut().special = true) },
-        Opt { names: &["-v", "--verbose"], value: None, help: "print debug logs (context shifts, Self-Extend steps)", apply: |p, _| Ok(p.as_mut().verbose = true) },
-        Opt { names: &["--rope-freq-base"], value: Some("N"), help: "RoPE base frequency (default: from model)", apply: |p, v| Ok(p.as_mut().rope_freq_base = num(v)?) },
-        Opt { names: &["--rope-freq-scale"], value: Some("N"), help: "RoPE frequency scaling factor (default: from model)", apply: |p, v| Ok(p.as_mut().rope_freq_scale = num(v)?) },
+        Opt { names: &["-ctk", "--cache-type-k"], value: Some("TYPE"), help: "KV cache data type for K (f32, f16, bf16, q8_0, q4_0; default: f16)", apply: |p, v| {
+            let _: () = p.as_mut().type_k = cache_type(v)?;
+            Ok(())
+        } },
+        Opt { names: &["-ctv", "--cache-type-v"], value: Some("TYPE"), help: "KV cache data type for V (default: f16; quantized needs -fa)", apply: |p, v| {
+            let _: () = p.as_mut().type_v = cache_type(v)?;
+            Ok(())
+        } },
+        Opt { names: &["-e", "--escape"], value: None, help: "process escape sequences (\\n, \\r, \\t, \\', \\\", \\\\) (default: true)", apply: |p, _| {
+            let _: () = p.as_mut().escape = true;
+            Ok(())
+        } },
+        Opt { names: &["--no-escape"], value: None, help: "do not process escape sequences", apply: |p, _| {
+            let _: () = p.as_mut().escape = false;
+            Ok(())
+        } },
+        Opt { names: &["--no-display-prompt"], value: None, help: "don't print the prompt at generation", apply: |p, _| {
+            let _: () = p.as_mut().display_prompt = false;
+            Ok(())
+        } },
+        Opt { names: &["--verbose-prompt"], value: None, help: "print the prompt's tokens before generation", apply: |p, _| {
+            let _: () = p.as_mut().verbose_prompt = true;
+            Ok(())
+        } },
+        Opt { names: &["-i", "--interactive"], value: None, help: "run in interactive mode", apply: |p, _| {
+            let _: () = p.as_mut().interactive = true;
+            Ok(())
+        } },
+        Opt { names: &["-r", "--reverse-prompt"], value: Some("PROMPT"), help: "halt generation at PROMPT, return control in interactive mode", apply: |p, v| {
+            let _: () = p.as_mut().antiprompt.push(v.into());
+            Ok(())
+        } },
+        Opt { names: &["--context-shift"], value: None, help: "shift the context on infinite generation (default: disabled)", apply: |p, _| {
+            let _: () = p.as_mut().ctx_shift = true;
+            Ok(())
+        } },
+        Opt { names: &["--no-context-shift"], value: None, help: "stop when the context is full (default)", apply: |p, _| {
+            let _: () = p.as_mut().ctx_shift = false;
+            Ok(())
+        } },
+        Opt { names: &["-sp", "--special"], value: None, help: "print special tokens", apply: |p, _| {
+            let _: () = p.as_mut().special = true;
+            Ok(())
+        } },
+        Opt { names: &["-v", "--verbose"], value: None, help: "print debug logs (context shifts, Self-Extend steps)", apply: |p, _| {
+            let _: () = p.as_mut().verbose = true;
+            Ok(())
+        } },
+        Opt { names: &["--rope-freq-base"], value: Some("N"), help: "RoPE base frequency (default: from model)", apply: |p, v| {
+            let _: () = p.as_mut().rope_freq_base = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--rope-freq-scale"], value: Some("N"), help: "RoPE frequency scaling factor (default: from model)", apply: |p, v| {
+            let _: () = p.as_mut().rope_freq_scale = num(v)?;
+            Ok(())
+        } },
     ]
 }
 

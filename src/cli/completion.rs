@@ -397,7 +397,7 @@ fn run(
         }
 
         if embd.last().is_some_and(|&t| vocab.is_eog(t)) && !interactive {
-            write!(out, " [end of text]\n").map_err(io)?;
+            writeln!(out, " [end of text]").map_err(io)?;
             break;
         }
         if interactive && n_remain <= 0 && p.n_predict >= 0 {

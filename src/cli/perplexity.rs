@@ -58,7 +58,10 @@ fn options() -> Vec<Opt<Params>> {
         names: &["--chunks"],
         value: Some("N"),
         help: "max number of chunks to process (default: -1, all)",
-        apply: |p, v| Ok(p.n_chunks = super::args::num(v)?),
+        apply: |p, v| {
+            let _: () = p.n_chunks = super::args::num(v)?;
+            Ok(())
+        },
     });
     opts
 }
@@ -187,13 +190,10 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
             }
             ctx.decode(&batch)
                 .map_err(|e| format!("perplexity : failed to decode: {e}"))?;
-            for seq in 0..n_seq_batch {
-                for k in 0..batch_size {
-                    let idx = seq * batch_size + k;
-                    if j * n_batch + k >= first {
-                        out_rows[seq]
-                            .extend_from_slice(ctx.logits_ith(idx as i32).ok_or("missing logits")?);
-                    }
+            for (seq, rows) in out_rows.iter_mut().enumerate() {
+                for k in (0..batch_size).filter(|k| j * n_batch + k >= first) {
+                    let idx = (seq * batch_size + k) as i32;
+                    rows.extend_from_slice(ctx.logits_ith(idx).ok_or("missing logits")?);
                 }
             }
         }

@@ -24,8 +24,8 @@ fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::VecDotFn> {
     let g = s0.typ.traits().gemm_dot?;
     let converted = s1.typ != vec_dot_type(s0);
     let ok = s1.ne[1] >= 2
-        && s0.ne[0] % g.kn == 0
-        && s0.ne[1] % 4 == 0
+        && s0.ne[0].is_multiple_of(g.kn)
+        && s0.ne[1].is_multiple_of(4)
         && (converted || s1.is_contiguous());
     ok.then_some(g.dot)
 }

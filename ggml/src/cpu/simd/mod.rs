@@ -105,8 +105,11 @@ pub struct VecKernels {
     pub swiglu: fn(y: &mut [f32], x: &[f32], g: &[f32]),
     /// `C[m×n] += A[m×k] · B[k×n]` (row-major), each element a sequential chain of
     /// fused multiply-adds over `k` (the arithmetic of ggml's `simd_gemm`).
-    pub gemm_acc: fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize),
+    pub gemm_acc: GemmAccFn,
 }
+
+/// `gemm_acc(c, a, b, m, k, n)`: see [`Kernels::gemm_acc`].
+pub type GemmAccFn = fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize);
 
 /// The best kernels for this CPU (or the level forced by `GGML_SIMD`).
 pub fn kernels() -> &'static VecKernels {
