@@ -36,6 +36,13 @@ fn run_case(name: &str) {
         "{name}: PPL {:.4} vs llama.cpp's {want_ppl:.4} (relative {rel:.2e} > {rel_tol:e})",
         est.ppl
     );
+    // Our arithmetic is llama.cpp's, so the printed estimate is the same too.
+    let want_text = want.split_whitespace().next().unwrap_or_default();
+    assert_eq!(
+        format!("{:.4}", est.ppl),
+        want_text,
+        "{name}: printed estimate"
+    );
     let printed = String::from_utf8_lossy(&out);
     assert!(
         printed.starts_with("[1]"),

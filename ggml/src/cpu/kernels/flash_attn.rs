@@ -156,9 +156,7 @@ fn one_row(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, l
                     m_max = s;
                     ms = (m_old - m_max).exp();
                     if v_f16 {
-                        for x in vkq16.iter_mut() {
-                            *x = f16::from_f32(x.to_f32() * ms);
-                        }
+                        (kernels.scale_f16)(vkq16, ms);
                     } else {
                         (kernels.scale_f32)(vkq32, ms);
                     }
@@ -167,9 +165,7 @@ fn one_row(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, l
                 }
                 if v_f16 {
                     let vr = std::slice::from_raw_parts(v_row.as_ptr() as *const f16, dv);
-                    for (acc, x) in vkq16.iter_mut().zip(vr) {
-                        *acc = f16::from_f32(acc.to_f32() + x.to_f32() * vs);
-                    }
+                    (kernels.mad_f16_acc)(vkq16, vr, vs);
                 } else if v.typ == GgmlType::F32 {
                     let vr = std::slice::from_raw_parts(v_row.as_ptr() as *const f32, dv);
                     (kernels.mad_f32)(vkq32, vr, vs);
@@ -177,7 +173,8 @@ fn one_row(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, l
                     tf(v_row, v32);
                     (kernels.mad_f32)(vkq32, v32, vs);
                 }
-                s_sum = s_sum * ms + vs;
+                // S*ms + vs, contracted to one FMA as GCC builds ggml.
+                s_sum = s_sum.mul_add(ms, vs);
             }
             if v_f16 {
                 for (o, x) in vkq32.iter_mut().zip(vkq16.iter()) {

@@ -88,12 +88,18 @@ pub struct VecKernels {
     /// tinyBLAS's bf16 dot product (one `vdpbf16ps` accumulator over steps of 32);
     /// `n` must be a multiple of 32.
     pub gemm_dot_bf16: fn(x: &[bf16], y: &[bf16]) -> f32,
-    /// `y[i] += x[i] * v` (axpy).
+    /// `y[i] = fma(x[i], v, y[i])` (axpy, fused as ggml's `ggml_vec_mad_f32` is on an
+    /// FMA build, leftovers included).
     pub mad_f32: fn(y: &mut [f32], x: &[f32], v: f32),
-    /// `y[i] += f32(x[i]) * v` with an f16 row `x`.
+    /// `y[i] = fma(f32(x[i]), v, y[i])` with an f16 row `x`.
     pub mad_f16: fn(y: &mut [f32], x: &[f16], v: f32),
+    /// `y[i] = f16(fma(f32(x[i]), v, f32(y[i])))`: an f16 accumulator
+    /// (`ggml_vec_mad_f16`).
+    pub mad_f16_acc: fn(y: &mut [f16], x: &[f16], v: f32),
     /// `y[i] *= v`.
     pub scale_f32: fn(y: &mut [f32], v: f32),
+    /// `y[i] = f16(f32(y[i]) * v)` (`ggml_vec_scale_f16`).
+    pub scale_f16: fn(y: &mut [f16], v: f32),
     /// Widen an f16 row.
     pub f16_to_f32: fn(x: &[f16], y: &mut [f32]),
     /// Narrow to f16, rounding to nearest even.

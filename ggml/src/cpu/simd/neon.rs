@@ -20,7 +20,9 @@ pub(super) static KERNELS: VecKernels = VecKernels {
         unsafe { mad_f32_neon(y, x, v) }
     },
     mad_f16: scalar::mad_f16,
+    mad_f16_acc: scalar::mad_f16_acc,
     scale_f32: scalar::scale_f32,
+    scale_f16: scalar::scale_f16,
     f16_to_f32: scalar::f16_to_f32,
     f32_to_f16: scalar::f32_to_f16,
     gemm_acc: scalar::gemm_acc,

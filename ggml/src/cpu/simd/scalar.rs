@@ -14,7 +14,9 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     gemm_dot_bf16,
     mad_f32,
     mad_f16,
+    mad_f16_acc,
     scale_f32,
+    scale_f16,
     f16_to_f32,
     f32_to_f16,
     gemm_acc,
@@ -153,15 +155,34 @@ pub(super) fn gemm_dot_bf16(x: &[bf16], y: &[bf16]) -> f32 {
     super::reduce16(&acc)
 }
 
+// The axpy kernels fuse the multiply-add as ggml's FMA builds do, so every level gives
+// the same bits. `inline(always)` lets the SIMD kernels' leftovers compile to FMA
+// instructions instead of calls to `fmaf`.
+
+#[inline(always)]
 pub(super) fn mad_f32(y: &mut [f32], x: &[f32], v: f32) {
     for (y, &x) in y.iter_mut().zip(x) {
-        *y += x * v;
+        *y = x.mul_add(v, *y);
     }
 }
 
+#[inline(always)]
 pub(super) fn mad_f16(y: &mut [f32], x: &[f16], v: f32) {
     for (y, x) in y.iter_mut().zip(x) {
-        *y += x.to_f32() * v;
+        *y = x.to_f32().mul_add(v, *y);
+    }
+}
+
+#[inline(always)]
+pub(super) fn mad_f16_acc(y: &mut [f16], x: &[f16], v: f32) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y = f16::from_f32(x.to_f32().mul_add(v, y.to_f32()));
+    }
+}
+
+pub(super) fn scale_f16(y: &mut [f16], v: f32) {
+    for y in y {
+        *y = f16::from_f32(y.to_f32() * v);
     }
 }
 

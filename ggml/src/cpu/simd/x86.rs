@@ -41,9 +41,17 @@ pub(super) static AVX2: VecKernels = VecKernels {
         // SAFETY: as above.
         unsafe { mad_f16_avx2(y, x, v) }
     },
+    mad_f16_acc: |y, x, v| {
+        // SAFETY: as above.
+        unsafe { mad_f16_acc_avx2(y, x, v) }
+    },
     scale_f32: |y, v| {
         // SAFETY: as above.
         unsafe { scale_f32_avx2(y, v) }
+    },
+    scale_f16: |y, v| {
+        // SAFETY: as above.
+        unsafe { scale_f16_avx2(y, v) }
     },
     f16_to_f32: |x, y| {
         // SAFETY: as above.
@@ -101,9 +109,17 @@ pub(super) static AVX512: VecKernels = VecKernels {
         // SAFETY: as above.
         unsafe { mad_f16_avx512(y, x, v) }
     },
+    mad_f16_acc: |y, x, v| {
+        // SAFETY: as above.
+        unsafe { mad_f16_acc_avx512(y, x, v) }
+    },
     scale_f32: |y, v| {
         // SAFETY: as above.
         unsafe { scale_f32_avx512(y, v) }
+    },
+    scale_f16: |y, v| {
+        // SAFETY: as above.
+        unsafe { scale_f16_avx512(y, v) }
     },
     f16_to_f32: |x, y| {
         // SAFETY: as above.
@@ -164,6 +180,39 @@ unsafe fn mad_f16_avx2(y: &mut [f32], x: &[f16], v: f32) {
         i += 8;
     }
     scalar::mad_f16(&mut y[i..n], &x[i..n], v);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn store_f16x8(p: *mut f16, v: __m256) {
+    let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
+    _mm_storeu_si128(p as *mut __m128i, h);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn mad_f16_acc_avx2(y: &mut [f16], x: &[f16], v: f32) {
+    let n = x.len().min(y.len());
+    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+    let vv = _mm256_set1_ps(v);
+    let mut i = 0;
+    while i + 8 <= n {
+        let r = _mm256_fmadd_ps(load_f16x8(xp.add(i)), vv, load_f16x8(yp.add(i)));
+        store_f16x8(yp.add(i), r);
+        i += 8;
+    }
+    scalar::mad_f16_acc(&mut y[i..n], &x[i..n], v);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scale_f16_avx2(y: &mut [f16], v: f32) {
+    let n = y.len();
+    let yp = y.as_mut_ptr();
+    let vv = _mm256_set1_ps(v);
+    let mut i = 0;
+    while i + 8 <= n {
+        store_f16x8(yp.add(i), _mm256_mul_ps(load_f16x8(yp.add(i)), vv));
+        i += 8;
+    }
+    scalar::scale_f16(&mut y[i..], v);
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -241,6 +290,39 @@ unsafe fn mad_f16_avx512(y: &mut [f32], x: &[f16], v: f32) {
         i += 16;
     }
     scalar::mad_f16(&mut y[i..n], &x[i..n], v);
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn store_f16x16(p: *mut f16, v: __m512) {
+    let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
+    _mm256_storeu_si256(p as *mut __m256i, h);
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn mad_f16_acc_avx512(y: &mut [f16], x: &[f16], v: f32) {
+    let n = x.len().min(y.len());
+    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+    let vv = _mm512_set1_ps(v);
+    let mut i = 0;
+    while i + 16 <= n {
+        let r = _mm512_fmadd_ps(load_f16x16(xp.add(i)), vv, load_f16x16(yp.add(i)));
+        store_f16x16(yp.add(i), r);
+        i += 16;
+    }
+    scalar::mad_f16_acc(&mut y[i..n], &x[i..n], v);
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn scale_f16_avx512(y: &mut [f16], v: f32) {
+    let n = y.len();
+    let yp = y.as_mut_ptr();
+    let vv = _mm512_set1_ps(v);
+    let mut i = 0;
+    while i + 16 <= n {
+        store_f16x16(yp.add(i), _mm512_mul_ps(load_f16x16(yp.add(i)), vv));
+        i += 16;
+    }
+    scalar::scale_f16(&mut y[i..], v);
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
