@@ -48,12 +48,14 @@ fn per_thread(node: &ExecNode) -> usize {
 }
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
-    let per = if use_tiled(node) {
-        per_thread_tiled(node)
+    if use_tiled(node) {
+        work_layout(0, per_thread_tiled(node), nth)
+    } else if use_split_kv(node) {
+        let partials = node.src0().ne[2] * nth * partial_len(node) * 4;
+        work_layout(partials, per_thread(node), nth)
     } else {
-        per_thread(node)
-    };
-    work_layout(0, per, nth)
+        work_layout(0, per_thread(node), nth)
+    }
 }
 
 pub(super) fn forward(
@@ -65,127 +67,292 @@ pub(super) fn forward(
 ) {
     if use_tiled(node) {
         tiled(params, node, scale, max_bias, logit_softcap)
+    } else if use_split_kv(node) {
+        split_kv(params, node, scale, max_bias, logit_softcap)
     } else {
         one_row(params, node, scale, max_bias, logit_softcap)
     }
 }
 
-fn one_row(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, logit_softcap: f32) {
-    let q = node.src0();
-    let k = node.src1();
-    let v = node.src[2].as_ref().expect("flash_attn_ext has v");
-    let mask = node.src[3].as_ref();
-    let dst = &node.dst;
-    let (dk, dv) = (k.ne[0], v.ne[0]);
-    let n_kv = k.ne[1];
-    let (neq1, neq2, neq3) = (q.ne[1], q.ne[2], q.ne[3]);
-    let (rk2, rk3) = (neq2 / k.ne[2], neq3 / k.ne[3]);
-    let (rv2, rv3) = (neq2 / v.ne[2], neq3 / v.ne[3]);
-    let scale = if logit_softcap != 0.0 {
-        scale / logit_softcap
-    } else {
-        scale
-    };
+/// The split-KV decode path: one query (and one sequence) against at least this many
+/// keys spreads the keys over the threads and merges their partial results.
+const SPLIT_KV_MIN: usize = 512;
 
-    let k_vdt = k.typ.traits().vec_dot_type;
-    let (Some(q_to_vdt), Some(kq_dot)) = (k_vdt.traits().from_float, k.typ.traits().vec_dot) else {
-        params.fail(crate::Error::UnsupportedType {
-            typ: k.typ,
-            what: "flash_attn_ext K",
-        });
-        return;
-    };
-    let v_to_float = v.typ.traits().to_float;
-    let kernels = crate::cpu::simd::kernels();
-    let nr = neq1 * neq2 * neq3;
+fn use_split_kv(node: &ExecNode) -> bool {
+    let (q, k, v) = (
+        node.src0(),
+        node.src1(),
+        node.src[2].as_ref().expect("flash_attn_ext has v"),
+    );
+    q.typ == GgmlType::F32
+        && q.ne[1] == 1
+        && q.ne[3] == 1
+        && matches!(k.typ, GgmlType::F32 | GgmlType::F16)
+        && k.typ == v.typ
+        && k.ne[1] >= SPLIT_KV_MIN
+}
 
-    for ir in params.range(nr) {
+/// Floats of one partial result of the split-KV path: max, sum, then `dv` outputs.
+fn partial_len(node: &ExecNode) -> usize {
+    2 + node.src[2].as_ref().expect("flash_attn_ext has v").ne[0]
+}
+
+/// One query row attending to a range of keys with ggml's online softmax
+/// (`ggml_compute_forward_flash_attn_ext_f16_one_chunk`).
+struct RowAttention<'a> {
+    node: &'a ExecNode,
+    scale: f32,
+    max_bias: f32,
+    logit_softcap: f32,
+    q_to_vdt: crate::types::FromFloatFn,
+    kq_dot: crate::types::VecDotFn,
+}
+
+impl<'a> RowAttention<'a> {
+    fn new(
+        params: &ComputeParams,
+        node: &'a ExecNode,
+        scale: f32,
+        max_bias: f32,
+        logit_softcap: f32,
+    ) -> Option<Self> {
+        let k = node.src1();
+        let k_vdt = k.typ.traits().vec_dot_type;
+        let (Some(q_to_vdt), Some(kq_dot)) = (k_vdt.traits().from_float, k.typ.traits().vec_dot)
+        else {
+            params.fail(crate::Error::UnsupportedType {
+                typ: k.typ,
+                what: "flash_attn_ext K",
+            });
+            return None;
+        };
+        let scale = if logit_softcap != 0.0 {
+            scale / logit_softcap
+        } else {
+            scale
+        };
+        Some(RowAttention {
+            node,
+            scale,
+            max_bias,
+            logit_softcap,
+            q_to_vdt,
+            kq_dot,
+        })
+    }
+
+    /// Attends query row `ir` (flattened over heads and sequences) to keys `keys`;
+    /// leaves the unnormalised output in `scratch[..dv]` and returns the running max
+    /// and sum.
+    ///
+    /// # Safety
+    /// `scratch` holds [`per_thread`] floats owned by this thread; the node's tensors
+    /// are valid for reading.
+    unsafe fn attend(
+        &self,
+        ir: usize,
+        keys: std::ops::Range<usize>,
+        scratch: &mut [f32],
+    ) -> (f32, f32) {
+        let node = self.node;
+        let (q, k) = (node.src0(), node.src1());
+        let v = node.src[2].as_ref().expect("flash_attn_ext has v");
+        let mask = node.src[3].as_ref();
+        let (dk, dv) = (k.ne[0], v.ne[0]);
+        let (neq1, neq2) = (q.ne[1], q.ne[2]);
+        let (rk2, rk3) = (neq2 / k.ne[2], q.ne[3] / k.ne[3]);
+        let (rv2, rv3) = (neq2 / v.ne[2], q.ne[3] / v.ne[3]);
         let iq3 = ir / (neq2 * neq1);
         let iq2 = (ir - iq3 * neq2 * neq1) / neq1;
         let iq1 = ir - iq3 * neq2 * neq1 - iq2 * neq1;
-        let slope = alibi_slope(max_bias, neq2, iq2);
+        let slope = alibi_slope(self.max_bias, neq2, iq2);
         let (ik2, ik3) = (iq2 / rk2, iq3 / rk3);
         let (iv2, iv3) = (iq2 / rv2, iq3 / rv3);
+        let kernels = crate::cpu::simd::kernels();
+        let k_vdt = k.typ.traits().vec_dot_type;
+        let v_to_float = v.typ.traits().to_float;
 
-        // SAFETY: the scratch area is this thread's; q, k, v and mask rows are inside
-        // their tensors (shapes checked when the node was built) and only read; the
-        // dst row written at the end belongs to this query row, hence to this thread.
-        unsafe {
-            let scratch = params.scratch_f32(0, per_thread(node));
-            let (vkq32, rest) = scratch.split_at_mut(dv);
-            let (v32, qbuf) = rest.split_at_mut(dv);
-            let q_bytes =
-                std::slice::from_raw_parts_mut(qbuf.as_mut_ptr() as *mut u8, k_vdt.row_size(dk));
-            let v_f16 = v.typ == GgmlType::F16;
-            // With an f16 V the running output lives in f16 in the V32 area (V32 unused).
-            let vkq16: &mut [f16] = if v_f16 {
-                std::slice::from_raw_parts_mut(v32.as_mut_ptr() as *mut f16, dv)
-            } else {
-                &mut []
+        let (vkq32, rest) = scratch.split_at_mut(dv);
+        let (v32, qbuf) = rest.split_at_mut(dv);
+        let q_bytes =
+            std::slice::from_raw_parts_mut(qbuf.as_mut_ptr() as *mut u8, k_vdt.row_size(dk));
+        let v_f16 = v.typ == GgmlType::F16;
+        // With an f16 V the running output lives in f16 in the V32 area (V32 unused).
+        let vkq16: &mut [f16] = if v_f16 {
+            std::slice::from_raw_parts_mut(v32.as_mut_ptr() as *mut f16, dv)
+        } else {
+            &mut []
+        };
+        if v_f16 {
+            vkq16.fill(f16::ZERO);
+        } else {
+            vkq32.fill(0.0);
+        }
+        (self.q_to_vdt)(q.row_f32(iq1, iq2, iq3), q_bytes);
+
+        let mrow: Option<*const u8> =
+            mask.map(|m| m.row_ptr(iq1, iq2 % m.ne[2], iq3 % m.ne[3]) as *const u8);
+        let mut s_sum = 0f32;
+        let mut m_max = f32::NEG_INFINITY;
+        for ic in keys {
+            let mv = match (mrow, mask) {
+                (Some(p), Some(m)) => slope * mask_value(m.typ, p, ic),
+                _ => 0.0,
             };
-            if v_f16 {
-                vkq16.fill(f16::ZERO);
-            } else {
-                vkq32.fill(0.0);
+            if mv == f32::NEG_INFINITY {
+                continue;
             }
-            q_to_vdt(q.row_f32(iq1, iq2, iq3), q_bytes);
+            let mut s = (self.kq_dot)(dk, k.row_bytes(ic, ik2, ik3), q_bytes);
+            s *= self.scale;
+            if self.logit_softcap != 0.0 {
+                s = self.logit_softcap * s.tanh();
+            }
+            s += mv;
+            let m_old = m_max;
+            let mut ms = 1.0f32;
+            let mut vs = 1.0f32;
+            let v_row = v.row_bytes(ic, iv2, iv3);
+            if s > m_max {
+                m_max = s;
+                ms = (m_old - m_max).exp();
+                if v_f16 {
+                    (kernels.scale_f16)(vkq16, ms);
+                } else {
+                    (kernels.scale_f32)(vkq32, ms);
+                }
+            } else {
+                vs = (s - m_max).exp();
+            }
+            if v_f16 {
+                let vr = std::slice::from_raw_parts(v_row.as_ptr() as *const f16, dv);
+                (kernels.mad_f16_acc)(vkq16, vr, vs);
+            } else if v.typ == GgmlType::F32 {
+                let vr = std::slice::from_raw_parts(v_row.as_ptr() as *const f32, dv);
+                (kernels.mad_f32)(vkq32, vr, vs);
+            } else if let Some(tf) = v_to_float {
+                tf(v_row, v32);
+                (kernels.mad_f32)(vkq32, v32, vs);
+            }
+            // S*ms + vs, contracted to one FMA as GCC builds ggml.
+            s_sum = s_sum.mul_add(ms, vs);
+        }
+        if v_f16 {
+            for (o, x) in vkq32.iter_mut().zip(vkq16.iter()) {
+                *o = x.to_f32();
+            }
+        }
+        (m_max, s_sum)
+    }
 
-            let mrow: Option<*const u8> =
-                mask.map(|m| m.row_ptr(iq1, iq2 % m.ne[2], iq3 % m.ne[3]) as *const u8);
-            let mut s_sum = 0f32;
-            let mut m_max = f32::NEG_INFINITY;
-            for ic in 0..n_kv {
-                let mv = match (mrow, mask) {
-                    (Some(p), Some(m)) => slope * mask_value(m.typ, p, ic),
-                    _ => 0.0,
-                };
-                if mv == f32::NEG_INFINITY {
+    /// Divides the output by the sum and stores it as row `ir`'s result.
+    ///
+    /// # Safety
+    /// Row `ir` of the destination belongs to this thread.
+    unsafe fn store(&self, ir: usize, out: &mut [f32], s_sum: f32) {
+        let q = self.node.src0();
+        let (neq1, neq2) = (q.ne[1], q.ne[2]);
+        let iq3 = ir / (neq2 * neq1);
+        let iq2 = (ir - iq3 * neq2 * neq1) / neq1;
+        let iq1 = ir - iq3 * neq2 * neq1 - iq2 * neq1;
+        let s_inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
+        (crate::cpu::simd::kernels().scale_f32)(out, s_inv);
+        // dst is [dv, n_head, n_q, n_seq]: heads and tokens swapped.
+        self.node
+            .dst
+            .row_f32_mut(iq2, iq1, iq3)
+            .copy_from_slice(out);
+    }
+}
+
+fn one_row(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, logit_softcap: f32) {
+    let Some(att) = RowAttention::new(params, node, scale, max_bias, logit_softcap) else {
+        return;
+    };
+    let q = node.src0();
+    let dv = node.src[2].as_ref().expect("flash_attn_ext has v").ne[0];
+    let nr = q.ne[1] * q.ne[2] * q.ne[3];
+    // SAFETY: the scratch area is this thread's; q, k, v and mask rows are inside their
+    // tensors (shapes checked when the node was built) and only read; the dst rows
+    // written belong to this thread's query rows.
+    unsafe {
+        let scratch = params.scratch_f32(0, per_thread(node));
+        for ir in params.range(nr) {
+            let (_, s_sum) = att.attend(ir, 0..node.src1().ne[1], scratch);
+            att.store(ir, &mut scratch[..dv], s_sum);
+        }
+    }
+}
+
+/// One query against many keys (ggml's decode path): thread `ith` attends every head
+/// to its share of the keys and leaves (max, sum, output) as a partial; after a
+/// barrier the partials of each head are merged in thread order. As in ggml, the
+/// key split follows the thread count.
+fn split_kv(
+    params: &ComputeParams,
+    node: &ExecNode,
+    scale: f32,
+    max_bias: f32,
+    logit_softcap: f32,
+) {
+    let Some(att) = RowAttention::new(params, node, scale, max_bias, logit_softcap) else {
+        return;
+    };
+    let n_head = node.src0().ne[2];
+    let n_kv = node.src1().ne[1];
+    let dv = node.src[2].as_ref().expect("flash_attn_ext has v").ne[0];
+    let (nth, ith) = (params.nth, params.ith);
+    let chunk = n_kv.div_ceil(nth);
+    let plen = partial_len(node);
+    let shared = n_head * nth * plen;
+    // SAFETY: the partials area (shared, sized by work_size) is written only at this
+    // thread's slots before the barrier and only read after it; the scratch area is
+    // this thread's; each head's output row is written by one thread.
+    unsafe {
+        let partials = std::slice::from_raw_parts_mut(params.wdata as *mut f32, shared);
+        let scratch = params.scratch_f32(shared * 4, per_thread(node));
+        let keys = (ith * chunk).min(n_kv)..((ith + 1) * chunk).min(n_kv);
+        for h in 0..n_head {
+            let slot = &mut partials[(h * nth + ith) * plen..(h * nth + ith + 1) * plen];
+            if keys.is_empty() {
+                slot[0] = f32::NEG_INFINITY;
+                slot[1] = 0.0;
+                continue;
+            }
+            let (m, s) = att.attend(h, keys.clone(), scratch);
+            slot[0] = m;
+            slot[1] = s;
+            slot[2..].copy_from_slice(&scratch[..dv]);
+        }
+        if !params.barrier() {
+            return;
+        }
+        let out = &mut scratch[..dv];
+        for h in (ith..n_head).step_by(nth) {
+            let (mut m_final, mut s_final) = (f32::NEG_INFINITY, 0f32);
+            out.fill(0.0);
+            for c in 0..nth {
+                if c * chunk >= n_kv {
                     continue;
                 }
-                let mut s = kq_dot(dk, k.row_bytes(ic, ik2, ik3), q_bytes);
-                s *= scale;
-                if logit_softcap != 0.0 {
-                    s = logit_softcap * s.tanh();
+                let p = &partials[(h * nth + c) * plen..(h * nth + c + 1) * plen];
+                let (m_chunk, s_chunk) = (p[0], p[1]);
+                if s_chunk == 0.0 {
+                    continue;
                 }
-                s += mv;
-                let m_old = m_max;
-                let mut ms = 1.0f32;
-                let mut vs = 1.0f32;
-                let v_row = v.row_bytes(ic, iv2, iv3);
-                if s > m_max {
-                    m_max = s;
-                    ms = (m_old - m_max).exp();
-                    if v_f16 {
-                        (kernels.scale_f16)(vkq16, ms);
-                    } else {
-                        (kernels.scale_f32)(vkq32, ms);
-                    }
-                } else {
-                    vs = (s - m_max).exp();
+                let m_new = m_final.max(m_chunk);
+                let scale_old = (m_final - m_new).exp();
+                let scale_new = (m_chunk - m_new).exp();
+                // a*b + c*d, contracted by GCC to fma(a, b, c*d).
+                for (o, &x) in out.iter_mut().zip(&p[2..]) {
+                    *o = o.mul_add(scale_old, x * scale_new);
                 }
-                if v_f16 {
-                    let vr = std::slice::from_raw_parts(v_row.as_ptr() as *const f16, dv);
-                    (kernels.mad_f16_acc)(vkq16, vr, vs);
-                } else if v.typ == GgmlType::F32 {
-                    let vr = std::slice::from_raw_parts(v_row.as_ptr() as *const f32, dv);
-                    (kernels.mad_f32)(vkq32, vr, vs);
-                } else if let Some(tf) = v_to_float {
-                    tf(v_row, v32);
-                    (kernels.mad_f32)(vkq32, v32, vs);
-                }
-                // S*ms + vs, contracted to one FMA as GCC builds ggml.
-                s_sum = s_sum.mul_add(ms, vs);
+                s_final = s_final.mul_add(scale_old, s_chunk * scale_new);
+                m_final = m_new;
             }
-            if v_f16 {
-                for (o, x) in vkq32.iter_mut().zip(vkq16.iter()) {
-                    *o = x.to_f32();
-                }
+            if s_final != 0.0 {
+                (crate::cpu::simd::kernels().scale_f32)(out, 1.0 / s_final);
             }
-            let s_inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
-            (kernels.scale_f32)(vkq32, s_inv);
-            // dst is [dv, n_head, n_q, n_seq]: heads and tokens swapped.
-            let out = dst.row_f32_mut(iq2, iq1, iq3);
-            out.copy_from_slice(vkq32);
+            node.dst.row_f32_mut(h, 0, 0).copy_from_slice(out);
         }
     }
 }
