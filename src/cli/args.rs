@@ -82,6 +82,48 @@ pub fn usage<P>(program: &str, about: &str, opts: &[Opt<P>]) -> String {
     s
 }
 
+/// A program's whole command line: `P::default()` with `args` applied, `Ok(None)`
+/// when `-h` asked for the usage text. Errors name the offending argument.
+pub fn parse_params<P: Default>(opts: &[Opt<P>], args: &[String]) -> Result<Option<P>, String> {
+    let mut p = P::default();
+    match parse(opts, args, &mut p)? {
+        Parsed::Help => Ok(None),
+        Parsed::Run => Ok(Some(p)),
+    }
+}
+
+/// The body of every program's `main`: the usage text on `out` for `-h`, a parse
+/// error or `run`'s error on `log`; returns the exit code (0 on success, else 1).
+pub fn run_main<P>(
+    program: &str,
+    about: &str,
+    opts: &[Opt<P>],
+    parsed: Result<Option<P>, String>,
+    out: &mut dyn std::io::Write,
+    log: &mut dyn std::io::Write,
+    run: impl FnOnce(&P, &mut dyn std::io::Write, &mut dyn std::io::Write) -> Result<(), String>,
+) -> i32 {
+    let params = match parsed {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let _ = write!(out, "{}", usage(program, about, opts));
+            return 0;
+        }
+        Err(e) => {
+            let _ = writeln!(log, "{e}");
+            let _ = writeln!(log, "run with -h for the list of options");
+            return 1;
+        }
+    };
+    match run(&params, out, log) {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(log, "{e}");
+            1
+        }
+    }
+}
+
 /// Parses a number, naming what was expected in the error.
 pub fn num<T: std::str::FromStr>(v: &str) -> Result<T, String> {
     v.trim()

@@ -362,6 +362,14 @@ impl CommonParams {
     }
 }
 
+/// Writes a token's text as llama.cpp's `LOG("%s", piece)` does: up to the first NUL,
+/// then flushes. Fails only when `out` does.
+pub fn emit(out: &mut dyn Write, piece: &[u8]) -> std::io::Result<()> {
+    let end = piece.iter().position(|&b| b == 0).unwrap_or(piece.len());
+    out.write_all(&piece[..end])?;
+    out.flush()
+}
+
 /// llama.cpp's `string_process_escapes`.
 pub fn process_escapes(s: &str) -> String {
     let b = s.as_bytes();

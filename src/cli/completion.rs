@@ -10,7 +10,7 @@ use std::time::Instant;
 use llama::window::SelfExtend;
 use llama::{Batch, Token};
 
-use super::args::{parse, usage, Opt, Parsed};
+use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams, SampleTimer};
 
 /// The completion program's parameters (all of them are common ones).
@@ -29,7 +29,18 @@ impl AsMut<CommonParams> for Params {
 const ABOUT: &str =
     "Text completion with a llama or qwen2 GGUF model (llama.cpp's llama-completion).";
 
-/// Runs the program with `args` (without the program name); returns the exit code.
+/// Parses the command line (llama.cpp's flags, escapes processed); `Ok(None)` for
+/// `-h`. Errors name the offending argument.
+pub fn parse_args(args: &[String]) -> Result<Option<Params>, String> {
+    let mut params = parse_params::<Params>(&common::common_opts(), args)?;
+    if let Some(p) = params.as_mut() {
+        p.common.finish();
+    }
+    Ok(params)
+}
+
+/// Runs the program with `args` (without the program name); returns the exit code
+/// (0 on success, 1 on an error, whose message goes to `log`).
 pub fn main_with(
     args: &[String],
     input: &mut dyn BufRead,
@@ -37,34 +48,15 @@ pub fn main_with(
     log: &mut dyn Write,
 ) -> i32 {
     let opts: Vec<Opt<Params>> = common::common_opts();
-    let mut params = Params::default();
-    match parse(&opts, args, &mut params) {
-        Ok(Parsed::Help) => {
-            let _ = write!(out, "{}", usage("llama-cli", ABOUT, &opts));
-            return 0;
-        }
-        Ok(Parsed::Run) => {}
-        Err(e) => {
-            let _ = writeln!(log, "{e}");
-            let _ = writeln!(log, "run with -h for the list of options");
-            return 1;
-        }
-    }
-    params.common.finish();
-    match run(&params.common, input, out, log) {
-        Ok(()) => 0,
-        Err(e) => {
-            let _ = writeln!(log, "{e}");
-            1
-        }
-    }
-}
-
-/// Writes a token's text as llama.cpp's `LOG("%s", piece)` does: up to the first NUL.
-fn emit(out: &mut dyn Write, piece: &[u8]) -> std::io::Result<()> {
-    let end = piece.iter().position(|&b| b == 0).unwrap_or(piece.len());
-    out.write_all(&piece[..end])?;
-    out.flush()
+    run_main(
+        "llama-cli",
+        ABOUT,
+        &opts,
+        parse_args(args),
+        out,
+        log,
+        |p, out, log| run(&p.common, input, out, log),
+    )
 }
 
 fn run(
@@ -295,7 +287,7 @@ fn run(
 
         if input_echo && display {
             for &id in &embd {
-                emit(out, &piece(id, p.special)).map_err(io)?;
+                common::emit(out, &piece(id, p.special)).map_err(io)?;
             }
         }
         if input_echo && embd_inp.len() == n_consumed {

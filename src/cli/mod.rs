@@ -5,4 +5,5 @@
 pub mod args;
 pub mod common;
 pub mod completion;
+pub mod passkey;
 pub mod perplexity;

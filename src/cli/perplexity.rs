@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use llama::Batch;
 
-use super::args::{parse, usage, Opt, Parsed};
+use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams};
 
 /// The perplexity program's parameters.
@@ -66,46 +66,32 @@ fn options() -> Vec<Opt<Params>> {
     opts
 }
 
-/// Parses command-line arguments into finished parameters; `Ok(None)` when `-h` asked
-/// for the usage text. Fails with a message naming the bad flag or value.
+/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument.
 pub fn parse_args(args: &[String]) -> Result<Option<Params>, String> {
-    let mut params = Params::default();
-    match parse(&options(), args, &mut params)? {
-        Parsed::Help => Ok(None),
-        Parsed::Run => {
-            params.common.finish();
-            Ok(Some(params))
-        }
+    let mut params = parse_params::<Params>(&options(), args)?;
+    if let Some(p) = params.as_mut() {
+        p.common.finish();
     }
+    Ok(params)
 }
 
-/// Runs the program with `args`; returns the exit code (0 on success, 1 on any error,
-/// whose message goes to `log`).
+/// Runs the program with `args` (without the program name); returns the exit code
+/// (0 on success, 1 on an error, whose message goes to `log`).
 pub fn main_with(
     args: &[String],
     _input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> i32 {
-    let params = match parse_args(args) {
-        Ok(Some(p)) => p,
-        Ok(None) => {
-            let _ = write!(out, "{}", usage("llama-perplexity", ABOUT, &options()));
-            return 0;
-        }
-        Err(e) => {
-            let _ = writeln!(log, "{e}");
-            let _ = writeln!(log, "run with -h for the list of options");
-            return 1;
-        }
-    };
-    match run(&params, out, log) {
-        Ok(_) => 0,
-        Err(e) => {
-            let _ = writeln!(log, "{e}");
-            1
-        }
-    }
+    run_main(
+        "llama-perplexity",
+        ABOUT,
+        &options(),
+        parse_args(args),
+        out,
+        log,
+        |p, out, log| run(p, out, log).map(drop),
+    )
 }
 
 /// `log(softmax(logits))[tok]` with llama.cpp's arithmetic (f32 max, f64 sum of `expf`).
