@@ -6,6 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
+use ggml::GgmlType;
 use llama::{load_model, Batch, ContextParams, LlamaContext, LlamaError, Model, ModelParams};
 
 fn model() -> Option<Arc<Model>> {
@@ -173,30 +174,70 @@ fn bad_batches_are_typed_errors_and_change_nothing() {
     assert_eq!(c.kv().seq_pos_max(0), 499);
 }
 
+/// The K-shift rotates the cached keys in place (F32 and F16) or dequantizes, rotates
+/// and quantizes them back (Q8_0, Q4_0): the next token's logits must equal those of
+/// a cache filled fresh at the new positions, up to the K type's rounding, and be far
+/// closer to them than a cache whose keys were left unrotated.
 #[test]
 fn k_shift_equals_fresh_decode_at_the_new_positions() {
-    let Some(m) = model() else { return };
-    for fa in [false, true] {
-        let p = prompt(&m);
-        let n = p.len() as i32;
-        let mut c = ctx(&m, 1, fa);
-        c.decode(&Batch::get_one(&p)).expect("prompt");
-        c.kv_mut().seq_add(0, 0, n, 7).expect("seq_add");
-        assert!(c.kv().has_shift());
-        let mut b = Batch::new();
-        b.add(300, n + 7, &[0], true);
-        c.decode(&b).expect("after shift");
-        assert!(!c.kv().has_shift());
-        // The same tokens decoded fresh at positions 7..
-        let mut f = ctx(&m, 1, fa);
-        let mut fb = Batch::new();
-        for (i, &t) in p.iter().enumerate() {
-            fb.add(t, 7 + i as i32, &[0], false);
+    // synth-llama: heads of 32, so that Q8_0 and Q4_0 blocks fit a head.
+    let Some(path) = common::shared_file("models/synth-llama-f16.gguf") else {
+        return;
+    };
+    let m = Arc::new(load_model(path, ModelParams::default()).expect("model"));
+    let p = prompt(&m);
+    let n = p.len() as i32;
+    let shift = 7;
+    for (type_k, max_nmse) in [
+        (GgmlType::F32, 1e-6),
+        (GgmlType::F16, 1e-6),
+        (GgmlType::Q8_0, 1e-5),
+        (GgmlType::Q4_0, 2e-3),
+    ] {
+        for fa in [false, true] {
+            let params = ContextParams {
+                n_threads: 2,
+                n_ctx: 512,
+                flash_attn: fa,
+                type_k,
+                ..Default::default()
+            };
+            let new_ctx = || LlamaContext::new(Arc::clone(&m), &params).expect("ctx");
+            let next_logits = |c: &mut LlamaContext| {
+                let mut b = Batch::new();
+                b.add(300, n + shift, &[0], true);
+                c.decode(&b).expect("next token");
+                c.logits_ith(-1).expect("logits").to_vec()
+            };
+            // Decoded at 0.., then moved by `shift`.
+            let mut c = new_ctx();
+            c.decode(&Batch::get_one(&p)).expect("prompt");
+            c.kv_mut().seq_add(0, 0, n, shift).expect("seq_add");
+            assert!(c.kv().has_shift());
+            let shifted = next_logits(&mut c);
+            assert!(!c.kv().has_shift());
+            // Decoded at shift.. from the start.
+            let mut f = new_ctx();
+            let mut fb = Batch::new();
+            for (i, &t) in p.iter().enumerate() {
+                fb.add(t, shift + i as i32, &[0], false);
+            }
+            f.decode(&fb).expect("fresh");
+            let fresh = next_logits(&mut f);
+            // Positions moved but keys not rotated: what a missing K-shift gives.
+            let mut u = new_ctx();
+            u.decode(&Batch::get_one(&p)).expect("prompt");
+            u.kv_mut().seq_add(0, 0, n, shift).expect("seq_add");
+            u.kv_mut().reset_shift();
+            let unrotated = next_logits(&mut u);
+
+            let e = common::nmse(&shifted, &fresh);
+            let e_bad = common::nmse(&unrotated, &fresh);
+            assert!(
+                e <= max_nmse && e * 10.0 < e_bad,
+                "{type_k} fa={fa}: shifted vs fresh NMSE {e:.3e} (bound {max_nmse:e}; unrotated {e_bad:.3e})"
+            );
         }
-        fb.add(300, n + 7, &[0], true);
-        f.decode(&fb).expect("fresh");
-        let e = common::nmse(c.logits_ith(-1).expect("l"), f.logits_ith(-1).expect("l"));
-        assert!(e < 1e-5, "fa {fa}: shifted vs fresh NMSE {e:.3e}");
     }
 }
 
@@ -263,5 +304,21 @@ fn separate_streams_equal_sequences_decoded_alone() {
         shared.add(prompts[0][0], 0, &[0, 1], true);
         let err = c.decode(&shared);
         assert!(matches!(err, Err(LlamaError::InvalidParam(_))), "{err:?}");
+    }
+}
+
+/// A quantized cache whose blocks do not fit a head (stories260K's heads are 8 wide,
+/// Q8_0 blocks 32) is refused when the context is made, not computed wrongly.
+#[test]
+fn quantized_cache_blocks_must_fit_a_head() {
+    let Some(m) = model() else { return };
+    let p = ContextParams {
+        type_k: GgmlType::Q8_0,
+        ..Default::default()
+    };
+    match LlamaContext::new(Arc::clone(&m), &p) {
+        Err(LlamaError::InvalidParam(msg)) => assert!(msg.contains("head size 8"), "{msg}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a Q8_0 cache with 8-wide heads was accepted"),
     }
 }

@@ -110,7 +110,7 @@ pub struct KvCache {
 impl KvCache {
     /// Allocates a zeroed cache for the given layers. [`LlamaError::InvalidParam`] for
     /// a size of 0, more than [`MAX_SEQ`] sequences, or a quantized type whose block
-    /// does not divide a layer's row.
+    /// does not divide a layer's head size.
     pub fn new(dims: &[KvLayerDims], params: KvCacheParams) -> Result<Self> {
         if params.size == 0 {
             return Err(LlamaError::InvalidParam("KV cache size must be > 0".into()));
@@ -131,13 +131,16 @@ impl KvCache {
         let mut ctx = Context::new_no_alloc();
         let (mut k, mut v) = (Vec::new(), Vec::new());
         for (il, d) in dims.iter().enumerate() {
+            // The attention views the cache head by head, so each head must be whole
+            // blocks (llama.cpp checks this only with flash attention, and asserts
+            // without it).
             for (typ, n, what) in [
-                (params.type_k, d.n_embd_k_gqa(), "K"),
-                (params.type_v, d.n_embd_v_gqa(), "V"),
+                (params.type_k, d.n_embd_head_k, "K"),
+                (params.type_v, d.n_embd_head_v, "V"),
             ] {
                 if n % typ.blck_size() != 0 {
                     return Err(LlamaError::InvalidParam(format!(
-                        "layer {il}: {what} row of {n} values is not a whole number of {typ} blocks ({})",
+                        "layer {il}: {what} cache type {typ} with block size {} does not divide the head size {n}",
                         typ.blck_size()
                     )));
                 }
