@@ -488,6 +488,14 @@ fn per(ms: f64, n: usize) -> (f64, f64) {
     (ms / n, 1e3 / ms * n)
 }
 
+/// With `GGML_PERF` set, the per-op and per-node time of every graph computed so far
+/// (then cleared); nothing otherwise.
+pub fn print_profile(log: &mut dyn Write, ctx: &mut LlamaContext) {
+    if std::env::var_os("GGML_PERF").is_some_and(|v| v != "0") {
+        let _ = writeln!(log, "\n{}", ctx.take_profile());
+    }
+}
+
 /// llama.cpp's closing timings (`common_perf_print`).
 pub fn print_timings(
     log: &mut dyn Write,

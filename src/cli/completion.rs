@@ -399,6 +399,7 @@ fn run(
     }
     write!(out, "\n\n").map_err(io)?;
     out.flush().map_err(io)?;
+    common::print_profile(log, &mut ctx);
     common::print_timings(log, &ctx, t_load, &timer, start);
     Ok(())
 }

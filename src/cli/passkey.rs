@@ -361,6 +361,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         n_decode as f64 / secs.max(1e-9)
     );
     writeln!(out).map_err(io)?;
+    common::print_profile(log, &mut ctx);
     common::print_timings(log, &ctx, t_load, &common::SampleTimer::default(), start);
     writeln!(out).map_err(io)?;
 

@@ -223,6 +223,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         let _ = writeln!(log, "Unexpected negative standard deviation of log(prob)");
     }
     let _ = writeln!(log);
+    common::print_profile(log, &mut ctx);
     common::print_timings(log, &ctx, t_load, &common::SampleTimer::default(), start);
     Ok(Estimate { ppl, err })
 }
