@@ -47,10 +47,26 @@ fn prompt(m: &Model) -> Vec<i32> {
 #[test]
 fn seq_cp_then_divergent_continuations_equal_separate_runs() {
     let Some(m) = model() else { return };
-    for fa in [false, true] {
+    for (fa, unified) in [(false, true), (true, true), (false, false), (true, false)] {
         let p = prompt(&m);
-        let mut c = ctx(&m, 2, fa);
+        let mut c = LlamaContext::new(
+            Arc::clone(&m),
+            &ContextParams {
+                n_threads: 2,
+                n_seq_max: 2,
+                n_ctx: 512,
+                flash_attn: fa,
+                kv_unified: unified,
+                ..Default::default()
+            },
+        )
+        .expect("ctx");
         c.decode(&Batch::get_one(&p)).expect("prompt");
+        if !unified {
+            // Another stream: only whole sequences are copied.
+            let err = c.kv_mut().seq_cp(0, 1, 2, 5);
+            assert!(matches!(err, Err(LlamaError::InvalidParam(_))), "{err:?}");
+        }
         c.kv_mut().seq_cp(0, 1, -1, -1).expect("seq_cp");
         let cont = [[300, 301, 302], [400, 401, 402]];
         let n = p.len() as i32;
@@ -68,7 +84,7 @@ fn seq_cp_then_divergent_continuations_equal_separate_runs() {
             assert_close(
                 c.logits_ith(i).expect("logits"),
                 &fresh(&m, &all, fa),
-                &format!("sequence {s}, fa {fa}"),
+                &format!("sequence {s}, fa {fa}, unified {unified}"),
             );
         }
     }
@@ -174,10 +190,60 @@ fn bad_batches_are_typed_errors_and_change_nothing() {
     assert_eq!(c.kv().seq_pos_max(0), 499);
 }
 
+/// Decodes `p` at 0.., shifts it by 7 and decodes one more token; compares that
+/// token's logits with a cache filled fresh at 7.. (must agree within `max_nmse`) and
+/// with a cache whose keys were left unrotated (must be 10 times farther).
+fn check_k_shift(m: &Arc<Model>, type_k: GgmlType, fa: bool, max_nmse: f64) {
+    let p = prompt(m);
+    let n = p.len() as i32;
+    let shift = 7;
+    let params = ContextParams {
+        n_threads: 2,
+        n_ctx: 512,
+        flash_attn: fa,
+        type_k,
+        ..Default::default()
+    };
+    let new_ctx = || LlamaContext::new(Arc::clone(m), &params).expect("ctx");
+    let next_logits = |c: &mut LlamaContext| {
+        let mut b = Batch::new();
+        b.add(300, n + shift, &[0], true);
+        c.decode(&b).expect("next token");
+        c.logits_ith(-1).expect("logits").to_vec()
+    };
+    // Decoded at 0.., then moved by `shift`.
+    let mut c = new_ctx();
+    c.decode(&Batch::get_one(&p)).expect("prompt");
+    c.kv_mut().seq_add(0, 0, n, shift).expect("seq_add");
+    assert!(c.kv().has_shift());
+    let shifted = next_logits(&mut c);
+    assert!(!c.kv().has_shift());
+    // Decoded at shift.. from the start.
+    let mut f = new_ctx();
+    let mut fb = Batch::new();
+    for (i, &t) in p.iter().enumerate() {
+        fb.add(t, shift + i as i32, &[0], false);
+    }
+    f.decode(&fb).expect("fresh");
+    let fresh = next_logits(&mut f);
+    // Positions moved but keys not rotated: what a missing K-shift gives.
+    let mut u = new_ctx();
+    u.decode(&Batch::get_one(&p)).expect("prompt");
+    u.kv_mut().seq_add(0, 0, n, shift).expect("seq_add");
+    u.kv_mut().reset_shift();
+    let unrotated = next_logits(&mut u);
+
+    let e = common::nmse(&shifted, &fresh);
+    let e_bad = common::nmse(&unrotated, &fresh);
+    assert!(
+        e <= max_nmse && e * 10.0 < e_bad,
+        "{type_k} fa={fa}: shifted vs fresh NMSE {e:.3e} (bound {max_nmse:e}; unrotated {e_bad:.3e})"
+    );
+}
+
 /// The K-shift rotates the cached keys in place (F32 and F16) or dequantizes, rotates
 /// and quantizes them back (Q8_0, Q4_0): the next token's logits must equal those of
-/// a cache filled fresh at the new positions, up to the K type's rounding, and be far
-/// closer to them than a cache whose keys were left unrotated.
+/// a cache filled fresh at the new positions, up to the K type's rounding.
 #[test]
 fn k_shift_equals_fresh_decode_at_the_new_positions() {
     // synth-llama: heads of 32, so that Q8_0 and Q4_0 blocks fit a head.
@@ -185,9 +251,6 @@ fn k_shift_equals_fresh_decode_at_the_new_positions() {
         return;
     };
     let m = Arc::new(load_model(path, ModelParams::default()).expect("model"));
-    let p = prompt(&m);
-    let n = p.len() as i32;
-    let shift = 7;
     for (type_k, max_nmse) in [
         (GgmlType::F32, 1e-6),
         (GgmlType::F16, 1e-6),
@@ -195,115 +258,34 @@ fn k_shift_equals_fresh_decode_at_the_new_positions() {
         (GgmlType::Q4_0, 2e-3),
     ] {
         for fa in [false, true] {
-            let params = ContextParams {
-                n_threads: 2,
-                n_ctx: 512,
-                flash_attn: fa,
-                type_k,
-                ..Default::default()
-            };
-            let new_ctx = || LlamaContext::new(Arc::clone(&m), &params).expect("ctx");
-            let next_logits = |c: &mut LlamaContext| {
-                let mut b = Batch::new();
-                b.add(300, n + shift, &[0], true);
-                c.decode(&b).expect("next token");
-                c.logits_ith(-1).expect("logits").to_vec()
-            };
-            // Decoded at 0.., then moved by `shift`.
-            let mut c = new_ctx();
-            c.decode(&Batch::get_one(&p)).expect("prompt");
-            c.kv_mut().seq_add(0, 0, n, shift).expect("seq_add");
-            assert!(c.kv().has_shift());
-            let shifted = next_logits(&mut c);
-            assert!(!c.kv().has_shift());
-            // Decoded at shift.. from the start.
-            let mut f = new_ctx();
-            let mut fb = Batch::new();
-            for (i, &t) in p.iter().enumerate() {
-                fb.add(t, shift + i as i32, &[0], false);
-            }
-            f.decode(&fb).expect("fresh");
-            let fresh = next_logits(&mut f);
-            // Positions moved but keys not rotated: what a missing K-shift gives.
-            let mut u = new_ctx();
-            u.decode(&Batch::get_one(&p)).expect("prompt");
-            u.kv_mut().seq_add(0, 0, n, shift).expect("seq_add");
-            u.kv_mut().reset_shift();
-            let unrotated = next_logits(&mut u);
-
-            let e = common::nmse(&shifted, &fresh);
-            let e_bad = common::nmse(&unrotated, &fresh);
-            assert!(
-                e <= max_nmse && e * 10.0 < e_bad,
-                "{type_k} fa={fa}: shifted vs fresh NMSE {e:.3e} (bound {max_nmse:e}; unrotated {e_bad:.3e})"
-            );
+            check_k_shift(&m, type_k, fa, max_nmse);
         }
     }
 }
 
-/// With one KV stream per sequence (`kv_unified = false`) a batch of several
-/// sequences is split into equal micro-batches; each sequence's logits must equal
-/// those of the same tokens decoded alone, bit for bit, and the logits must come back
-/// at the batch positions that asked for them.
+/// With llama 3 rope frequency factors (`rope_freqs.weight`) the K-shift must rotate
+/// with them, as the forward pass does. synth-llama rewritten with factors 1..4.
 #[test]
-fn separate_streams_equal_sequences_decoded_alone() {
-    let Some(m) = model() else { return };
-    let texts = [
-        "Once upon a time, there was a little dog",
-        "The sun was hot and the children went to the park to play",
-        "Lily had a red ball",
-    ];
+fn k_shift_uses_rope_frequency_factors() {
+    use ggml::gguf::{GgufFile, GgufWriter};
+    let Some(path) = common::shared_file("models/synth-llama-f16.gguf") else {
+        return;
+    };
+    let file = GgufFile::open(&path).expect("open");
+    let mut w = GgufWriter::from_file(&file).expect("writer");
+    let n_rot = 32;
+    let factors: Vec<u8> = (0..n_rot / 2)
+        .flat_map(|i| (1.0f32 + 3.0 * i as f32 / (n_rot / 2) as f32).to_le_bytes())
+        .collect();
+    w.add_tensor("rope_freqs.weight", GgmlType::F32, &[n_rot / 2], factors)
+        .expect("add factors");
+    let out = std::env::temp_dir().join(format!("rope-freqs-{}.gguf", std::process::id()));
+    w.write_to_path(&out).expect("write");
+    let m = Arc::new(load_model(&out, ModelParams::default()).expect("model"));
+    let _ = std::fs::remove_file(&out);
+    assert!(m.weights.rope_freqs.is_some(), "factors not loaded");
     for fa in [false, true] {
-        let prompts: Vec<Vec<i32>> = texts
-            .iter()
-            .map(|t| m.vocab.tokenize(t, true, true))
-            .collect();
-        let p = ContextParams {
-            n_threads: 2,
-            n_seq_max: 3,
-            n_ctx: 3 * 256,
-            n_ubatch: 16,
-            kv_unified: false,
-            flash_attn: fa,
-            ..Default::default()
-        };
-        let mut c = LlamaContext::new(Arc::clone(&m), &p).expect("ctx");
-        assert_eq!(c.kv().n_stream(), 3);
-        let mut b = Batch::new();
-        let mut last = Vec::new();
-        for (s, toks) in prompts.iter().enumerate() {
-            for (k, &t) in toks.iter().enumerate() {
-                b.add(t, k as i32, &[s as i32], k + 1 == toks.len());
-            }
-            last.push(b.len() - 1);
-        }
-        c.decode(&b).expect("decode");
-        for (s, toks) in prompts.iter().enumerate() {
-            let mut alone = LlamaContext::new(
-                Arc::clone(&m),
-                &ContextParams {
-                    n_seq_max: 1,
-                    n_ctx: 256,
-                    ..p.clone()
-                },
-            )
-            .expect("ctx");
-            alone.decode(&Batch::get_one(toks)).expect("decode alone");
-            let want = alone.logits_ith(-1).expect("logits");
-            let got = c
-                .logits_ith(last[s] as i32)
-                .expect("logits of the last token");
-            assert!(
-                got == want,
-                "fa={fa} seq {s}: logits differ from a lone decode"
-            );
-        }
-        // A token in two sequences cannot live in two streams.
-        c.kv_mut().clear(false).expect("clear");
-        let mut shared = Batch::new();
-        shared.add(prompts[0][0], 0, &[0, 1], true);
-        let err = c.decode(&shared);
-        assert!(matches!(err, Err(LlamaError::InvalidParam(_))), "{err:?}");
+        check_k_shift(&m, GgmlType::F16, fa, 1e-6);
     }
 }
 

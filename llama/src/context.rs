@@ -397,7 +397,12 @@ impl LlamaContext {
             return Ok(());
         }
         let rope = self.cparams.rope_params(&self.model.hparams);
-        let (mut gctx, graph, shift) = self.kv.build_k_shift(&rope)?;
+        let factors = self
+            .model
+            .weights
+            .rope_freqs
+            .map(|id| (self.model.tensors(), id));
+        let (mut gctx, graph, shift) = self.kv.build_k_shift(&rope, factors)?;
         self.galloc.alloc_graph(&mut gctx, &graph)?;
         let mut deltas = Vec::new();
         self.kv.k_shift_values(&mut deltas);
@@ -408,8 +413,9 @@ impl LlamaContext {
     }
 
     /// Decodes a batch: stores its keys and values in the cache and computes the
-    /// logits of the tokens that ask for them. On error nothing of the batch remains
-    /// in the cache. Errors: [`LlamaError::EmptyBatch`], [`LlamaError::BatchTooLarge`],
+    /// logits of the tokens that ask for them. On error the micro-batch that failed and
+    /// those after it are removed from the cache (earlier ones stay, as in llama.cpp);
+    /// a batch refused before computing leaves the cache untouched. Errors: [`LlamaError::EmptyBatch`], [`LlamaError::BatchTooLarge`],
     /// [`LlamaError::TokenOutOfRange`], [`LlamaError::BadSeqId`],
     /// [`LlamaError::BadPosition`], [`LlamaError::NoKvSlot`], and computation errors.
     pub fn decode(&mut self, batch: &Batch) -> Result<()> {

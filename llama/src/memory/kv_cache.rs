@@ -306,7 +306,8 @@ impl KvCache {
 
     /// Makes the cells of `src` with positions in `[p0, p1)` also belong to `dst`
     /// (no data copy within one stream). Across streams (non-unified cache) the whole
-    /// stream is copied, tensors included.
+    /// stream is copied, tensors included, and only a full range (`p0 < 0`,
+    /// `p1 < 0`) is accepted: [`LlamaError::InvalidParam`] otherwise.
     pub fn seq_cp(&mut self, src: SeqId, dst: SeqId, p0: Pos, p1: Pos) -> Result<()> {
         self.check_seq(src)?;
         self.check_seq(dst)?;
@@ -323,6 +324,12 @@ impl KvCache {
                 }
             }
             return Ok(());
+        }
+        // Across streams only whole sequences can be copied (llama.cpp asserts this).
+        if open_range(p0, p1) != open_range(-1, -1) {
+            return Err(LlamaError::InvalidParam(format!(
+                "seq_cp from sequence {src} to {dst} in another KV stream copies whole sequences only (p0 = {p0}, p1 = {p1}; use -1, -1)"
+            )));
         }
         // Copy the whole stream: cells, then tensor data.
         let src_cells = self.cells[s0 as usize].clone();
@@ -815,8 +822,16 @@ impl KvCache {
     /// rope on a view of its K cache with the cells' pending shifts as positions.
     /// Quantized caches are dequantized, rotated and quantized back. Returns the graph
     /// context, the graph and the shift input tensor (I32 `[size * n_stream]`).
-    pub fn build_k_shift(&self, rope: &RopeParams) -> Result<(Context, Graph, TensorId)> {
+    pub fn build_k_shift(
+        &self,
+        rope: &RopeParams,
+        freq_factors: Option<(&Context, TensorId)>,
+    ) -> Result<(Context, Graph, TensorId)> {
         let mut gctx = Context::new_no_alloc();
+        let factors = match freq_factors {
+            Some((wctx, id)) => Some(gctx.import(wctx, id)?),
+            None => None,
+        };
         let n_cells = self.params.size as usize * self.n_stream as usize;
         let shift = gctx.new_tensor_1d(GgmlType::I32, n_cells);
         gctx.set_name(shift, "k_shift");
@@ -835,7 +850,7 @@ impl KvCache {
                 let k2 = gctx.view_2d(kv.k[il], d.n_embd_k_gqa(), n_cells, row, 0);
                 let f = gctx.cast(k2, GgmlType::F32);
                 let f3 = gctx.reshape_3d(f, d.n_embd_head_k, d.n_head_kv, n_cells);
-                let r = gctx.rope_ext(f3, shift, None, p);
+                let r = gctx.rope_ext(f3, shift, factors, p);
                 gctx.cpy(r, k2)
             } else {
                 let k3 = gctx.view_3d(
@@ -847,7 +862,7 @@ impl KvCache {
                     row,
                     0,
                 );
-                gctx.rope_ext_inplace(k3, shift, None, p)
+                gctx.rope_ext_inplace(k3, shift, factors, p)
             };
             gctx.set_name(out, format!("k_shifted-{il}"));
             graph.build_forward_expand(&gctx, out);

@@ -1,13 +1,18 @@
-//! `flash_attn_ext`: attention with an online softmax, with ggml's two CPU paths and
+//! `flash_attn_ext`: attention with an online softmax, with ggml's three CPU paths and
 //! their arithmetic:
 //! - tiled (64 or more queries per head, f16/f32 K and V of the same type): Q stays
 //!   f32, tiles of 64 keys are widened to f32, scores and the V accumulation are f32
 //!   matrix products (each element a chain of fused multiply-adds);
+//! - split-KV (one query of one sequence against 512 or more keys, f16/f32 K and V):
+//!   the keys are cut into one range per thread, each range gives a partial (max, sum,
+//!   output) and the partials are merged, so, as in ggml, the rounding follows the
+//!   thread count;
 //! - one query row at a time otherwise: Q converted to K's `vec_dot_type`, and with an
 //!   f16 V the running output kept in f16.
 //!
 //! Unlike ggml, the work split never depends on thread timing: each thread owns a
-//! contiguous range of query rows, so results do not depend on the thread count.
+//! contiguous range of query rows (or of keys), so a given thread count always gives
+//! the same bits; apart from the split-KV path, results do not depend on the count.
 
 use half::f16;
 
