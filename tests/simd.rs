@@ -168,3 +168,36 @@ fn f32_to_f16_sweep_and_ties() {
     let x: Vec<f32> = sweep.chain(ties).collect();
     assert_f16_conversions_agree(&x).unwrap();
 }
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// The register-tiled GEMM block of every level gives, bit for bit, the same
+    /// element as `gemm_dot_f32` of that row pair (tiles and edges of every size).
+    #[test]
+    fn gemm_block_equals_gemm_dot_per_element(
+        m in 1usize..=13,
+        n in 1usize..=15,
+        k16 in 1usize..=6,
+        pad in 0usize..3,
+        seed in any::<u64>(),
+    ) {
+        use ggml::cpu::simd::GemmBlock;
+        let k = 16 * k16;
+        let (lda, ldb) = (k + pad, k + 2 * pad);
+        let mut r = ggml::testing::Rng::new(seed);
+        let a: Vec<f32> = (0..m * lda).map(|_| r.unit() as f32 * 2.0 - 1.0).collect();
+        let b: Vec<f32> = (0..n * ldb).map(|_| r.unit() as f32 * 2.0 - 1.0).collect();
+        let g = GemmBlock { a: &a, lda, m, b: &b, ldb, n, k, cs_i: 1, cs_j: m };
+        for kern in levels().into_iter().chain([scalar()]) {
+            let mut c = vec![f32::NAN; m * n];
+            (kern.gemm_block_f32)(&g, &mut c);
+            for i in 0..m {
+                for j in 0..n {
+                    let want = (kern.gemm_dot_f32)(&a[i * lda..i * lda + k], &b[j * ldb..j * ldb + k]);
+                    prop_assert_eq!(c[i + j * m].to_bits(), want.to_bits(), "{} ({}, {})", kern.level.name(), i, j);
+                }
+            }
+        }
+    }
+}

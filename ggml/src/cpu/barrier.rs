@@ -1,9 +1,18 @@
-//! A spinning barrier for the per-node synchronisation of graph workers.
+//! The barrier between the nodes of a graph computation.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 
-/// Sense-reversing barrier: spins briefly, then yields, so that waiting stays cheap
-/// when nodes are tiny (decode) and polite when a thread is descheduled.
+/// Spins before a waiting thread yields its time slice.
+const SPINS: u32 = 4_096;
+/// Yields before it sleeps until released.
+const YIELDS: u32 = 16;
+
+/// Sense-reversing barrier: spins briefly (nodes are tiny during decode, so the wait is
+/// usually a few microseconds), then yields, then sleeps on a condition variable. The
+/// sleep matters when the machine has more runnable threads than cores: a waiter that
+/// only spins or yields keeps taking the CPU from the very thread it waits for, and one
+/// barrier then costs whole scheduler time slices.
 ///
 /// A thread whose kernel panicked never arrives; it poisons the barrier instead, which
 /// releases every waiting thread now and later, so that the computation is abandoned
@@ -13,6 +22,9 @@ pub(crate) struct Barrier {
     arrived: AtomicUsize,
     phase: AtomicUsize,
     poisoned: AtomicBool,
+    sleepers: AtomicUsize,
+    lock: Mutex<()>,
+    wake: Condvar,
 }
 
 impl Barrier {
@@ -22,6 +34,9 @@ impl Barrier {
             arrived: AtomicUsize::new(0),
             phase: AtomicUsize::new(0),
             poisoned: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
         }
     }
 
@@ -35,27 +50,47 @@ impl Barrier {
         let phase = self.phase.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
             self.arrived.store(0, Ordering::Relaxed);
-            self.phase.store(phase.wrapping_add(1), Ordering::Release);
+            self.phase.store(phase.wrapping_add(1), Ordering::SeqCst);
+            self.wake_sleepers();
             return true;
         }
-        let mut spins = 0u32;
-        while self.phase.load(Ordering::Acquire) == phase {
-            if self.is_poisoned() {
-                return false;
+        let released = || self.phase.load(Ordering::SeqCst) != phase || self.is_poisoned();
+        for _ in 0..SPINS {
+            if released() {
+                return !self.is_poisoned();
             }
-            if spins < 20_000 {
-                std::hint::spin_loop();
-                spins += 1;
-            } else {
-                std::thread::yield_now();
-            }
+            std::hint::spin_loop();
         }
-        true
+        for _ in 0..YIELDS {
+            if released() {
+                return !self.is_poisoned();
+            }
+            std::thread::yield_now();
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        // Counted before the last check, so that a releaser that stores the new phase
+        // after this check sees the sleeper and wakes it (both orders are SeqCst).
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        while !released() {
+            guard = self.wake.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        drop(guard);
+        !self.is_poisoned()
+    }
+
+    fn wake_sleepers(&self) {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.wake.notify_all();
+        }
     }
 
     /// Releases every thread waiting now or later: one of them will never arrive.
     pub(crate) fn poison(&self) {
-        self.poisoned.store(true, Ordering::Release);
+        self.poisoned.store(true, Ordering::SeqCst);
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.wake.notify_all();
     }
 
     /// Whether [`Barrier::poison`] was called.
@@ -98,5 +133,31 @@ mod tests {
             b.poison();
         });
         assert!(!b.wait());
+    }
+
+    #[test]
+    fn sleeping_waiters_are_woken_every_phase() {
+        // More threads than cores, many phases: waiters reach the sleep stage and
+        // must still be released each time.
+        let n = 6;
+        let b = Barrier::new(n);
+        let counter = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..n {
+                let (b, counter) = (&b, &counter);
+                s.spawn(move || {
+                    for round in 0..200u64 {
+                        if t == round as usize % n {
+                            // One slow arrival per phase pushes the others to sleep.
+                            std::thread::sleep(std::time::Duration::from_micros(200));
+                        }
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        assert!(b.wait());
+                        assert!(counter.load(Ordering::SeqCst) >= n as u64 * (round + 1));
+                    }
+                });
+            }
+        });
+        assert_eq!(counter.load(Ordering::SeqCst), 1200);
     }
 }

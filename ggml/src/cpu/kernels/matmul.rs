@@ -20,7 +20,7 @@ fn needs_conversion(s0: &TView, s1: &TView) -> bool {
 /// The GEMM-order dot product when ggml would take its llamafile path for this node:
 /// two or more `src1` rows, rows a multiple of the kernel width, `src0` rows a multiple
 /// of 4, and `src1` either converted to `vec_dot_type` or already contiguous in it.
-fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::VecDotFn> {
+pub(super) fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::VecDotFn> {
     let g = s0.typ.traits().gemm_dot?;
     let converted = s1.typ != vec_dot_type(s0);
     let ok = s1.ne[1] >= 2
@@ -31,6 +31,9 @@ fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::VecDotFn> {
 }
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
+    if super::gemm_float::applies(node) {
+        return super::gemm_float::work_size(node, nth);
+    }
     let (s0, s1) = (node.src0(), node.src1());
     if !needs_conversion(s0, s1) {
         return 0;
@@ -40,6 +43,9 @@ pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
 }
 
 pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
+    if super::gemm_float::applies(node) {
+        return super::gemm_float::forward(params, node);
+    }
     let (s0, s1, dst) = (node.src0(), node.src1(), &node.dst);
     let vdt = vec_dot_type(s0);
     let Some(vec_dot) = s0.typ.traits().vec_dot else {

@@ -10,6 +10,7 @@
 mod binary;
 mod copy;
 mod flash_attn;
+mod gemm_float;
 mod matmul;
 mod norm;
 mod rope;

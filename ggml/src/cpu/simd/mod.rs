@@ -112,10 +112,68 @@ pub struct VecKernels {
     /// `C[m×n] += A[m×k] · B[k×n]` (row-major), each element a sequential chain of
     /// fused multiply-adds over `k` (the arithmetic of ggml's `simd_gemm`).
     pub gemm_acc: GemmAccFn,
+    /// A block of tinyBLAS-order dot products over f32 rows, each element with exactly
+    /// `gemm_dot_f32`'s arithmetic (see [`GemmBlock`]).
+    pub gemm_block_f32: fn(&GemmBlock<'_>, &mut [f32]),
 }
 
-/// `gemm_acc(c, a, b, m, k, n)`: see [`Kernels::gemm_acc`].
+/// `gemm_acc(c, a, b, m, k, n)`: see [`VecKernels::gemm_acc`].
 pub type GemmAccFn = fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize);
+
+/// The operands of [`VecKernels::gemm_block_f32`]: `c[i * cs_i + j * cs_j] =
+/// gemm_dot_f32(a[i * lda..][..k], b[j * ldb..][..k])` for `i < m`, `j < n`. `k` must
+/// be a multiple of 16; the slices must hold every row and output addressed (the
+/// kernels assert it).
+pub struct GemmBlock<'a> {
+    /// `m` rows of `a`, `lda` apart.
+    pub a: &'a [f32],
+    /// Distance between rows of `a`.
+    pub lda: usize,
+    /// Rows of `a`.
+    pub m: usize,
+    /// `n` rows of `b`, `ldb` apart.
+    pub b: &'a [f32],
+    /// Distance between rows of `b`.
+    pub ldb: usize,
+    /// Rows of `b`.
+    pub n: usize,
+    /// Row length.
+    pub k: usize,
+    /// Output stride along `a`'s rows.
+    pub cs_i: usize,
+    /// Output stride along `b`'s rows.
+    pub cs_j: usize,
+}
+
+impl GemmBlock<'_> {
+    /// Panics unless every row and output the block addresses lies in the slices.
+    pub(crate) fn check(&self, c: &[f32]) {
+        let last = |rows: usize, ld: usize| {
+            if rows == 0 {
+                0
+            } else {
+                (rows - 1) * ld + self.k
+            }
+        };
+        assert!(
+            self.k.is_multiple_of(16),
+            "gemm block: k = {} is not a multiple of 16",
+            self.k
+        );
+        assert!(
+            self.a.len() >= last(self.m, self.lda),
+            "gemm block: a too short"
+        );
+        assert!(
+            self.b.len() >= last(self.n, self.ldb),
+            "gemm block: b too short"
+        );
+        if self.m > 0 && self.n > 0 {
+            let c_last = (self.m - 1) * self.cs_i + (self.n - 1) * self.cs_j;
+            assert!(c.len() > c_last, "gemm block: c too short");
+        }
+    }
+}
 
 /// The best kernels for this CPU (or the level forced by `GGML_SIMD`).
 pub fn kernels() -> &'static VecKernels {
@@ -357,10 +415,6 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
                 dot: gemm_dot_f32,
                 kn: 16,
             });
-            tr.gemm_dot = Some(GemmDot {
-                dot: gemm_dot_f32,
-                kn: 16,
-            });
             tr.vec_dot_type = GgmlType::F32;
         }
         GgmlType::F16 => {
@@ -371,20 +425,12 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
                 dot: gemm_dot_f16,
                 kn: 16,
             });
-            tr.gemm_dot = Some(GemmDot {
-                dot: gemm_dot_f16,
-                kn: 16,
-            });
             tr.vec_dot_type = GgmlType::F16;
         }
         GgmlType::BF16 => {
             tr.to_float = Some(bf16_to_float);
             tr.from_float = Some(bf16_from_float);
             tr.vec_dot = Some(vec_dot_bf16);
-            tr.gemm_dot = Some(GemmDot {
-                dot: gemm_dot_bf16,
-                kn: 32,
-            });
             tr.gemm_dot = Some(GemmDot {
                 dot: gemm_dot_bf16,
                 kn: 32,

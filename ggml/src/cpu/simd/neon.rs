@@ -26,6 +26,7 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     f16_to_f32: scalar::f16_to_f32,
     f32_to_f16: scalar::f32_to_f16,
     gemm_acc: scalar::gemm_acc,
+    gemm_block_f32: scalar::gemm_block_f32,
     soft_max: super::expf::soft_max,
     swiglu: super::expf::swiglu,
 };

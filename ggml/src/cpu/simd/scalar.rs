@@ -20,6 +20,7 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     f16_to_f32,
     f32_to_f16,
     gemm_acc,
+    gemm_block_f32,
     soft_max: super::expf::soft_max,
     swiglu: super::expf::swiglu,
 };
@@ -213,6 +214,27 @@ pub(super) fn gemm_acc(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, 
             for (cv, &bv) in crow.iter_mut().zip(brow) {
                 *cv = av.mul_add(bv, *cv);
             }
+        }
+    }
+}
+
+/// [`super::VecKernels::gemm_block_f32`], one dot product at a time.
+pub(super) fn gemm_block_f32(g: &super::GemmBlock<'_>, c: &mut [f32]) {
+    gemm_block_with(g, c, gemm_dot_f32);
+}
+
+/// A GEMM block computed element by element with `dot` (the fallback of the levels
+/// without a tiled kernel).
+pub(super) fn gemm_block_with(
+    g: &super::GemmBlock<'_>,
+    c: &mut [f32],
+    dot: fn(&[f32], &[f32]) -> f32,
+) {
+    g.check(c);
+    for i in 0..g.m {
+        let a = &g.a[i * g.lda..i * g.lda + g.k];
+        for j in 0..g.n {
+            c[i * g.cs_i + j * g.cs_j] = dot(a, &g.b[j * g.ldb..j * g.ldb + g.k]);
         }
     }
 }

@@ -61,6 +61,10 @@ pub(super) static AVX2: VecKernels = VecKernels {
         // SAFETY: as above.
         unsafe { f32_to_f16_avx2(x, y) }
     },
+    gemm_block_f32: |g, c| {
+        // SAFETY: as above.
+        scalar::gemm_block_with(g, c, |x, y| unsafe { gemm_dot_f32_avx2(x, y) })
+    },
     gemm_acc: |c, a, b, m, k, n| {
         // SAFETY: as above.
         unsafe { gemm_acc_avx2(c, a, b, m, k, n) }
@@ -128,6 +132,11 @@ pub(super) static AVX512: VecKernels = VecKernels {
     f32_to_f16: |x, y| {
         // SAFETY: as above.
         unsafe { f32_to_f16_avx512(x, y) }
+    },
+    gemm_block_f32: |g, c| {
+        g.check(c);
+        // SAFETY: as above; `check` proved every row and output in bounds.
+        unsafe { gemm_block_avx512(g, c) }
     },
     gemm_acc: |c, a, b, m, k, n| {
         // SAFETY: as above.
@@ -560,6 +569,115 @@ macro_rules! gemm_order_avx512 {
 }
 
 gemm_order_avx2!(gemm_dot_f32_avx2, f32, load16_f32);
+
+// ------------------------------------------------------------ GEMM blocks
+//
+// A register tile of RM x RN dot products, each kept in its own 16-lane accumulator
+// and advanced 16 elements at a time with one FMA, then reduced with the tree of
+// `reduce512`: per element the arithmetic of `gemm_dot_f32_avx512`, with RM + RN loads
+// shared by RM * RN FMAs.
+
+const TILE_M: usize = 4;
+const TILE_N: usize = 6;
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_tile_avx512<const RM: usize, const RN: usize>(
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    ldb: usize,
+    k: usize,
+    c: *mut f32,
+    cs_i: usize,
+    cs_j: usize,
+) {
+    let mut acc = [[_mm512_setzero_ps(); RN]; RM];
+    let mut l = 0;
+    while l < k {
+        let mut bv = [_mm512_setzero_ps(); RN];
+        for (j, v) in bv.iter_mut().enumerate() {
+            *v = _mm512_loadu_ps(b.add(j * ldb + l));
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av = _mm512_loadu_ps(a.add(i * lda + l));
+            for (acc_ij, &bj) in row.iter_mut().zip(&bv) {
+                *acc_ij = _mm512_fmadd_ps(av, bj, *acc_ij);
+            }
+        }
+        l += 16;
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            *c.add(i * cs_i + j * cs_j) = reduce512(v);
+        }
+    }
+}
+
+/// Calls the tile kernel for `mr` (1..=4) rows and `nr` (1..=6) columns.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_tile_dyn_avx512(
+    mr: usize,
+    nr: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    ldb: usize,
+    k: usize,
+    c: *mut f32,
+    cs_i: usize,
+    cs_j: usize,
+) {
+    macro_rules! dispatch {
+        ($($m:literal),*; $($n:literal),*) => {
+            dispatch!(@m [$($m),*] [$($n),*])
+        };
+        (@m [$($m:literal),*] $ns:tt) => {
+            match mr {
+                $($m => dispatch!(@n $m $ns),)*
+                _ => unreachable!("tile rows"),
+            }
+        };
+        (@n $m:literal [$($n:literal),*]) => {
+            match nr {
+                $($n => gemm_tile_avx512::<$m, $n>(a, lda, b, ldb, k, c, cs_i, cs_j),)*
+                _ => unreachable!("tile columns"),
+            }
+        };
+    }
+    dispatch!(1, 2, 3, 4; 1, 2, 3, 4, 5, 6)
+}
+
+/// # Safety
+/// AVX-512 F/BW/VL available; `g.check(c)` passed.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn gemm_block_avx512(g: &super::GemmBlock<'_>, c: &mut [f32]) {
+    let (ap, bp, cp) = (g.a.as_ptr(), g.b.as_ptr(), c.as_mut_ptr());
+    let mut i = 0;
+    while i < g.m {
+        let mr = TILE_M.min(g.m - i);
+        let mut j = 0;
+        while j < g.n {
+            let nr = TILE_N.min(g.n - j);
+            gemm_tile_dyn_avx512(
+                mr,
+                nr,
+                ap.add(i * g.lda),
+                g.lda,
+                bp.add(j * g.ldb),
+                g.ldb,
+                g.k,
+                cp.add(i * g.cs_i + j * g.cs_j),
+                g.cs_i,
+                g.cs_j,
+            );
+            j += nr;
+        }
+        i += mr;
+    }
+}
 gemm_order_avx2!(gemm_dot_f16_avx2, f16, load16_f16);
 gemm_order_avx512!(gemm_dot_f32_avx512, f32, _mm512_loadu_ps);
 gemm_order_avx512!(gemm_dot_f16_avx512, f16, load_f16x16);

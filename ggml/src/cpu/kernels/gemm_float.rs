@@ -1,0 +1,145 @@
+//! `mul_mat` with F32 or F16 weights on batches, where ggml takes its llamafile
+//! (tinyBLAS) path: src1 rows are rounded to the weight type's `vec_dot_type` and
+//! widened to f32 once, F16 weight rows are widened a strip at a time, and blocks of
+//! outputs come from register tiles (`VecKernels::gemm_block_f32`) whose per-element
+//! arithmetic is tinyBLAS's. Same bits as one `gemm_dot` per element, far fewer loads.
+
+use half::f16;
+
+use super::{work_layout, ComputeParams, ExecNode};
+use crate::cpu::simd::{kernels, GemmBlock};
+use crate::types::GgmlType;
+
+/// Weight rows widened and multiplied together against each block of src1 rows.
+const STRIP: usize = 8;
+
+/// Bytes of src1 rows (as f32) one block aims to keep in the L2 cache.
+const BLOCK_BYTES: usize = 512 * 1024;
+
+/// Whether this path computes the node: F32/F16 weights where ggml would use tinyBLAS.
+pub(super) fn applies(node: &ExecNode) -> bool {
+    let (s0, s1) = (node.src0(), node.src1());
+    matches!(s0.typ, GgmlType::F32 | GgmlType::F16)
+        && s0.dense_rows()
+        && super::matmul::gemm_dot(s0, s1).is_some()
+}
+
+/// src1 rows per block for rows of `k` values.
+fn block_cols(k: usize) -> usize {
+    (BLOCK_BYTES / (k * 4)).clamp(6, 1024) / 6 * 6
+}
+
+fn per_thread(node: &ExecNode) -> usize {
+    let k = node.src0().ne[0];
+    let widened = if node.src0().typ == GgmlType::F16 {
+        STRIP * k
+    } else {
+        0
+    };
+    // Widened weight strip, the output tile, and a row of f16 for rounding src1.
+    widened + STRIP * block_cols(k) + k.div_ceil(2)
+}
+
+pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
+    let s1 = node.src1();
+    work_layout(s1.nrows() * s1.ne[0] * 4, per_thread(node), nth)
+}
+
+pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
+    let (s0, s1, dst) = (node.src0(), node.src1(), &node.dst);
+    let k = s0.ne[0];
+    let nrows1 = s1.nrows();
+    let kern = kernels();
+    let shared = nrows1 * k * 4;
+
+    // SAFETY: the shared area holds nrows1 rows of k f32 (work_size); each thread
+    // writes only its own rows before the barrier, and all threads only read them
+    // after it. The per-thread scratch is this thread's.
+    let (src1_f32, scratch) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(params.wdata as *mut f32, nrows1 * k),
+            params.scratch_f32(shared, per_thread(node)),
+        )
+    };
+    let (rest, round) = scratch.split_at_mut(scratch.len() - k.div_ceil(2));
+    for r in params.range(nrows1) {
+        let (i11, i12, i13) = s1.row_index(r);
+        let row = &mut src1_f32[r * k..(r + 1) * k];
+        // SAFETY: src1 rows are only read; `row` has ne10 = k values.
+        unsafe { s1.load_row_f32(i11, i12, i13, row) };
+        if s0.typ == GgmlType::F16 && s1.typ != GgmlType::F16 {
+            // ggml converts src1 to f16 for F16 weights: keep exactly those values.
+            // SAFETY: `round` holds k/2 f32, room for k f16.
+            let h = unsafe { std::slice::from_raw_parts_mut(round.as_mut_ptr() as *mut f16, k) };
+            (kern.f32_to_f16)(row, h);
+            (kern.f16_to_f32)(h, row);
+        }
+    }
+    if !params.barrier() {
+        return;
+    }
+
+    let nb = block_cols(k);
+    let (a_strip, c_tile) = if s0.typ == GgmlType::F16 {
+        rest.split_at_mut(STRIP * k)
+    } else {
+        rest.split_at_mut(0)
+    };
+    let (ne11, ne12) = (s1.ne[1], s1.ne[2]);
+    let (r2, r3) = (s1.ne[2] / s0.ne[2], s1.ne[3] / s0.ne[3]);
+    let rows0 = params.range(s0.ne[1]);
+    for i13 in 0..s1.ne[3] {
+        for i12 in 0..ne12 {
+            let (i02, i03) = (i12 / r2, i13 / r3);
+            let plane = (i13 * ne12 + i12) * ne11;
+            let mut j0 = 0;
+            while j0 < ne11 {
+                let n = nb.min(ne11 - j0);
+                let b = &src1_f32[(plane + j0) * k..(plane + j0 + n) * k];
+                let mut i0 = rows0.start;
+                while i0 < rows0.end {
+                    let m = STRIP.min(rows0.end - i0);
+                    // SAFETY: weight rows are dense and only read; F32 rows of one
+                    // plane are nb01 bytes apart, a multiple of 4 (checked below).
+                    let (a, lda): (&[f32], usize) = unsafe {
+                        if s0.typ == GgmlType::F16 {
+                            for r in 0..m {
+                                let src = s0.row_bytes(i0 + r, i02, i03);
+                                let h = std::slice::from_raw_parts(src.as_ptr() as *const f16, k);
+                                (kern.f16_to_f32)(h, &mut a_strip[r * k..(r + 1) * k]);
+                            }
+                            (&a_strip[..m * k], k)
+                        } else {
+                            let lda = s0.nb[1] / 4;
+                            debug_assert_eq!(s0.nb[1] % 4, 0);
+                            let first = s0.row_ptr(i0, i02, i03) as *const f32;
+                            (std::slice::from_raw_parts(first, (m - 1) * lda + k), lda)
+                        }
+                    };
+                    let g = GemmBlock {
+                        a,
+                        lda,
+                        m,
+                        b,
+                        ldb: k,
+                        n,
+                        k,
+                        cs_i: 1,
+                        cs_j: m,
+                    };
+                    (kern.gemm_block_f32)(&g, &mut c_tile[..m * n]);
+                    for j in 0..n {
+                        // SAFETY: dst elements [i0, i0 + m) of row j0 + j belong to this
+                        // thread's weight rows alone.
+                        unsafe {
+                            let d = dst.elem_ptr(i0, j0 + j, i12, i13) as *mut f32;
+                            std::ptr::copy_nonoverlapping(c_tile[j * m..].as_ptr(), d, m);
+                        }
+                    }
+                    i0 += m;
+                }
+                j0 += n;
+            }
+        }
+    }
+}
