@@ -53,10 +53,18 @@ impl Candidates {
         self.selected = None;
     }
 
-    /// Sorts by descending logit (stable: ties keep id order) and keeps the first `k`.
+    /// Sorts by descending logit (ties in id order) and keeps the first `k`. Only the
+    /// `k` kept are sorted: a top-k of 40 over a 150k vocabulary is a selection, not a
+    /// full sort (llama.cpp's partial sort).
     fn sort_truncate(&mut self, k: usize) {
         if !self.sorted {
-            self.data.sort_by(|a, b| b.logit.total_cmp(&a.logit));
+            let order =
+                |a: &TokenData, b: &TokenData| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id));
+            if k > 0 && k < self.data.len() {
+                self.data.select_nth_unstable_by(k - 1, order);
+                self.data.truncate(k);
+            }
+            self.data.sort_unstable_by(order);
             self.sorted = true;
         }
         self.data.truncate(k);
@@ -686,6 +694,30 @@ impl Default for SamplerChain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_k_selection_equals_a_full_sort() {
+        let mut r = Mt19937::new(7);
+        for &(n, k) in &[(1000usize, 40i32), (50, 50), (50, 80), (3000, 1), (10, 0)] {
+            // Few distinct values, so that ties are common.
+            let logits: Vec<f32> = (0..n).map(|_| (r.next_u32() % 37) as f32 / 4.0).collect();
+            let mut cur = Candidates::default();
+            cur.reset_from(&logits);
+            TopK(k).apply(&mut cur);
+            let mut want: Vec<(f32, Token)> = logits
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| (l, i as Token))
+                .collect();
+            // k <= 0 leaves the candidates as they are.
+            if k > 0 {
+                want.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                want.truncate(k as usize);
+            }
+            let got: Vec<(f32, Token)> = cur.data.iter().map(|d| (d.logit, d.id)).collect();
+            assert_eq!(got, want, "n={n} k={k}");
+        }
+    }
 
     #[test]
     fn mt19937_matches_the_standard() {
