@@ -9,6 +9,7 @@ use ggml::{Executor, GgmlType, GraphAllocator, RopeParams};
 use crate::batch::{Batch, Token, UBatch};
 use crate::error::{LlamaError, Result};
 use crate::graph::inputs::InputScratch;
+use crate::graph::self_extend::SelfExtendParams;
 use crate::graph::GraphBuilder;
 use crate::hparams::{Hparams, RopeScaling};
 use crate::memory::{KvCache, KvCacheParams, KvLayerDims, Pos, SeqId, MAX_SEQ};
@@ -59,6 +60,10 @@ pub struct ContextParams {
     /// Keep every intermediate tensor of the last graph readable (see
     /// [`LlamaContext::debug_tensors`]); costs memory, for debugging only.
     pub keep_intermediates: bool,
+    /// Exact Self-Extend (the paper's bi-level attention, see
+    /// [`crate::graph::self_extend`]) instead of plain attention; `None` for plain.
+    /// Uses the non-flash attention path and keeps a second, grouped copy of the keys.
+    pub self_extend: Option<SelfExtendParams>,
 }
 
 impl Default for ContextParams {
@@ -83,6 +88,7 @@ impl Default for ContextParams {
             yarn_beta_slow: -1.0,
             div_shift: crate::memory::DivShift::Exact,
             keep_intermediates: false,
+            self_extend: None,
         }
     }
 }
@@ -118,6 +124,8 @@ pub struct Cparams {
     pub yarn_beta_fast: f32,
     /// YaRN slow boundary.
     pub yarn_beta_slow: f32,
+    /// Exact Self-Extend, if on.
+    pub self_extend: Option<SelfExtendParams>,
 }
 
 impl Cparams {
@@ -203,7 +211,10 @@ impl Cparams {
             n_ubatch,
             n_seq_max: p.n_seq_max,
             n_threads: p.n_threads,
-            flash_attn: p.flash_attn,
+            // The bi-level attention merges two score sets before one softmax, which the
+            // fused flash-attention op cannot express.
+            flash_attn: p.flash_attn && p.self_extend.is_none(),
+            self_extend: p.self_extend,
             rope_freq_base: if p.rope_freq_base == 0.0 {
                 hp.rope_freq_base_train
             } else {
@@ -306,6 +317,7 @@ impl LlamaContext {
                 // changes which accumulator each key lands in, so it is part of the arithmetic.
                 n_pad: 256,
                 div_shift: params.div_shift,
+                k_group: cparams.self_extend.map_or(0, |se| se.group),
             },
         )?;
         let exec = Executor::new(cparams.n_threads)?;
@@ -402,12 +414,16 @@ impl LlamaContext {
             .weights
             .rope_freqs
             .map(|id| (self.model.tensors(), id));
-        let (mut gctx, graph, shift) = self.kv.build_k_shift(&rope, factors)?;
-        self.galloc.alloc_graph(&mut gctx, &graph)?;
+        let mut g = self.kv.build_k_shift(&rope, factors)?;
+        self.galloc.alloc_graph(&mut g.ctx, &g.graph)?;
         let mut deltas = Vec::new();
         self.kv.k_shift_values(&mut deltas);
-        gctx.set_i32(shift, &deltas)?;
-        self.exec.compute(&gctx, &graph)?;
+        g.ctx.set_i32(g.shift, &deltas)?;
+        if let Some(t) = g.shift_grouped {
+            self.kv.k_shift_values_grouped(&mut deltas);
+            g.ctx.set_i32(t, &deltas)?;
+        }
+        self.exec.compute(&g.ctx, &g.graph)?;
         self.kv.reset_shift();
         Ok(())
     }

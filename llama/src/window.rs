@@ -185,6 +185,7 @@ mod tests {
             v_trans: true,
             n_pad: 32,
             div_shift: DivShift::Exact,
+            k_group: 0,
         };
         KvCache::new(&dims, params).unwrap()
     }
@@ -364,6 +365,7 @@ mod tests {
             v_trans: true,
             n_pad: 32,
             div_shift: DivShift::LlamaCpp,
+            k_group: 0,
         };
         let mut kv = KvCache::new(&dims, params).unwrap();
         place(&mut kv, 0, 5);

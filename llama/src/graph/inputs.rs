@@ -5,6 +5,7 @@ use ggml::{Context, TensorId};
 
 use crate::batch::UBatch;
 use crate::error::Result;
+use crate::graph::self_extend::SelfExtendParams;
 use crate::memory::{KvCache, SlotInfo};
 
 /// The inputs a graph declared; `None` for those it does not use.
@@ -24,6 +25,12 @@ pub struct GraphInputs {
     pub kq_mask_cnv: Option<TensorId>,
     /// Rows of the batch whose logits are computed (I32 `[n_outputs]`).
     pub out_ids: Option<TensorId>,
+    /// Exact Self-Extend: the queries' grouped positions (I32 `[n_tokens]`).
+    pub pos_grouped_q: Option<TensorId>,
+    /// Exact Self-Extend: the keys' grouped positions (I32 `[n_tokens]`).
+    pub pos_grouped_k: Option<TensorId>,
+    /// Exact Self-Extend's settings, when the mask is the bi-level one.
+    pub self_extend: Option<SelfExtendParams>,
 }
 
 /// Reusable host-side buffers for filling inputs without allocating per token.
@@ -62,8 +69,21 @@ impl GraphInputs {
         }
         if let Some(t) = self.kq_mask {
             let ne = ctx.tensor(t).ne;
-            kv.kq_mask(ub, ne[0], ne[1], ne[3], alibi, &mut scratch.f32s);
+            match &self.self_extend {
+                Some(se) => kv.kq_mask_bilevel(ub, ne[0] / 2, ne[1], ne[3], se, &mut scratch.f32s),
+                None => kv.kq_mask(ub, ne[0], ne[1], ne[3], alibi, &mut scratch.f32s),
+            }
             ctx.set_f32(t, &scratch.f32s)?;
+        }
+        if let (Some(se), Some(tq), Some(tk)) =
+            (&self.self_extend, self.pos_grouped_q, self.pos_grouped_k)
+        {
+            scratch.i32s.clear();
+            scratch.i32s.extend(ub.pos.iter().map(|&p| se.query_pos(p)));
+            ctx.set_i32(tq, &scratch.i32s)?;
+            scratch.i32s.clear();
+            scratch.i32s.extend(ub.pos.iter().map(|&p| se.key_pos(p)));
+            ctx.set_i32(tk, &scratch.i32s)?;
         }
         if let Some(t) = self.out_ids {
             scratch.i32s.clear();

@@ -4,6 +4,7 @@
 //! SwiGLU feed-forward, output head). `models/*.rs` compose them per architecture.
 
 pub mod inputs;
+pub mod self_extend;
 
 pub use inputs::GraphInputs;
 
@@ -107,6 +108,22 @@ impl<'a> GraphBuilder<'a> {
         pos
     }
 
+    /// Exact Self-Extend's grouped positions of the batch's tokens: (as queries, as
+    /// keys), I32 `[n_tokens]` each. `None` when the context does not use it.
+    pub fn build_inp_pos_grouped(&mut self) -> Option<(TensorId, TensorId)> {
+        let se = self.cparams.self_extend?;
+        let q = self.ctx.new_tensor_1d(GgmlType::I32, self.n_tokens);
+        self.ctx.set_name(q, "inp_pos_grouped_q");
+        self.ctx.set_input(q);
+        let k = self.ctx.new_tensor_1d(GgmlType::I32, self.n_tokens);
+        self.ctx.set_name(k, "inp_pos_grouped_k");
+        self.ctx.set_input(k);
+        self.inputs.pos_grouped_q = Some(q);
+        self.inputs.pos_grouped_k = Some(k);
+        self.inputs.self_extend = Some(se);
+        Some((q, k))
+    }
+
     /// The rows to keep before the output head, when not every token wants logits.
     pub fn build_inp_out_ids(&mut self) -> Option<TensorId> {
         if self.n_outputs == self.n_tokens {
@@ -135,9 +152,19 @@ impl<'a> GraphBuilder<'a> {
         self.ctx.set_input(v_idxs);
         let rows =
             (self.n_tokens / n_stream).next_multiple_of(crate::memory::kv_cache::KQ_MASK_PAD);
-        let mask = self
-            .ctx
-            .new_tensor_4d(GgmlType::F32, self.n_kv as usize, rows, 1, n_stream);
+        // Exact Self-Extend masks the neighbour and the grouped scores side by side.
+        let halves = if self.cparams.self_extend.is_some() {
+            2
+        } else {
+            1
+        };
+        let mask = self.ctx.new_tensor_4d(
+            GgmlType::F32,
+            halves * self.n_kv as usize,
+            rows,
+            1,
+            n_stream,
+        );
         self.ctx.set_name(mask, "attn_inp_kq_mask");
         self.ctx.set_input(mask);
         let mask_cnv = if self.cparams.flash_attn {
@@ -256,6 +283,70 @@ impl<'a> GraphBuilder<'a> {
             .kv
             .get_v(&mut self.ctx, &self.kvt, il, self.n_kv, self.sinfo);
         let cur = self.build_attn_mha(q, kc, vc, mask, kq_scale, il);
+        self.cb(cur, "kqv_out", Some(il));
+        self.build_mm(l.wo, cur, l.bo)
+    }
+
+    /// Exact Self-Extend's attention of layer `il` (see [`self_extend`]): stores the
+    /// keys rotated at their positions (`k_n`) and at their grouped positions (`k_g`)
+    /// and the values, then the bi-level attention of `q_n`/`q_g` over the cache, then
+    /// the output projection. Q and K are `[head_dim, n_head(_kv), n_tokens]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build_attn_self_extend(
+        &mut self,
+        l: &LayerWeights,
+        q_n: TensorId,
+        q_g: TensorId,
+        k_n: TensorId,
+        k_g: TensorId,
+        v: TensorId,
+        kq_scale: f32,
+        il: usize,
+    ) -> Result<TensorId> {
+        for t in [q_n, q_g, v, k_n, k_g] {
+            self.gf.build_forward_expand(&self.ctx, t);
+        }
+        let (Some(k_idxs), Some(v_idxs), Some(mask)) =
+            (self.inputs.k_idxs, self.inputs.v_idxs, self.inputs.kq_mask)
+        else {
+            return Err(crate::LlamaError::InvalidParam(
+                "build_attn_self_extend before build_attn_inp".into(),
+            ));
+        };
+        let (kv, kvt) = (self.kv, &self.kvt);
+        let stores = [
+            kv.cpy_k(&mut self.ctx, kvt, il, k_n, k_idxs),
+            kv.cpy_k_grouped(&mut self.ctx, kvt, il, k_g, k_idxs),
+            kv.cpy_v(&mut self.ctx, kvt, il, v, v_idxs),
+        ];
+        for t in stores {
+            self.gf.build_forward_expand(&self.ctx, t);
+        }
+        let (n_kv, sinfo) = (self.n_kv, self.sinfo);
+        let kc = kv.get_k(&mut self.ctx, kvt, il, n_kv, sinfo);
+        let kgc = kv.get_k_grouped(&mut self.ctx, kvt, il, n_kv, sinfo);
+        let vc = kv.get_v(&mut self.ctx, kvt, il, n_kv, sinfo);
+        let ctx = &mut self.ctx;
+        let n_stream = ctx.tensor(kc).ne[3];
+        let per_stream = |ctx: &mut Context, q: TensorId| {
+            let (ne, nb) = (ctx.tensor(q).ne, ctx.tensor(q).nb);
+            let q = ctx.view_4d(
+                q,
+                [ne[0], ne[1], ne[2] / n_stream, n_stream],
+                nb[1],
+                nb[2],
+                nb[2] * (ne[2] / n_stream),
+                0,
+            );
+            ctx.permute(q, [0, 2, 1, 3])
+        };
+        let q_n = per_stream(ctx, q_n);
+        let q_g = per_stream(ctx, q_g);
+        let kc = ctx.permute(kc, [0, 2, 1, 3]);
+        let kgc = ctx.permute(kgc, [0, 2, 1, 3]);
+        // The cache's V is transposed here (no flash attention): [n_kv, d_v, heads].
+        let vt = ctx.permute(vc, [0, 2, 1, 3]);
+        let cur = self_extend::build_bilevel_attention(ctx, q_n, q_g, kc, kgc, vt, mask, kq_scale);
         self.cb(cur, "kqv_out", Some(il));
         self.build_mm(l.wo, cur, l.bo)
     }

@@ -34,6 +34,9 @@ pub struct KvCacheParams {
     pub n_pad: u32,
     /// How `seq_div` records pending shifts (see [`DivShift`]).
     pub div_shift: DivShift,
+    /// Exact Self-Extend's group size `G`: when > 0, every layer also keeps its keys
+    /// rotated at `floor(pos / G)` (see `crate::graph::self_extend`); 0 for none.
+    pub k_group: u32,
 }
 
 /// Shapes of one layer's K and V.
@@ -91,6 +94,8 @@ pub struct KvGraphTensors {
     pub k: Vec<TensorId>,
     /// V of each layer.
     pub v: Vec<TensorId>,
+    /// K of each layer rotated at the grouped positions (exact Self-Extend), or empty.
+    pub kg: Vec<TensorId>,
 }
 
 /// The KV cache of a context.
@@ -104,6 +109,7 @@ pub struct KvCache {
     ctx: Context,
     k: Vec<TensorId>,
     v: Vec<TensorId>,
+    kg: Vec<TensorId>,
     buffer: Arc<Buffer>,
 }
 
@@ -129,7 +135,7 @@ impl KvCache {
         }
         let n_stream = if params.unified { 1 } else { params.n_seq_max };
         let mut ctx = Context::new_no_alloc();
-        let (mut k, mut v) = (Vec::new(), Vec::new());
+        let (mut k, mut v, mut kg) = (Vec::new(), Vec::new(), Vec::new());
         for (il, d) in dims.iter().enumerate() {
             // The attention views the cache head by head, so each head must be whole
             // blocks (llama.cpp checks this only with flash attention, and asserts
@@ -150,22 +156,28 @@ impl KvCache {
                     )));
                 }
             }
-            let kt = ctx.new_tensor_3d(
+            let mut layer_tensor = |typ: GgmlType, n_embd: usize, name: String| {
+                let t = ctx.new_tensor_3d(typ, n_embd, params.size as usize, n_stream as usize);
+                ctx.set_name(t, name);
+                t
+            };
+            k.push(layer_tensor(
                 params.type_k,
                 d.n_embd_k_gqa(),
-                params.size as usize,
-                n_stream as usize,
-            );
-            ctx.set_name(kt, format!("cache_k_l{il}"));
-            let vt = ctx.new_tensor_3d(
+                format!("cache_k_l{il}"),
+            ));
+            v.push(layer_tensor(
                 params.type_v,
                 d.n_embd_v_gqa(),
-                params.size as usize,
-                n_stream as usize,
-            );
-            ctx.set_name(vt, format!("cache_v_l{il}"));
-            k.push(kt);
-            v.push(vt);
+                format!("cache_v_l{il}"),
+            ));
+            if params.k_group > 0 {
+                kg.push(layer_tensor(
+                    params.type_k,
+                    d.n_embd_k_gqa(),
+                    format!("cache_kg_l{il}"),
+                ));
+            }
         }
         let buffer = ctx.alloc_tensors()?;
         let seq_to_stream = (0..params.n_seq_max)
@@ -180,6 +192,7 @@ impl KvCache {
             ctx,
             k,
             v,
+            kg,
             buffer,
             params,
         })
@@ -200,10 +213,12 @@ impl KvCache {
         self.n_stream
     }
 
-    /// Bytes of all K tensors and of all V tensors.
+    /// Bytes of all K tensors (the grouped copies of exact Self-Extend included) and of
+    /// all V tensors.
     pub fn memory_sizes(&self) -> (usize, usize) {
-        let sum = |ids: &[TensorId]| ids.iter().map(|&t| self.ctx.tensor(t).nbytes()).sum();
-        (sum(&self.k), sum(&self.v))
+        let sum =
+            |ids: &[TensorId]| -> usize { ids.iter().map(|&t| self.ctx.tensor(t).nbytes()).sum() };
+        (sum(&self.k) + sum(&self.kg), sum(&self.v))
     }
 
     /// The line llama.cpp logs for its cache.
@@ -346,7 +361,7 @@ impl KvCache {
             }
         }
         self.heads[s1 as usize] = self.heads[s0 as usize];
-        for t in self.k.iter().chain(&self.v) {
+        for t in self.k.iter().chain(&self.v).chain(&self.kg) {
             let tensor = self.ctx.tensor(*t);
             let stream_bytes = tensor.nb[2];
             let mut tmp = vec![0u8; stream_bytes];
@@ -615,6 +630,9 @@ impl KvCache {
             out.k.push(gctx.import(&self.ctx, k)?);
             out.v.push(gctx.import(&self.ctx, v)?);
         }
+        for &kg in &self.kg {
+            out.kg.push(gctx.import(&self.ctx, kg)?);
+        }
         Ok(out)
     }
 
@@ -627,12 +645,36 @@ impl KvCache {
         n_kv: u32,
         sinfo: &SlotInfo,
     ) -> TensorId {
+        self.view_k(gctx, kv.k[il], il, n_kv, sinfo)
+    }
+
+    /// As [`KvCache::get_k`] for the keys rotated at grouped positions (exact
+    /// Self-Extend). Panics when the cache keeps none (`k_group` 0).
+    pub fn get_k_grouped(
+        &self,
+        gctx: &mut Context,
+        kv: &KvGraphTensors,
+        il: usize,
+        n_kv: u32,
+        sinfo: &SlotInfo,
+    ) -> TensorId {
+        self.view_k(gctx, kv.kg[il], il, n_kv, sinfo)
+    }
+
+    fn view_k(
+        &self,
+        gctx: &mut Context,
+        k: TensorId,
+        il: usize,
+        n_kv: u32,
+        sinfo: &SlotInfo,
+    ) -> TensorId {
         let d = &self.dims[il];
         let typ = self.params.type_k;
         let ns = (sinfo.s1 - sinfo.s0 + 1) as usize;
         let row = typ.row_size(d.n_embd_k_gqa());
         gctx.view_4d(
-            kv.k[il],
+            k,
             [d.n_embd_head_k, d.n_head_kv, n_kv as usize, ns],
             typ.row_size(d.n_embd_head_k),
             row,
@@ -687,11 +729,33 @@ impl KvCache {
         k_cur: TensorId,
         k_idxs: TensorId,
     ) -> TensorId {
+        self.store_k(gctx, kv.k[il], k_cur, k_idxs)
+    }
+
+    /// As [`KvCache::cpy_k`] into the keys rotated at grouped positions (exact
+    /// Self-Extend). Panics when the cache keeps none (`k_group` 0).
+    pub fn cpy_k_grouped(
+        &self,
+        gctx: &mut Context,
+        kv: &KvGraphTensors,
+        il: usize,
+        k_cur: TensorId,
+        k_idxs: TensorId,
+    ) -> TensorId {
+        self.store_k(gctx, kv.kg[il], k_cur, k_idxs)
+    }
+
+    fn store_k(
+        &self,
+        gctx: &mut Context,
+        mut k: TensorId,
+        k_cur: TensorId,
+        k_idxs: TensorId,
+    ) -> TensorId {
         let t = gctx.tensor(k_cur);
         let (ne, nb) = (t.ne, t.nb);
         let n_embd_gqa = ne[0] * ne[1];
         let k_cur = gctx.view_2d(k_cur, n_embd_gqa, ne[2], nb[2], 0);
-        let mut k = kv.k[il];
         if self.n_stream > 1 {
             k = gctx.reshape_2d(
                 k,
@@ -772,37 +836,76 @@ impl KvCache {
     /// `-|p_cell - p_token|`, elsewhere.
     pub fn kq_mask(
         &self,
-        ubatch: &UBatch,
+        ub: &UBatch,
         n_kv: usize,
         n_rows: usize,
         n_stream: usize,
         alibi: bool,
         out: &mut Vec<f32>,
     ) {
-        let n_tps = ubatch.n_tokens() / n_stream.max(1);
+        self.fill_mask(ub, n_kv, n_kv, n_rows, n_stream, out, |p0, p1| {
+            let v = if alibi {
+                -((p0 - p1).abs() as f32)
+            } else {
+                0.0
+            };
+            (0, v)
+        });
+    }
+
+    /// The mask of exact Self-Extend's bi-level attention, `[2 * n_kv, n_rows, 1,
+    /// n_stream]`: each visible cell (as in [`KvCache::kq_mask`]) is 0 in the first half
+    /// when it is a neighbour of the token (`p_token - p_cell < W`), in the second half
+    /// otherwise, and -inf in the other half.
+    pub fn kq_mask_bilevel(
+        &self,
+        ub: &UBatch,
+        n_kv: usize,
+        n_rows: usize,
+        n_stream: usize,
+        se: &crate::graph::self_extend::SelfExtendParams,
+        out: &mut Vec<f32>,
+    ) {
+        self.fill_mask(ub, n_kv, 2 * n_kv, n_rows, n_stream, out, |p0, p1| {
+            (if se.is_neighbor(p1, p0) { 0 } else { n_kv }, 0.0)
+        });
+    }
+
+    /// The mask loop: rows of `n_cols` (-inf by default); for each visible pair of cell
+    /// (position `p0`) and token (`p1`), `place(p0, p1)` gives the column offset of the
+    /// cell and its value.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_mask(
+        &self,
+        ub: &UBatch,
+        n_kv: usize,
+        n_cols: usize,
+        n_rows: usize,
+        n_stream: usize,
+        out: &mut Vec<f32>,
+        place: impl Fn(Pos, Pos) -> (usize, f32),
+    ) {
+        let n_tps = ub.n_tokens() / n_stream.max(1);
         out.clear();
-        out.resize(n_kv * n_rows * n_stream, f32::NEG_INFINITY);
+        out.resize(n_cols * n_rows * n_stream, f32::NEG_INFINITY);
         for s in 0..n_stream {
             for ii in 0..n_tps {
                 let i = s * n_tps + ii;
-                let seq = ubatch.seq_ids[i][0];
+                let seq = ub.seq_ids[i][0];
                 let cells = self.cells(seq);
-                let p1 = ubatch.pos[i];
-                let row = &mut out[(s * n_rows + ii) * n_kv..(s * n_rows + ii + 1) * n_kv];
-                for (j, m) in row.iter_mut().enumerate() {
-                    let j = j as u32;
-                    if j >= cells.size() || cells.is_empty(j) || !cells.seq_has(j, seq) {
+                let p1 = ub.pos[i];
+                let row = &mut out[(s * n_rows + ii) * n_cols..(s * n_rows + ii + 1) * n_cols];
+                for j in 0..n_kv {
+                    let jc = j as u32;
+                    if jc >= cells.size() || cells.is_empty(jc) || !cells.seq_has(jc, seq) {
                         continue;
                     }
-                    let p0 = cells.pos(j);
+                    let p0 = cells.pos(jc);
                     if p0 > p1 {
                         continue;
                     }
-                    *m = if alibi {
-                        -((p0 - p1).abs() as f32)
-                    } else {
-                        0.0
-                    };
+                    let (off, v) = place(p0, p1);
+                    row[off + j] = v;
                 }
             }
         }
@@ -818,15 +921,34 @@ impl KvCache {
         }
     }
 
+    /// The K-shift input of the grouped keys (exact Self-Extend): a cell moved from
+    /// `old` to `pos` turns its grouped key by `floor(pos / G) - floor(old / G)`.
+    pub fn k_shift_values_grouped(&self, out: &mut Vec<i32>) {
+        out.clear();
+        let g = self.params.k_group.max(1) as Pos;
+        for cells in &self.cells {
+            out.extend((0..cells.size()).map(|i| {
+                if cells.is_empty(i) {
+                    return 0;
+                }
+                let (pos, shift) = (cells.pos(i), cells.shift(i));
+                pos.div_euclid(g) - (pos - shift).div_euclid(g)
+            }));
+        }
+    }
+
     /// Builds the K-shift graph (llama.cpp's `build_graph_shift`): for every layer,
-    /// rope on a view of its K cache with the cells' pending shifts as positions.
+    /// rope on a view of its K cache with the cells' pending shifts as positions, and,
+    /// with exact Self-Extend, the same on the grouped keys with their own shifts.
     /// Quantized caches are dequantized, rotated and quantized back. Returns the graph
-    /// context, the graph and the shift input tensor (I32 `[size * n_stream]`).
+    /// context, the graph, the shift input (I32 `[size * n_stream]`) and the grouped
+    /// keys' shift input, if any. Errors: importing `freq_factors`, the model's rope
+    /// frequency factors (a tensor of its weights context), into the graph.
     pub fn build_k_shift(
         &self,
         rope: &RopeParams,
         freq_factors: Option<(&Context, TensorId)>,
-    ) -> Result<(Context, Graph, TensorId)> {
+    ) -> Result<KShiftGraph> {
         let mut gctx = Context::new_no_alloc();
         let factors = match freq_factors {
             Some((wctx, id)) => Some(gctx.import(wctx, id)?),
@@ -836,6 +958,12 @@ impl KvCache {
         let shift = gctx.new_tensor_1d(GgmlType::I32, n_cells);
         gctx.set_name(shift, "k_shift");
         gctx.set_input(shift);
+        let shift_grouped = (!self.kg.is_empty()).then(|| {
+            let t = gctx.new_tensor_1d(GgmlType::I32, n_cells);
+            gctx.set_name(t, "k_shift_grouped");
+            gctx.set_input(t);
+            t
+        });
         let kv = self.import(&mut gctx)?;
         let mut graph = Graph::new();
         let typ = self.params.type_k;
@@ -845,30 +973,53 @@ impl KvCache {
                 ..*rope
             };
             let row = typ.row_size(d.n_embd_k_gqa());
-            let out = if typ.is_quantized() {
-                // Whole rows: quantized blocks may span heads.
-                let k2 = gctx.view_2d(kv.k[il], d.n_embd_k_gqa(), n_cells, row, 0);
-                let f = gctx.cast(k2, GgmlType::F32);
-                let f3 = gctx.reshape_3d(f, d.n_embd_head_k, d.n_head_kv, n_cells);
-                let r = gctx.rope_ext(f3, shift, factors, p);
-                gctx.cpy(r, k2)
-            } else {
-                let k3 = gctx.view_3d(
-                    kv.k[il],
-                    d.n_embd_head_k,
-                    d.n_head_kv,
-                    n_cells,
-                    typ.row_size(d.n_embd_head_k),
-                    row,
-                    0,
-                );
-                gctx.rope_ext_inplace(k3, shift, factors, p)
-            };
-            gctx.set_name(out, format!("k_shifted-{il}"));
-            graph.build_forward_expand(&gctx, out);
+            let mut targets = vec![(kv.k[il], shift, "k_shifted")];
+            if let Some(sg) = shift_grouped {
+                targets.push((kv.kg[il], sg, "kg_shifted"));
+            }
+            for (k, shift, name) in targets {
+                let out = if typ.is_quantized() {
+                    // Whole rows: quantized blocks may span heads.
+                    let k2 = gctx.view_2d(k, d.n_embd_k_gqa(), n_cells, row, 0);
+                    let f = gctx.cast(k2, GgmlType::F32);
+                    let f3 = gctx.reshape_3d(f, d.n_embd_head_k, d.n_head_kv, n_cells);
+                    let r = gctx.rope_ext(f3, shift, factors, p);
+                    gctx.cpy(r, k2)
+                } else {
+                    let k3 = gctx.view_3d(
+                        k,
+                        d.n_embd_head_k,
+                        d.n_head_kv,
+                        n_cells,
+                        typ.row_size(d.n_embd_head_k),
+                        row,
+                        0,
+                    );
+                    gctx.rope_ext_inplace(k3, shift, factors, p)
+                };
+                gctx.set_name(out, format!("{name}-{il}"));
+                graph.build_forward_expand(&gctx, out);
+            }
         }
-        Ok((gctx, graph, shift))
+        Ok(KShiftGraph {
+            ctx: gctx,
+            graph,
+            shift,
+            shift_grouped,
+        })
     }
+}
+
+/// The K-shift graph and its inputs (see [`KvCache::build_k_shift`]).
+pub struct KShiftGraph {
+    /// The graph's tensors.
+    pub ctx: Context,
+    /// Its nodes.
+    pub graph: Graph,
+    /// Per-cell rotation of the keys ([`KvCache::k_shift_values`]).
+    pub shift: TensorId,
+    /// Per-cell rotation of the grouped keys ([`KvCache::k_shift_values_grouped`]).
+    pub shift_grouped: Option<TensorId>,
 }
 
 /// What `prepare` needs to undo one placement: the slot, the heads before it, and
@@ -876,13 +1027,10 @@ impl KvCache {
 type Undo = (SlotInfo, Vec<u32>, Vec<Vec<(Pos, super::SeqSet)>>);
 
 impl KvCache {
-    /// Buffer offset of layer `il`'s K data.
-    pub(crate) fn ctx_tensor_k(&self, il: usize) -> usize {
-        self.ctx
-            .tensor(self.k[il])
-            .data
-            .as_ref()
-            .map_or(0, |d| d.offset)
+    /// Buffer offset of layer `il`'s K data (the grouped keys' with `grouped`).
+    pub(crate) fn ctx_tensor_k(&self, il: usize, grouped: bool) -> usize {
+        let t = if grouped { self.kg[il] } else { self.k[il] };
+        self.ctx.tensor(t).data.as_ref().map_or(0, |d| d.offset)
     }
 
     /// Buffer offset of layer `il`'s V data.

@@ -194,7 +194,7 @@ proptest! {
         let dims = [KvLayerDims { n_embd_head_k: 2, n_embd_head_v: 2, n_head_kv: 1 }];
         let params = KvCacheParams {
             type_k: GgmlType::F32, type_v: GgmlType::F32, size: SIZE, n_seq_max: N_SEQ as u32,
-            unified: true, v_trans: true, n_pad: 8, div_shift: DivShift::Exact,
+            unified: true, v_trans: true, n_pad: 8, div_shift: DivShift::Exact, k_group: 0,
         };
         let mut kv = KvCache::new(&dims, params).unwrap();
         let mut model = Model(vec![None; SIZE as usize]);

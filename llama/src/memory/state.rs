@@ -3,8 +3,9 @@
 //!
 //! Format (little-endian): magic `LRSQ`, version, the layer shapes and cache types
 //! (checked on load), the token ids the caller attached, the cells' positions in
-//! order, then for every layer the K rows and the V rows (or, for a transposed V, the
-//! V values element by element) of those cells.
+//! order, then for every layer the K rows (then, with exact Self-Extend, the grouped
+//! K rows) and the V rows (or, for a transposed V, the V values element by element) of
+//! those cells.
 
 use std::io::{Read, Write};
 
@@ -44,6 +45,7 @@ impl KvCache {
             p.type_k.id(),
             p.type_v.id(),
             p.v_trans as u32,
+            p.k_group,
         ];
         for d in self.dims() {
             v.extend([d.n_embd_k_gqa() as u32, d.n_embd_v_gqa() as u32]);
@@ -51,9 +53,10 @@ impl KvCache {
         v
     }
 
-    /// Byte offset in the cache buffer of `cell`'s K row of layer `il` (stream `s`).
-    fn k_row_offset(&self, il: usize, s: u32, cell: u32) -> usize {
-        let t = self.ctx_tensor_k(il);
+    /// Byte offset in the cache buffer of `cell`'s K row of layer `il` (stream `s`), in
+    /// the grouped keys with `grouped`.
+    fn k_row_offset(&self, il: usize, grouped: bool, s: u32, cell: u32) -> usize {
+        let t = self.ctx_tensor_k(il, grouped);
         let row = self
             .params()
             .type_k
@@ -101,9 +104,14 @@ impl KvCache {
         for (il, d) in self.dims().iter().enumerate() {
             let rs = p.type_k.row_size(d.n_embd_k_gqa());
             let mut row = vec![0u8; rs];
-            for &i in &idx {
-                buf.read(self.k_row_offset(il, stream, i), &mut row)?;
-                w.write_all(&row).map_err(io)?;
+            for grouped in [false, true] {
+                if grouped && p.k_group == 0 {
+                    continue;
+                }
+                for &i in &idx {
+                    buf.read(self.k_row_offset(il, grouped, stream, i), &mut row)?;
+                    w.write_all(&row).map_err(io)?;
+                }
             }
             self.for_each_v_chunk(il, stream, &idx, |off, len| {
                 let mut b = vec![0u8; len];
@@ -193,9 +201,14 @@ impl KvCache {
         for (il, d) in self.dims().iter().enumerate() {
             let rs = p.type_k.row_size(d.n_embd_k_gqa());
             let mut row = vec![0u8; rs];
-            for &i in idx {
-                r.read_exact(&mut row).map_err(io)?;
-                buf.write(self.k_row_offset(il, stream, i), &row)?;
+            for grouped in [false, true] {
+                if grouped && p.k_group == 0 {
+                    continue;
+                }
+                for &i in idx {
+                    r.read_exact(&mut row).map_err(io)?;
+                    buf.write(self.k_row_offset(il, grouped, stream, i), &row)?;
+                }
             }
             self.for_each_v_chunk(il, stream, idx, |off, len| {
                 let mut b = vec![0u8; len];

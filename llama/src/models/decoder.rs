@@ -70,17 +70,28 @@ pub(crate) fn build_graph(b: &mut GraphBuilder) -> Result<TensorId> {
     let kq_scale = 1.0 / (hp.n_embd_head_k as f32).sqrt();
     let mut inp_l = b.build_inp_embd()?;
     let pos = b.build_inp_pos();
+    let pos_grouped = b.build_inp_pos_grouped();
     b.build_attn_inp();
     let out_ids = b.build_inp_out_ids();
     for (il, layer) in model.weights.layers.iter().enumerate() {
         let mut inp_sa = inp_l;
         let cur = b.build_norm(inp_l, layer.attn_norm, "attn_norm", Some(il))?;
-        let (q, k, v) = b.build_qkv(layer, cur, il)?;
-        let q = b.build_rope(q, pos)?;
+        let (q0, k0, v) = b.build_qkv(layer, cur, il)?;
+        let q = b.build_rope(q0, pos)?;
         b.cb(q, "Qcur", Some(il));
-        let k = b.build_rope(k, pos)?;
+        let k = b.build_rope(k0, pos)?;
         b.cb(k, "Kcur", Some(il));
-        let mut cur = b.build_attn(layer, q, k, v, kq_scale, il)?;
+        let mut cur = match pos_grouped {
+            // Exact Self-Extend: Q and K also rotated at their grouped positions.
+            Some((pos_q, pos_k)) => {
+                let q_g = b.build_rope(q0, pos_q)?;
+                b.cb(q_g, "Qcur_grouped", Some(il));
+                let k_g = b.build_rope(k0, pos_k)?;
+                b.cb(k_g, "Kcur_grouped", Some(il));
+                b.build_attn_self_extend(layer, q, q_g, k, k_g, v, kq_scale, il)?
+            }
+            None => b.build_attn(layer, q, k, v, kq_scale, il)?,
+        };
         b.cb(cur, "attn_out", Some(il));
         if il + 1 == hp.n_layer {
             if let Some(ids) = out_ids {
