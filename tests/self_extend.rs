@@ -435,3 +435,60 @@ fn runtime_sequences_in_one_batch_equal_each_alone() {
         );
     }
 }
+
+#[test]
+fn cli_flag_selects_exact_self_extend() {
+    use llamars::cli::completion;
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let Some(text) = common::shared_file("golden/text/story-a.txt") else {
+        return;
+    };
+    let run = |extra: &str| {
+        let mut args: Vec<String> = [
+            "-m",
+            &model.display().to_string(),
+            "-f",
+            &text.display().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(
+            "-c 1024 -n 16 --temp 0 --no-display-prompt -t 2"
+                .split(' ')
+                .map(String::from),
+        );
+        args.extend(extra.split_whitespace().map(String::from));
+        let (mut out, mut log) = (Vec::new(), Vec::new());
+        let code = completion::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
+        (
+            code,
+            String::from_utf8_lossy(&out).into_owned(),
+            String::from_utf8_lossy(&log).into_owned(),
+        )
+    };
+    let (code, out, log) = run("--self-extend 4,64");
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("self-extend (exact, bi-level attention): group = 4, window = 64"),
+        "{log}"
+    );
+    assert!(!out.trim().is_empty());
+    let (plain_code, plain, _) = run("");
+    assert_eq!(plain_code, 0);
+    assert_ne!(
+        out, plain,
+        "exact Self-Extend should change this continuation past 512 tokens"
+    );
+    for (bad, msg) in [
+        ("--self-extend 4", "expected G,W"),
+        ("--self-extend 0,64", "at least 1"),
+        ("--self-extend 4,64 --grp-attn-n 4", "exclude each other"),
+    ] {
+        let (code, _, log) = run(bad);
+        assert_eq!(code, 1, "{bad}");
+        assert!(log.contains(msg), "{bad}: {log}");
+    }
+}

@@ -49,6 +49,8 @@ pub struct CommonParams {
     pub n_keep: i32,
     /// Self-Extend group factor (`--grp-attn-n`).
     pub grp_attn_n: i32,
+    /// Exact Self-Extend's group size and neighbour window (`--self-extend G,W`).
+    pub self_extend: Option<(u32, u32)>,
     /// Self-Extend window (`--grp-attn-w`).
     pub grp_attn_w: i32,
     /// Flash attention (`-fa`).
@@ -110,6 +112,7 @@ impl Default for CommonParams {
             verbose: false,
             special: false,
             div_shift: llama::memory::DivShift::LlamaCpp,
+            self_extend: None,
             rope_freq_base: 0.0,
             rope_freq_scale: 0.0,
         }
@@ -252,6 +255,20 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
             Ok(())
         } },
         Opt {
+            names: &["--self-extend"],
+            value: Some("G,W"),
+            help: "exact Self-Extend (the paper's bi-level attention): group size G, neighbour window W; instead of --grp-attn-n/-w, which follow llama.cpp's KV-shift form",
+            apply: |p, v| {
+                let (g, w) = v
+                    .split_once(',')
+                    .ok_or_else(|| format!("expected G,W (two numbers), got '{v}'"))?;
+                let (g, w): (u32, u32) = (num(g)?, num(w)?);
+                llama::graph::self_extend::SelfExtendParams::new(g, w).map_err(|e| e.to_string())?;
+                p.as_mut().self_extend = Some((g, w));
+                Ok(())
+            },
+        },
+        Opt {
             names: &["--grp-attn-shift"],
             value: Some("[llama.cpp|exact]"),
             help: "how Self-Extend shifts grouped keys: as llama.cpp 0c1e570 (default, same output), or exactly to their new positions",
@@ -357,6 +374,9 @@ impl CommonParams {
             rope_freq_base: self.rope_freq_base,
             rope_freq_scale: self.rope_freq_scale,
             div_shift: self.div_shift,
+            self_extend: self
+                .self_extend
+                .and_then(|(g, w)| llama::graph::self_extend::SelfExtendParams::new(g, w).ok()),
             ..Default::default()
         }
     }
@@ -444,8 +464,20 @@ pub fn context(
     p: &CommonParams,
     log: &mut dyn Write,
 ) -> Result<LlamaContext, String> {
+    if p.self_extend.is_some() && p.grp_attn_n != 1 {
+        return Err(
+            "error: --self-extend (exact) and --grp-attn-n (llama.cpp's KV-shift form) exclude each other"
+                .into(),
+        );
+    }
     let ctx = LlamaContext::new(Arc::clone(model), &p.context_params())
         .map_err(|e| format!("error: failed to create context: {e}"))?;
+    if let Some((g, w)) = p.self_extend {
+        let _ = writeln!(
+            log,
+            "self-extend (exact, bi-level attention): group = {g}, window = {w}; flash attention off"
+        );
+    }
     let c = ctx.cparams();
     let _ = writeln!(
         log,

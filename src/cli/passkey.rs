@@ -1,7 +1,8 @@
 //! `llama-passkey`: llama.cpp's passkey retrieval test (`examples/passkey`). A pass
 //! key is hidden at a chosen place in repeated junk text; the prompt is processed
-//! batch by batch (with Self-Extend's grouping when `--grp-attn-n` > 1, and context
-//! shifts when it outgrows the window), then the model is asked for the key. The
+//! batch by batch (with Self-Extend's grouping when `--grp-attn-n` > 1, or the exact
+//! bi-level attention with `--self-extend G,W`, and context shifts when it outgrows
+//! the window), then the model is asked for the key. The
 //! generated text goes to `out` exactly as llama.cpp prints it; the verdict (key
 //! found or not) goes to `log`.
 
@@ -222,8 +223,10 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
             "error: n_batch ({n_batch}) must be divisible by n_grp ({n_grp})"
         ));
     }
+    // The context grows with the group size of either form of Self-Extend.
+    let ctx_grp = p.self_extend.map_or(n_grp as i64, |(g, _)| g as i64);
     let mut cp = p.clone();
-    cp.n_ctx = (model.hparams.n_ctx_train as i64 * n_grp as i64 + n_keep as i64)
+    cp.n_ctx = (model.hparams.n_ctx_train as i64 * ctx_grp + n_keep as i64)
         .try_into()
         .map_err(|_| "error: the context size does not fit".to_string())?;
     let mut ctx = common::context(&model, &cp, log)?;
