@@ -379,6 +379,72 @@ impl Context {
         Ok(())
     }
 
+    /// Writes `values` (each encoded by `enc` into `N` bytes) into a contiguous tensor
+    /// through a stack buffer, without allocating. `Ok(false)` when the tensor is not
+    /// contiguous (the caller takes the general path).
+    fn write_contiguous<T: Copy, const N: usize>(
+        &self,
+        id: TensorId,
+        values: &[T],
+        enc: impl Fn(T) -> [u8; N],
+    ) -> Result<bool> {
+        let t = self.tensor(id);
+        if !t.is_contiguous() {
+            return Ok(false);
+        }
+        let data = self.data_of(id)?;
+        if values.len() * N != t.nbytes() {
+            return Err(Error::SizeMismatch {
+                name: t.name.clone(),
+                expected: t.nbytes() / N,
+                got: values.len(),
+                unit: "elements",
+            });
+        }
+        let mut chunk = [0u8; 4096];
+        let per = chunk.len() / N;
+        for (c, vals) in values.chunks(per).enumerate() {
+            for (dst, &v) in chunk.chunks_exact_mut(N).zip(vals) {
+                dst.copy_from_slice(&enc(v));
+            }
+            data.buffer
+                .write(data.offset + c * per * N, &chunk[..vals.len() * N])?;
+        }
+        Ok(true)
+    }
+
+    /// Reads an F32 tensor's elements in ggml order into `out` without allocating
+    /// (through a stack buffer when the tensor is contiguous). [`Error::SizeMismatch`]
+    /// unless `out` has one slot per element, [`Error::UnsupportedType`] for another
+    /// type.
+    pub fn read_f32_into(&self, id: TensorId, out: &mut [f32]) -> Result<()> {
+        self.expect_type(id, GgmlType::F32, "read_f32_into")?;
+        let t = self.tensor(id);
+        if out.len() != t.nelements() {
+            return Err(Error::SizeMismatch {
+                name: t.name.clone(),
+                expected: t.nelements(),
+                got: out.len(),
+                unit: "elements",
+            });
+        }
+        if !t.is_contiguous() {
+            out.copy_from_slice(&self.get_f32(id)?);
+            return Ok(());
+        }
+        let data = self.data_of(id)?;
+        let mut chunk = [0u8; 4096];
+        let per = chunk.len() / 4;
+        for (c, vals) in out.chunks_mut(per).enumerate() {
+            let bytes = &mut chunk[..vals.len() * 4];
+            data.buffer.read(data.offset + c * per * 4, bytes)?;
+            for (v, b) in vals.iter_mut().zip(bytes.chunks_exact(4)) {
+                *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+        }
+        Ok(())
+    }
+
     /// All elements as f32, in ggml order (converting or dequantizing).
     /// [`Error::UnsupportedType`] for types that cannot be read as numbers.
     pub fn get_f32(&self, id: TensorId) -> Result<Vec<f32>> {
@@ -398,6 +464,9 @@ impl Context {
                 got: values.len(),
                 unit: "elements",
             });
+        }
+        if t.typ == GgmlType::F32 && self.write_contiguous(id, values, f32::to_le_bytes)? {
+            return Ok(());
         }
         let bytes = f32_to_bytes(t.typ, values)?;
         self.set_bytes(id, &bytes)
@@ -478,6 +547,9 @@ impl Context {
     /// Sets an I32 tensor from a slice. [`Error::UnsupportedType`] for other types.
     pub fn set_i32(&self, id: TensorId, values: &[i32]) -> Result<()> {
         self.expect_type(id, GgmlType::I32, "set_i32")?;
+        if self.write_contiguous(id, values, i32::to_le_bytes)? {
+            return Ok(());
+        }
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.set_bytes(id, &bytes)
     }
@@ -494,6 +566,9 @@ impl Context {
     /// Sets an I64 tensor from a slice. [`Error::UnsupportedType`] for other types.
     pub fn set_i64(&self, id: TensorId, values: &[i64]) -> Result<()> {
         self.expect_type(id, GgmlType::I64, "set_i64")?;
+        if self.write_contiguous(id, values, i64::to_le_bytes)? {
+            return Ok(());
+        }
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.set_bytes(id, &bytes)
     }

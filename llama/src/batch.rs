@@ -117,8 +117,23 @@ impl UBatch {
 }
 
 impl UBatch {
+    /// Empties the micro-batch, keeping its capacity.
+    pub fn clear(&mut self) {
+        self.tokens.clear();
+        self.pos.clear();
+        self.seq_ids.clear();
+        self.output.clear();
+        self.batch_index.clear();
+    }
+
     fn gather(&self, idxs: impl IntoIterator<Item = usize>) -> UBatch {
         let mut out = UBatch::default();
+        self.gather_into(idxs, &mut out);
+        out
+    }
+
+    fn gather_into(&self, idxs: impl IntoIterator<Item = usize>, out: &mut UBatch) {
+        out.clear();
         for i in idxs {
             out.tokens.push(self.tokens[i]);
             out.pos.push(self.pos[i]);
@@ -126,7 +141,19 @@ impl UBatch {
             out.output.push(self.output[i]);
             out.batch_index.push(self.batch_index[i]);
         }
-        out
+    }
+
+    /// [`UBatch::split_simple`] into `out`, reusing the micro-batches already there.
+    pub fn split_simple_into(&self, n_ubatch: usize, out: &mut Vec<UBatch>) {
+        let n = self.n_tokens();
+        let n_ubatch = n_ubatch.max(1);
+        let parts = n.div_ceil(n_ubatch);
+        out.truncate(parts);
+        out.resize_with(parts, UBatch::default);
+        for (k, ub) in out.iter_mut().enumerate() {
+            let i = k * n_ubatch;
+            self.gather_into(i..(i + n_ubatch).min(n), ub);
+        }
     }
 
     /// Cuts a whole batch into consecutive micro-batches of at most `n_ubatch` tokens

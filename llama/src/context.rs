@@ -288,6 +288,41 @@ pub struct LlamaContext {
     perf: PerfCounters,
     keep_intermediates: bool,
     last_graph: Option<(ggml::Context, ggml::Graph)>,
+    /// The last micro-batch graph, reused while micro-batches keep its shape (every
+    /// decode step between two growths of `n_kv`), as llama.cpp reuses graphs.
+    cached: Option<CachedGraph>,
+    /// Buffers of `decode`, kept so that a steady decode loop allocates nothing.
+    work: DecodeBuffers,
+}
+
+/// What `decode` fills per batch, reused from one call to the next.
+#[derive(Default)]
+struct DecodeBuffers {
+    all: UBatch,
+    ubatches: Vec<UBatch>,
+    sinfos: Vec<crate::memory::SlotInfo>,
+    next_pos: Vec<Option<Pos>>,
+    seq_pos: Vec<(Pos, Pos, usize)>,
+}
+
+/// What a micro-batch graph's structure depends on; inputs carry the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GraphKey {
+    n_tokens: usize,
+    n_outputs: usize,
+    n_kv: u32,
+    s0: u32,
+    s1: u32,
+    n_stream: usize,
+}
+
+/// A built and allocated micro-batch graph.
+struct CachedGraph {
+    key: GraphKey,
+    ctx: ggml::Context,
+    graph: ggml::Graph,
+    inputs: crate::graph::GraphInputs,
+    logits: ggml::TensorId,
 }
 
 impl LlamaContext {
@@ -333,6 +368,8 @@ impl LlamaContext {
             perf: PerfCounters::default(),
             keep_intermediates: params.keep_intermediates,
             last_graph: None,
+            cached: None,
+            work: DecodeBuffers::default(),
         })
     }
 
@@ -435,22 +472,38 @@ impl LlamaContext {
     /// [`LlamaError::TokenOutOfRange`], [`LlamaError::BadSeqId`],
     /// [`LlamaError::BadPosition`], [`LlamaError::NoKvSlot`], and computation errors.
     pub fn decode(&mut self, batch: &Batch) -> Result<()> {
-        let ubatches = self.prepare_batch(batch)?;
+        self.prepare_batch(batch)?;
         self.apply_kv_shift()?;
-        let Some(sinfos) = self.kv.prepare(&ubatches) else {
+        // Taken out for the loop (compute_ubatch borrows the context), put back after,
+        // so that their capacity is kept.
+        let ubatches = std::mem::take(&mut self.work.ubatches);
+        let mut sinfos = std::mem::take(&mut self.work.sinfos);
+        let result = self.decode_ubatches(batch, &ubatches, &mut sinfos);
+        self.work.ubatches = ubatches;
+        self.work.sinfos = sinfos;
+        result
+    }
+
+    fn decode_ubatches(
+        &mut self,
+        batch: &Batch,
+        ubatches: &[UBatch],
+        sinfos: &mut Vec<crate::memory::SlotInfo>,
+    ) -> Result<()> {
+        if !self.kv.prepare_into(ubatches, sinfos) {
             let n = ubatches.iter().map(|u| u.n_tokens()).max().unwrap_or(0);
             return Err(LlamaError::NoKvSlot {
                 n_tokens: n,
                 size: self.kv.size(),
             });
-        };
+        }
         let n_vocab = self.model.hparams.n_vocab;
         let n_outputs: usize = batch.tokens().iter().filter(|t| t.logits).count();
         // Logits rows come in micro-batch order, which `split_equal` may permute.
         self.output_rows.clear();
         self.output_rows.resize(batch.len(), -1);
         let mut row = 0;
-        for ub in &ubatches {
+        for ub in ubatches {
             for (&bi, &out) in ub.batch_index.iter().zip(&ub.output) {
                 if out {
                     self.output_rows[bi] = row;
@@ -462,7 +515,7 @@ impl LlamaContext {
 
         let t0 = Instant::now();
         let mut out_row = 0usize;
-        for (k, (ub, sinfo)) in ubatches.iter().zip(&sinfos).enumerate() {
+        for (k, (ub, sinfo)) in ubatches.iter().zip(sinfos.iter()).enumerate() {
             self.kv.apply_ubatch(sinfo, ub);
             if let Err(e) = self.compute_ubatch(ub, sinfo, &mut out_row) {
                 for failed in &ubatches[k..] {
@@ -489,43 +542,69 @@ impl LlamaContext {
         out_row: &mut usize,
     ) -> Result<()> {
         let n_vocab = self.model.hparams.n_vocab;
-        let model = Arc::clone(&self.model);
-        let mut b = GraphBuilder::new(
-            &model,
-            &self.cparams,
-            &self.kv,
-            sinfo,
-            ub.n_tokens(),
-            ub.n_outputs(),
-        )?;
-        let logits = crate::models::build_graph(&mut b)?;
-        let (mut gctx, graph, inputs) = (b.ctx, b.gf, b.inputs);
-        if self.keep_intermediates {
-            for &n in graph.nodes() {
-                gctx.set_output(n);
+        let key = GraphKey {
+            n_tokens: ub.n_tokens(),
+            n_outputs: ub.n_outputs(),
+            n_kv: self.kv.n_kv(sinfo),
+            s0: sinfo.s0,
+            s1: sinfo.s1,
+            n_stream: sinfo.n_stream(),
+        };
+        let reuse = !self.keep_intermediates && self.cached.as_ref().is_some_and(|c| c.key == key);
+        if !reuse {
+            self.cached = None;
+            let model = Arc::clone(&self.model);
+            let mut b = GraphBuilder::new(
+                &model,
+                &self.cparams,
+                &self.kv,
+                sinfo,
+                ub.n_tokens(),
+                ub.n_outputs(),
+            )?;
+            let logits = crate::models::build_graph(&mut b)?;
+            let (mut gctx, graph, inputs) = (b.ctx, b.gf, b.inputs);
+            if self.keep_intermediates {
+                for &n in graph.nodes() {
+                    gctx.set_output(n);
+                }
             }
+            self.galloc.alloc_graph(&mut gctx, &graph)?;
+            self.cached = Some(CachedGraph {
+                key,
+                ctx: gctx,
+                graph,
+                inputs,
+                logits,
+            });
         }
-        self.galloc.alloc_graph(&mut gctx, &graph)?;
-        inputs.set(
-            &gctx,
+        let Some(c) = self.cached.as_ref() else {
+            return Err(LlamaError::InvalidParam(
+                "no graph for the micro-batch".into(),
+            ));
+        };
+        c.inputs.set(
+            &c.ctx,
             ub,
             &self.kv,
             sinfo,
-            model.hparams.use_alibi(),
+            self.model.hparams.use_alibi(),
             &mut self.scratch,
         )?;
-        self.exec.compute(&gctx, &graph)?;
+        self.exec.compute(&c.ctx, &c.graph)?;
         self.perf.n_graphs += 1;
         let n_out = ub.n_outputs();
         if n_out > 0 {
-            let out = gctx.get_f32(logits)?;
-            self.logits[*out_row * n_vocab..(*out_row + n_out) * n_vocab].copy_from_slice(&out);
+            let rows = &mut self.logits[*out_row * n_vocab..(*out_row + n_out) * n_vocab];
+            c.ctx.read_f32_into(c.logits, rows)?;
             *out_row += n_out;
         }
         if self.keep_intermediates {
             // A fresh allocator next time, so that this graph's memory stays intact.
             self.galloc = GraphAllocator::new();
-            self.last_graph = Some((gctx, graph));
+            if let Some(c) = self.cached.take() {
+                self.last_graph = Some((c.ctx, c.graph));
+            }
         }
         Ok(())
     }
@@ -556,8 +635,9 @@ impl LlamaContext {
         }
     }
 
-    /// Validates a batch, resolves its positions and splits it into micro-batches.
-    fn prepare_batch(&self, batch: &Batch) -> Result<Vec<UBatch>> {
+    /// Validates a batch, resolves its positions and splits it into micro-batches
+    /// (into `self.work.ubatches`).
+    fn prepare_batch(&mut self, batch: &Batch) -> Result<()> {
         if batch.is_empty() {
             return Err(LlamaError::EmptyBatch);
         }
@@ -569,9 +649,13 @@ impl LlamaContext {
         }
         let n_vocab = self.model.hparams.n_vocab;
         let n_seq_max = self.cparams.n_seq_max as usize;
-        let mut next_pos: Vec<Option<Pos>> = vec![None; n_seq_max];
-        let mut seq_pos: Vec<(Pos, Pos, usize)> = vec![(Pos::MAX, Pos::MIN, 0); n_seq_max];
-        let mut all = UBatch::default();
+        let w = &mut self.work;
+        w.next_pos.clear();
+        w.next_pos.resize(n_seq_max, None);
+        w.seq_pos.clear();
+        w.seq_pos.resize(n_seq_max, (Pos::MAX, Pos::MIN, 0));
+        let (next_pos, seq_pos, all) = (&mut w.next_pos, &mut w.seq_pos, &mut w.all);
+        all.clear();
         for (i, t) in batch.tokens().iter().enumerate() {
             if t.token < 0 || t.token as usize >= n_vocab {
                 return Err(LlamaError::TokenOutOfRange {
@@ -648,10 +732,11 @@ impl LlamaContext {
         }
         let n_ubatch = self.cparams.n_ubatch as usize;
         if self.kv.n_stream() == 1 {
-            Ok(all.split_simple(n_ubatch))
+            all.split_simple_into(n_ubatch, &mut w.ubatches);
         } else {
-            all.split_equal(n_ubatch)
+            w.ubatches = all.clone().split_equal(n_ubatch)?;
         }
+        Ok(())
     }
 
     /// Saves sequence `seq` (its cells and their K/V data) and `tokens` to `path`;

@@ -31,6 +31,10 @@ pub struct Executor {
     nodes: Vec<ExecNode>,
     profiling: bool,
     profile: Profile,
+    /// The buffers marked busy during a computation (kept for their capacity).
+    guards: Vec<ComputeGuard>,
+    /// Their addresses, to mark each buffer once.
+    guarded: Vec<usize>,
 }
 
 impl Executor {
@@ -66,6 +70,8 @@ impl Executor {
             nodes: Vec::new(),
             profiling,
             profile: Profile::default(),
+            guards: Vec::new(),
+            guarded: Vec::new(),
         })
     }
 
@@ -101,8 +107,12 @@ impl Executor {
     /// When a kernel panics (a bug): the other workers abandon the computation and the
     /// panic is resumed on the calling thread.
     pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
-        let mut guards: Vec<ComputeGuard> = Vec::new();
-        let mut guarded: Vec<*const Buffer> = Vec::new();
+        // Taken for the computation and put back empty (the guards dropped, their
+        // buffers released), so that steady computations allocate nothing.
+        let mut guards = std::mem::take(&mut self.guards);
+        let mut guarded = std::mem::take(&mut self.guarded);
+        guards.clear();
+        guarded.clear();
         self.nodes.clear();
         let mut work_size = 0usize;
         for &id in graph.nodes() {
@@ -196,7 +206,10 @@ impl Executor {
             }
         };
         dispatch::run(self.dispatch, self.pool.as_ref(), nth, nodes.len(), &work);
-        drop(guards);
+        guards.clear();
+        guarded.clear();
+        self.guards = guards;
+        self.guarded = guarded;
         if let Some(payload) = panicked.into_inner().unwrap_or_else(|e| e.into_inner()) {
             panic::resume_unwind(payload);
         }
@@ -235,7 +248,7 @@ fn resolve(
     ctx: &Context,
     id: TensorId,
     guards: &mut Vec<ComputeGuard>,
-    guarded: &mut Vec<*const Buffer>,
+    guarded: &mut Vec<usize>,
 ) -> Result<TView> {
     let t: &Tensor = ctx.tensor(id);
     let data = match (&t.data, t.view_src) {
@@ -282,7 +295,7 @@ fn resolve(
         )));
     }
     if data.buffer.is_writable() {
-        let p = Arc::as_ptr(&data.buffer);
+        let p = Arc::as_ptr(&data.buffer) as usize;
         if !guarded.contains(&p) {
             guards.push(data.buffer.begin_compute()?);
             guarded.push(p);

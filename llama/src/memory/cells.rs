@@ -2,8 +2,6 @@
 //! `llama_kv_cells`): for every cell its position, its accumulated shift (`delta`,
 //! applied to K by the next K-shift) and the set of sequences that use it.
 
-use std::collections::BTreeSet;
-
 /// A position in a sequence (llama.cpp's `llama_pos`).
 pub type Pos = i32;
 /// A sequence id (llama.cpp's `llama_seq_id`).
@@ -87,14 +85,48 @@ impl SeqSet {
     }
 }
 
+/// A count with the smallest and largest of the values counted, kept without
+/// allocating: adding a value widens the range; removing an extreme marks it stale, and
+/// the owner recomputes it (one scan) the next time it is asked for.
+#[derive(Clone, Copy, Debug, Default)]
+struct Range {
+    n: u32,
+    min: Pos,
+    max: Pos,
+    stale: bool,
+}
+
+impl Range {
+    fn add(&mut self, v: Pos) {
+        if self.n == 0 {
+            (self.min, self.max, self.stale) = (v, v, false);
+        } else if !self.stale {
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+        }
+        self.n += 1;
+    }
+
+    fn remove(&mut self, v: Pos) {
+        self.n -= 1;
+        if self.n == 0 {
+            self.stale = false;
+        } else if v == self.min || v == self.max {
+            self.stale = true;
+        }
+    }
+}
+
 /// All cells of one KV stream.
 #[derive(Clone, Debug, Default)]
 pub struct KvCells {
     pos: Vec<Pos>,
     shift: Vec<Pos>,
     seq: Vec<SeqSet>,
-    used: BTreeSet<u32>,
-    seq_pos: Vec<BTreeSet<(Pos, u32)>>,
+    /// Occupied cells, by index.
+    used: std::cell::Cell<Range>,
+    /// Positions of each sequence.
+    seq_pos: Vec<std::cell::Cell<Range>>,
     has_shift: bool,
 }
 
@@ -111,8 +143,8 @@ impl KvCells {
         self.pos = vec![-1; n as usize];
         self.shift = vec![0; n as usize];
         self.seq = vec![SeqSet::default(); n as usize];
-        self.seq_pos = vec![BTreeSet::new(); MAX_SEQ];
-        self.used.clear();
+        self.seq_pos = vec![std::cell::Cell::new(Range::default()); MAX_SEQ];
+        self.used = std::cell::Cell::new(Range::default());
         self.has_shift = false;
     }
 
@@ -140,17 +172,17 @@ impl KvCells {
 
     /// Number of occupied cells.
     pub fn used(&self) -> u32 {
-        self.used.len() as u32
+        self.used.get().n
     }
 
     /// Index of the first occupied cell (0 when none).
     pub fn used_min(&self) -> u32 {
-        self.used.first().copied().unwrap_or(0)
+        self.used_range().map_or(0, |(lo, _)| lo as u32)
     }
 
     /// One past the last occupied cell (0 when none).
     pub fn used_max_p1(&self) -> u32 {
-        self.used.last().map_or(0, |&i| i + 1)
+        self.used_range().map_or(0, |(_, hi)| hi as u32 + 1)
     }
 
     /// Whether some cell has a pending shift (the K-shift must run).
@@ -186,26 +218,71 @@ impl KvCells {
 
     /// Smallest position of sequence `s` (-1 when it has none).
     pub fn seq_pos_min(&self, s: SeqId) -> Pos {
-        self.seq_pos[s as usize].first().map_or(-1, |&(p, _)| p)
+        self.seq_range(s).map_or(-1, |(lo, _)| lo)
     }
 
     /// Largest position of sequence `s` (-1 when it has none).
     pub fn seq_pos_max(&self, s: SeqId) -> Pos {
-        self.seq_pos[s as usize].last().map_or(-1, |&(p, _)| p)
+        self.seq_range(s).map_or(-1, |(_, hi)| hi)
+    }
+
+    /// The smallest and largest occupied cell index, refreshed if stale.
+    fn used_range(&self) -> Option<(Pos, Pos)> {
+        let mut r = self.used.get();
+        if r.n == 0 {
+            return None;
+        }
+        if r.stale {
+            let mut it = (0..self.pos.len()).filter(|&i| self.pos[i] != -1);
+            let lo = it.next().unwrap_or(0) as Pos;
+            let hi = it.last().map_or(lo, |i| i as Pos);
+            (r.min, r.max, r.stale) = (lo, hi, false);
+            self.used.set(r);
+        }
+        Some((r.min, r.max))
+    }
+
+    /// The smallest and largest position of sequence `s`, refreshed if stale.
+    fn seq_range(&self, s: SeqId) -> Option<(Pos, Pos)> {
+        let cell = &self.seq_pos[s as usize];
+        let mut r = cell.get();
+        if r.n == 0 {
+            return None;
+        }
+        if r.stale {
+            let (mut lo, mut hi) = (Pos::MAX, Pos::MIN);
+            for (p, set) in self.pos.iter().zip(&self.seq) {
+                if set.has(s) {
+                    lo = lo.min(*p);
+                    hi = hi.max(*p);
+                }
+            }
+            (r.min, r.max, r.stale) = (lo, hi, false);
+            cell.set(r);
+        }
+        Some((r.min, r.max))
+    }
+
+    fn used_add(&mut self, i: u32) {
+        self.used.get_mut().add(i as Pos);
+    }
+
+    fn used_rm(&mut self, i: u32) {
+        self.used.get_mut().remove(i as Pos);
     }
 
     /// Occupies empty cell `i` at position `p` (no sequence yet).
     pub fn pos_set(&mut self, i: u32, p: Pos) {
         debug_assert!(self.is_empty(i) && self.seq[i as usize].is_empty());
         self.pos[i as usize] = p;
-        self.used.insert(i);
+        self.used_add(i);
     }
 
     /// Adds sequence `s` to occupied cell `i`.
     pub fn seq_add(&mut self, i: u32, s: SeqId) {
         debug_assert!(!self.is_empty(i) && !self.seq_has(i, s));
         self.seq[i as usize].insert(s);
-        self.seq_pos[s as usize].insert((self.pos[i as usize], i));
+        self.seq_pos[s as usize].get_mut().add(self.pos[i as usize]);
     }
 
     /// Empties cell `i`.
@@ -215,18 +292,18 @@ impl KvCells {
         self.seq[iu] = SeqSet::default();
         self.pos[iu] = -1;
         self.shift[iu] = 0;
-        self.used.remove(&i);
+        self.used_rm(i);
     }
 
     /// Removes sequence `s` from cell `i`; returns whether the cell became empty.
     pub fn seq_rm(&mut self, i: u32, s: SeqId) -> bool {
         let iu = i as usize;
         self.seq[iu].remove(s);
-        self.seq_pos[s as usize].remove(&(self.pos[iu], i));
+        self.seq_pos[s as usize].get_mut().remove(self.pos[iu]);
         if self.seq[iu].is_empty() {
             self.pos[iu] = -1;
             self.shift[iu] = 0;
-            self.used.remove(&i);
+            self.used_rm(i);
             return true;
         }
         false
@@ -239,7 +316,7 @@ impl KvCells {
             self.seq_pos_rm(i);
             self.seq[iu] = SeqSet::default();
             self.seq[iu].insert(s);
-            self.seq_pos[s as usize].insert((self.pos[iu], i));
+            self.seq_pos[s as usize].get_mut().add(self.pos[iu]);
             return false;
         }
         if !self.seq[iu].is_empty() {
@@ -261,7 +338,7 @@ impl KvCells {
             self.seq[iu] = SeqSet::default();
             self.pos[iu] = -1;
             self.shift[iu] = 0;
-            self.used.remove(&i);
+            self.used_rm(i);
             return true;
         }
         self.seq_pos_add(i);
@@ -309,7 +386,7 @@ impl KvCells {
         let iu = i as usize;
         let p = self.pos[iu];
         for s in self.seq[iu].iter() {
-            self.seq_pos[s as usize].remove(&(p, i));
+            self.seq_pos[s as usize].get_mut().remove(p);
         }
     }
 
@@ -317,7 +394,7 @@ impl KvCells {
         let iu = i as usize;
         let p = self.pos[iu];
         for s in self.seq[iu].iter() {
-            self.seq_pos[s as usize].insert((p, i));
+            self.seq_pos[s as usize].get_mut().add(p);
         }
     }
 }

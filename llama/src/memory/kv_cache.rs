@@ -480,20 +480,31 @@ impl KvCache {
     /// `find_slot`): from the stream's head, the first empty cells (`cont`: a
     /// contiguous run). `None` when the cache has no room.
     pub fn find_slot(&self, ubatch: &UBatch, cont: bool) -> Option<SlotInfo> {
+        let mut res = SlotInfo::default();
+        self.find_slot_into(ubatch, cont, &mut res).then_some(res)
+    }
+
+    /// [`KvCache::find_slot`] into `res`, reusing its vectors; `false` when the cache
+    /// has no room (`res` is then unspecified).
+    pub fn find_slot_into(&self, ubatch: &UBatch, cont: bool, res: &mut SlotInfo) -> bool {
         let n_total = ubatch.n_tokens() as u32;
-        let seqs = unique_seqs(ubatch);
+        let mut seqs = super::SeqSet::default();
+        for ids in &ubatch.seq_ids {
+            for &s in ids {
+                seqs.insert(s);
+            }
+        }
         let (n_seqs, n_tokens) = if self.n_stream > 1 {
             (seqs.len() as u32, n_total / seqs.len().max(1) as u32)
         } else {
             (1, n_total)
         };
-        let mut res = SlotInfo {
-            s0: u32::MAX,
-            s1: 0,
-            strm: Vec::new(),
-            idxs: Vec::new(),
-        };
-        for &seq in seqs.iter().take(n_seqs as usize) {
+        res.s0 = u32::MAX;
+        res.s1 = 0;
+        res.strm.clear();
+        res.idxs.truncate(n_seqs as usize);
+        res.idxs.resize_with(n_seqs as usize, Vec::new);
+        for (k, seq) in seqs.iter().take(n_seqs as usize).enumerate() {
             let stream = self.stream_of(seq);
             res.s0 = res.s0.min(stream);
             res.s1 = res.s1.max(stream);
@@ -503,9 +514,10 @@ impl KvCache {
                 head = 0;
             }
             if n_tokens > cells.size() {
-                return None;
+                return false;
             }
-            let mut idxs = Vec::with_capacity(n_tokens as usize);
+            let idxs = &mut res.idxs[k];
+            idxs.clear();
             let mut n_tested = 0u32;
             let n_test = if cont { n_tokens } else { 1 };
             loop {
@@ -531,13 +543,31 @@ impl KvCache {
                     idxs.clear();
                 }
                 if n_tested >= cells.size() {
-                    return None;
+                    return false;
                 }
             }
             res.strm.push(stream);
-            res.idxs.push(idxs);
         }
-        Some(res)
+        true
+    }
+
+    /// Finds slots for all micro-batches of a batch into `out`, as if each were placed
+    /// in turn, and leaves the cache as it was; `false` when one of them does not fit.
+    /// A single micro-batch (every decode step) needs no trial placement and allocates
+    /// nothing once `out` has its capacity.
+    pub fn prepare_into(&mut self, ubatches: &[UBatch], out: &mut Vec<SlotInfo>) -> bool {
+        if let [ub] = ubatches {
+            out.truncate(1);
+            out.resize_with(1, SlotInfo::default);
+            return self.find_slot_into(ub, false, &mut out[0]);
+        }
+        match self.prepare(ubatches) {
+            Some(v) => {
+                *out = v;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Finds slots for all micro-batches of a batch, as if each were placed in turn,
@@ -1061,12 +1091,4 @@ impl KvCache {
 
 fn open_range(p0: Pos, p1: Pos) -> (Pos, Pos) {
     (p0.max(0), if p1 < 0 { Pos::MAX } else { p1 })
-}
-
-/// The distinct sequences of a micro-batch (first sequence of each token), ascending.
-fn unique_seqs(ub: &UBatch) -> Vec<SeqId> {
-    let mut s: Vec<SeqId> = ub.seq_ids.iter().flat_map(|v| v.iter().copied()).collect();
-    s.sort_unstable();
-    s.dedup();
-    s
 }
