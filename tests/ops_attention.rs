@@ -359,40 +359,38 @@ proptest! {
 proptest! {
     #![proptest_config(config(24))]
 
-    /// One query against 512 or more keys takes ggml's split-KV decode path: the keys
-    /// are spread over the threads and the partial softmaxes merged. Like ggml's, its
-    /// rounding follows the thread count, so each count is held to the reference (not
-    /// to the bits of one thread).
+    /// One query against 512 or more keys with `kv_split` > 1 takes ggml's split-KV
+    /// decode path: the keys are cut into ranges attended apart and merged. Against
+    /// the f64 reference, and (as every op) with the same bits on 1 to 4 threads.
     #[test]
     fn flash_attn_ext_split_kv_decode_matches_attention(
         dk in select(vec![8usize, 64]),
         n_kv in 512usize..=900,
         heads_kv in 1usize..=2,
         gqa in 1usize..=2,
+        kv_split in 2usize..=5,
         kv_type in st::float_type(),
         seed in st::seed(),
+        n_threads in st::n_threads(),
     ) {
         let n_head = heads_kv * gqa;
         // With f32 K and V nothing is rounded to f16, so a wrongly merged partial
-        // (even 0.1% off) stands out.
+        // stands out.
         let tol = if kv_type == GgmlType::F16 {
             Tolerance::nmse(1e-7 + n_kv as f64 * 2f64.powi(-20))
         } else {
             Tolerance::nmse(1e-11)
         };
-        let build = |ctx: &mut Context| {
+        check(|ctx| {
             let q = Layout::contiguous().make(ctx, GgmlType::F32, [dk, 1, n_head, 1], Fill::uniform(seed, -1.0, 1.0));
             let k = Layout::contiguous().make(ctx, kv_type, [dk, n_kv, heads_kv, 1], Fill::uniform(seed ^ 1, -1.0, 1.0));
             let v = Layout::contiguous().make(ctx, kv_type, [dk, n_kv, heads_kv, 1], Fill::uniform(seed ^ 2, -1.0, 1.0));
             // A cache only partly filled: the last keys are masked out, as in decoding.
             let mask = causal_mask(ctx, GgmlType::F16, [n_kv, 1, 1, 1], n_kv - 1 - (seed as usize % 300), seed ^ 3);
-            vec![ctx.flash_attn_ext(q, k, v, Some(mask), 0.125, 0.0, 0.0)]
-        };
-        for n_threads in 1..=4 {
-            let outs = ggml::testing::run(&build, n_threads, true)
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
-            ggml::testing::expect_close(&outs, tol)?;
-        }
+            let out = ctx.flash_attn_ext(q, k, v, Some(mask), 0.125, 0.0, 0.0);
+            ctx.flash_attn_ext_set_kv_split(out, kv_split);
+            vec![out]
+        }, n_threads, tol)?;
     }
 }
 

@@ -153,10 +153,13 @@ pub enum Op {
     /// Sets entries above the diagonal shifted by `n_past` to -inf.
     DiagMaskInf { n_past: usize },
     /// Fused attention: softmax(q·kᵀ·scale + mask)·v (src0 q, src1 k, src2 v, src3 mask).
+    /// `kv_split`: for one query against many keys, the number of key ranges computed
+    /// apart and merged (see `Context::flash_attn_ext_set_kv_split`); 1 = none.
     FlashAttnExt {
         scale: f32,
         max_bias: f32,
         logit_softcap: f32,
+        kv_split: u32,
     },
 }
 

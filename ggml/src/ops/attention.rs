@@ -234,9 +234,29 @@ impl Context {
             scale,
             max_bias,
             logit_softcap,
+            kv_split: 1,
         };
         let id = self.new_tensor(GgmlType::F32, &ne);
         self.attach_opt(id, op, &[Some(q), Some(k), Some(v), mask]);
         id
+    }
+
+    /// Makes a `flash_attn_ext` node that has one query row per head (decoding) and
+    /// at least 512 keys split the keys into `n` ranges, each attended apart, and merge
+    /// the partial results, as ggml's CPU backend does with one range per thread. The
+    /// ranges follow from `n` alone, not from the threads that compute the graph, so a
+    /// graph gives the same bits on any thread count; pass the thread count to get
+    /// llama.cpp's arithmetic at that count. `n <= 1` turns the split off.
+    ///
+    /// # Panics
+    /// When `node` is not a `flash_attn_ext` node.
+    pub fn flash_attn_ext_set_kv_split(&mut self, node: TensorId, n: usize) {
+        match &mut self.tensor_mut(node).op {
+            Op::FlashAttnExt { kv_split, .. } => *kv_split = n.max(1) as u32,
+            op => panic!(
+                "flash_attn_ext_set_kv_split: node is {}, not FLASH_ATTN_EXT",
+                op.name()
+            ),
+        }
     }
 }

@@ -390,6 +390,9 @@ impl<'a> GraphBuilder<'a> {
                 v
             };
             let cur = ctx.flash_attn_ext(q, k, v, Some(mask), kq_scale, max_bias, 0.0);
+            // llama.cpp's CPU backend splits a decode step's keys by thread: the same
+            // ranges give the same logits.
+            ctx.flash_attn_ext_set_kv_split(cur, self.cparams.n_threads);
             let ne = ctx.tensor(cur).ne;
             return ctx.reshape_2d(cur, ne[0] * ne[1], ne[2] * ne[3]);
         }

@@ -3,16 +3,17 @@
 //! - tiled (64 or more queries per head, f16/f32 K and V of the same type): Q stays
 //!   f32, tiles of 64 keys are widened to f32, scores and the V accumulation are f32
 //!   matrix products (each element a chain of fused multiply-adds);
-//! - split-KV (one query of one sequence against 512 or more keys, f16/f32 K and V):
-//!   the keys are cut into one range per thread, each range gives a partial (max, sum,
-//!   output) and the partials are merged, so, as in ggml, the rounding follows the
-//!   thread count;
+//! - split-KV (one query of one sequence against 512 or more keys, f16/f32 K and V,
+//!   when the node asks for it with `kv_split` > 1): the keys are cut into `kv_split`
+//!   ranges, each range gives a partial (max, sum, output) and the partials are merged;
+//!   ggml does this with one range per thread, so llama sets `kv_split` to its thread
+//!   count;
 //! - one query row at a time otherwise: Q converted to K's `vec_dot_type`, and with an
 //!   f16 V the running output kept in f16.
 //!
-//! Unlike ggml, the work split never depends on thread timing: each thread owns a
-//! contiguous range of query rows (or of keys), so a given thread count always gives
-//! the same bits; apart from the split-KV path, results do not depend on the count.
+//! Unlike ggml, the work split never depends on thread timing or count: each thread
+//! owns a contiguous range of query rows (or whole key ranges), so a graph gives the
+//! same bits on any number of threads.
 
 use half::f16;
 
@@ -56,7 +57,7 @@ pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
     if use_tiled(node) {
         work_layout(0, per_thread_tiled(node), nth)
     } else if use_split_kv(node) {
-        let partials = node.src0().ne[2] * nth * partial_len(node) * 4;
+        let partials = node.src0().ne[2] * kv_split(node) * partial_len(node) * 4;
         work_layout(partials, per_thread(node), nth)
     } else {
         work_layout(0, per_thread(node), nth)
@@ -83,6 +84,13 @@ pub(super) fn forward(
 /// keys spreads the keys over the threads and merges their partial results.
 const SPLIT_KV_MIN: usize = 512;
 
+fn kv_split(node: &ExecNode) -> usize {
+    match node.op {
+        crate::op::Op::FlashAttnExt { kv_split, .. } => kv_split.max(1) as usize,
+        _ => 1,
+    }
+}
+
 fn use_split_kv(node: &ExecNode) -> bool {
     let (q, k, v) = (
         node.src0(),
@@ -95,6 +103,7 @@ fn use_split_kv(node: &ExecNode) -> bool {
         && matches!(k.typ, GgmlType::F32 | GgmlType::F16)
         && k.typ == v.typ
         && k.ne[1] >= SPLIT_KV_MIN
+        && kv_split(node) > 1
 }
 
 /// Floats of one partial result of the split-KV path: max, sum, then `dv` outputs.
@@ -288,10 +297,11 @@ fn one_row(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, l
     }
 }
 
-/// One query against many keys (ggml's decode path): thread `ith` attends every head
-/// to its share of the keys and leaves (max, sum, output) as a partial; after a
-/// barrier the partials of each head are merged in thread order. As in ggml, the
-/// key split follows the thread count.
+/// One query against many keys (ggml's decode path): the keys are cut into
+/// `kv_split` ranges; each (head, range) gives a partial (max, sum, output), thread
+/// `ith` computing the ranges `ith, ith + nth, ...`; after a barrier the partials of
+/// each head are merged in range order. The ranges depend on `kv_split` only, so the
+/// bits do not depend on the thread count; ggml uses one range per thread.
 fn split_kv(
     params: &ComputeParams,
     node: &ExecNode,
@@ -306,27 +316,30 @@ fn split_kv(
     let n_kv = node.src1().ne[1];
     let dv = node.src[2].as_ref().expect("flash_attn_ext has v").ne[0];
     let (nth, ith) = (params.nth, params.ith);
-    let chunk = n_kv.div_ceil(nth);
+    let n_chunks = kv_split(node);
+    let chunk = n_kv.div_ceil(n_chunks);
     let plen = partial_len(node);
-    let shared = n_head * nth * plen;
-    // SAFETY: the partials area (shared, sized by work_size) is written only at this
-    // thread's slots before the barrier and only read after it; the scratch area is
-    // this thread's; each head's output row is written by one thread.
+    let shared = n_head * n_chunks * plen;
+    // SAFETY: the partials area (shared, sized by work_size) is written only at the
+    // slots of this thread's ranges before the barrier and only read after it; the
+    // scratch area is this thread's; each head's output row is written by one thread.
     unsafe {
         let partials = std::slice::from_raw_parts_mut(params.wdata as *mut f32, shared);
         let scratch = params.scratch_f32(shared * 4, per_thread(node));
-        let keys = (ith * chunk).min(n_kv)..((ith + 1) * chunk).min(n_kv);
-        for h in 0..n_head {
-            let slot = &mut partials[(h * nth + ith) * plen..(h * nth + ith + 1) * plen];
-            if keys.is_empty() {
-                slot[0] = f32::NEG_INFINITY;
-                slot[1] = 0.0;
-                continue;
+        for c in (ith..n_chunks).step_by(nth) {
+            let keys = (c * chunk).min(n_kv)..((c + 1) * chunk).min(n_kv);
+            for h in 0..n_head {
+                let slot = &mut partials[(h * n_chunks + c) * plen..(h * n_chunks + c + 1) * plen];
+                if keys.is_empty() {
+                    slot[0] = f32::NEG_INFINITY;
+                    slot[1] = 0.0;
+                    continue;
+                }
+                let (m, s) = att.attend(h, keys.clone(), scratch);
+                slot[0] = m;
+                slot[1] = s;
+                slot[2..].copy_from_slice(&scratch[..dv]);
             }
-            let (m, s) = att.attend(h, keys.clone(), scratch);
-            slot[0] = m;
-            slot[1] = s;
-            slot[2..].copy_from_slice(&scratch[..dv]);
         }
         if !params.barrier() {
             return;
@@ -335,11 +348,11 @@ fn split_kv(
         for h in (ith..n_head).step_by(nth) {
             let (mut m_final, mut s_final) = (f32::NEG_INFINITY, 0f32);
             out.fill(0.0);
-            for c in 0..nth {
+            for c in 0..n_chunks {
                 if c * chunk >= n_kv {
                     continue;
                 }
-                let p = &partials[(h * nth + c) * plen..(h * nth + c + 1) * plen];
+                let p = &partials[(h * n_chunks + c) * plen..(h * n_chunks + c + 1) * plen];
                 let (m_chunk, s_chunk) = (p[0], p[1]);
                 if s_chunk == 0.0 {
                     continue;

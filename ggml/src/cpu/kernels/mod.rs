@@ -338,6 +338,7 @@ pub(crate) fn forward(params: &ComputeParams, node: &ExecNode) {
             scale,
             max_bias,
             logit_softcap,
+            ..
         } => flash_attn::forward(params, node, scale, max_bias, logit_softcap),
     }
 }

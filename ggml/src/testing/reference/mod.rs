@@ -129,6 +129,7 @@ fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
             scale,
             max_bias,
             logit_softcap,
+            ..
         } => attention::flash_attn_ext(
             s(0)?,
             s(1)?,
