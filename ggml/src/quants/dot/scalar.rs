@@ -3,7 +3,7 @@
 //! are the reference the SIMD levels are tested against.
 
 use crate::quants::blocks::*;
-use crate::quants::k_quants::{k4_nibble, q5k_high, q6k_quant};
+use crate::quants::k_quants::{k4_codes, q5k_codes, q6k_values};
 use crate::quants::legacy::{nibble, q5_quant};
 
 /// Pairs the blocks of `x` and `y` over the first `n` elements.
@@ -202,7 +202,7 @@ fn vec_dot_k4<B: Block>(
 /// `ggml_vec_dot_q4_K_q8_K_generic`.
 pub(crate) fn vec_dot_q4_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     vec_dot_k4(n, x, y, |x: &BlockQ4K| {
-        let a = std::array::from_fn(|j| k4_nibble(&x.qs, j) as i8);
+        let a = k4_codes(&x.qs).map(|q| q as i8);
         (a, x.scales, x.d.get(), x.dmin.get())
     })
 }
@@ -210,7 +210,7 @@ pub(crate) fn vec_dot_q4_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
 pub(crate) fn vec_dot_q5_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     vec_dot_k4(n, x, y, |x: &BlockQ5K| {
-        let a = std::array::from_fn(|j| (k4_nibble(&x.qs, j) + q5k_high(&x.qh, j)) as i8);
+        let a = q5k_codes(&x.qs, &x.qh).map(|q| q as i8);
         (a, x.scales, x.d.get(), x.dmin.get())
     })
 }
@@ -219,10 +219,7 @@ pub(crate) fn vec_dot_q5_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
 pub(crate) fn vec_dot_q6_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sums = [0f32; 8];
     for (x, y) in pairs::<BlockQ6K, BlockQ8K>(n, x, y) {
-        let a: [i8; QK_K] = std::array::from_fn(|j| {
-            let h = j / 128;
-            q6k_quant(&x.ql[64 * h..][..64], &x.qh[32 * h..][..32], j % 128) as i8
-        });
+        let a = q6k_values(&x.ql, &x.qh);
         let aux32 = lanes8(&a, &y.qs, |j| x.scales[j] as i32);
         add_lanes(&mut sums, x.d.get() * y.d.get(), &aux32);
     }
@@ -244,3 +241,4 @@ pub(crate) fn vec_dot_iq4_xs_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     }
     sumf
 }
+
