@@ -19,13 +19,14 @@ fn needs_conversion(s0: &TView, s1: &TView) -> bool {
 
 /// The GEMM-order dot product when ggml would take its llamafile path for this node:
 /// two or more `src1` rows, rows a multiple of the kernel width, `src0` rows a multiple
-/// of 4, and `src1` either converted to `vec_dot_type` or already contiguous in it.
+/// of 4 (float tinyBLAS; the quantized one takes any count), and `src1` either
+/// converted to `vec_dot_type` or already contiguous in it.
 fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::VecDotFn> {
     let g = s0.typ.traits().gemm_dot?;
     let converted = s1.typ != vec_dot_type(s0);
     let ok = s1.ne[1] >= 2
-        && s0.ne[0] % g.kn == 0
-        && s0.ne[1] % 4 == 0
+        && s0.ne[0].is_multiple_of(g.kn)
+        && (s0.ne[1].is_multiple_of(4) || s0.typ.is_quantized())
         && (converted || s1.is_contiguous());
     ok.then_some(g.dot)
 }

@@ -242,3 +242,67 @@ pub(crate) fn vec_dot_iq4_xs_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     sumf
 }
 
+/// ggml's `hsum_float_8`: `((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))`.
+fn hsum_float_8(v: [f32; 8]) -> f32 {
+    ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
+}
+
+/// The order of llamafile's `tinyBLAS_Q0_AVX` (and of the x86 `vec_dot` of Q4_0, Q5_0
+/// and Q8_0): eight lanes of 4-element integer sums per block, each lane
+/// `acc = fma(dx * dy, sum, acc)`, then `hsum_float_8`. Exactly the SIMD kernels' bits.
+#[inline]
+fn lanes_q8_0<X: Block>(
+    n: usize,
+    x: &[u8],
+    y: &[u8],
+    d: impl Fn(&X) -> f32,
+    q: impl Fn(&X, usize) -> i32,
+) -> f32 {
+    let mut acc = [0f32; 8];
+    for (x, y) in pairs::<X, BlockQ8_0>(n, x, y) {
+        let dxy = d(&x) * y.d.get();
+        for (l, acc) in acc.iter_mut().enumerate() {
+            let sum: i32 = (4 * l..4 * l + 4).map(|j| q(&x, j) * y.qs[j] as i32).sum();
+            *acc = dxy.mul_add(sum as f32, *acc);
+        }
+    }
+    hsum_float_8(acc)
+}
+
+/// tinyBLAS_Q0 order for Q4_0.
+pub(crate) fn gemm_dot_q4_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_0(
+        n,
+        x,
+        y,
+        |x: &BlockQ4_0| x.d.get(),
+        |x, j| nibble(&x.qs, j) as i32 - 8,
+    )
+}
+
+/// tinyBLAS_Q0 order for Q5_0.
+pub(crate) fn gemm_dot_q5_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_0(
+        n,
+        x,
+        y,
+        |x: &BlockQ5_0| x.d.get(),
+        |x, j| q5_quant(&x.qs, u32::from_le_bytes(x.qh), j) - 16,
+    )
+}
+
+/// tinyBLAS_Q0 order for Q8_0.
+pub(crate) fn gemm_dot_q8_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_0(n, x, y, |x: &BlockQ8_0| x.d.get(), |x, j| x.qs[j] as i32)
+}
+
+/// tinyBLAS_Q0 order for IQ4_NL (its `vec_dot` uses two accumulators instead).
+pub(crate) fn gemm_dot_iq4_nl_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_0(
+        n,
+        x,
+        y,
+        |x: &BlockIq4Nl| x.d.get(),
+        |x, j| KVALUES_IQ4NL[nibble(&x.qs, j) as usize] as i32,
+    )
+}
