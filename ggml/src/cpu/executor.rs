@@ -243,8 +243,8 @@ fn resolve(
     } else {
         1
     };
-    let misaligned =
-        (data.ptr() as usize) % align != 0 || (0..4).any(|i| t.ne[i] > 1 && t.nb[i] % align != 0);
+    let misaligned = !(data.ptr() as usize).is_multiple_of(align)
+        || (0..4).any(|i| t.ne[i] > 1 && !t.nb[i].is_multiple_of(align));
     if misaligned {
         return Err(Error::Graph(format!(
             "tensor '{}' is not aligned to its {}-byte elements (offset {}, strides {:?})",
@@ -266,6 +266,7 @@ fn resolve(
         ne: t.ne,
         nb: t.nb,
         data: data.ptr(),
+        mapped: !data.buffer.is_writable(),
     })
 }
 

@@ -5,6 +5,7 @@
 //! Covered: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
 //! IQ4_NL and IQ4_XS. See `docs/quants.md` for the formats and the design.
 
+pub mod batch;
 pub mod blocks;
 mod dot;
 mod iq4;
