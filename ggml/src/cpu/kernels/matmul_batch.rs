@@ -1,8 +1,9 @@
 //! `mul_mat` through llama.cpp's batched quantized kernels ([`crate::quants::batch`]):
-//! each thread unpacks a few weight rows, then runs them against its activation rows.
+//! each thread unpacks tiles of 8 weight rows slab by slab and runs every slab against
+//! its activation rows.
 
 use super::{ComputeParams, ExecNode, TView};
-use crate::quants::batch::{self, Route, Unpacked, MAX_ROWS, TILE};
+use crate::quants::batch::{self, Acc, Route, Unpacked, SLAB, TILE};
 
 /// Where the node goes, if it goes to the batch kernels (see [`batch::route`]).
 pub(super) fn route(s0: &TView, s1: &TView) -> Option<Route> {
@@ -25,57 +26,82 @@ pub(super) fn forward<'a>(
     let r3 = s1.ne[3] / s0.ne[3];
     let (range0, range1) = super::matmul::row_ranges(params, nr0, nrows1);
 
+    let (blck, size) = (s0.typ.blck_size(), s0.typ.type_size());
     let mut tile = Unpacked::default();
-    let mut out = [0f32; MAX_ROWS * TILE];
-    let mut iir0 = range0.start;
-    while iir0 < range0.end {
-        let end0 = (iir0 + TILE).min(range0.end);
-        // The src0 plane the unpacked rows belong to.
-        let mut plane = None;
-        let mut ir1 = range1.start;
-        while ir1 < range1.end {
-            // A run of src1 rows of one plane and one kernel.
-            let (i11, i12, i13) = s1.row_index(ir1);
-            let path = route.path(i11, ne11);
-            let mut cnt = 1;
-            while cnt < MAX_ROWS
-                && ir1 + cnt < range1.end
-                && i11 + cnt < ne11
-                && route.path(i11 + cnt, ne11) == path
-            {
-                cnt += 1;
-            }
-            let (i02, i03) = (i12 / r2, i13 / r3);
-            if plane != Some((i02, i03)) {
-                let mut rows: [&[u8]; TILE] = [&[]; TILE];
-                for (row, r) in rows.iter_mut().zip(iir0..end0) {
-                    // SAFETY: src0 rows are dense (checked when the node was built) and
-                    // only read.
-                    *row = unsafe { s0.row_bytes(r, i02, i03) };
-                }
-                (kernels.fill)(&mut tile, s0.typ, n, &rows[..end0 - iir0]);
-                plane = Some((i02, i03));
-            }
-            let Some(p) = batch::plan(s0.typ, path) else {
+    let mut acc: Vec<Acc> = Vec::new();
+    let mut acts: Vec<&[u8]> = Vec::new();
+    let mut ir1 = range1.start;
+    while ir1 < range1.end {
+        // A segment of src1 rows that meet one src0 plane, and its runs of one kernel.
+        let plane = |ir1: usize| {
+            let (_, i12, i13) = s1.row_index(ir1);
+            (i12 / r2, i13 / r3)
+        };
+        let (i02, i03) = plane(ir1);
+        let end1 = (ir1..range1.end)
+            .find(|&j| plane(j) != (i02, i03))
+            .unwrap_or(range1.end);
+        let path = |j: usize| route.path(s1.row_index(j).0, ne11);
+        let mut runs = Vec::new();
+        let mut j = ir1;
+        while j < end1 {
+            let e = (j..end1).find(|&e| path(e) != path(j)).unwrap_or(end1);
+            let Some(p) = batch::plan(s0.typ, path(j)) else {
                 params.fail(crate::Error::UnsupportedType {
                     typ: s0.typ,
                     what: "batched mul_mat",
                 });
                 return;
             };
-            let mut acts: [&[u8]; MAX_ROWS] = [&[]; MAX_ROWS];
-            for (j, a) in acts[..cnt].iter_mut().enumerate() {
-                *a = y(ir1 + j);
-            }
-            (kernels.tile)(&p, &tile, &acts[..cnt], &mut out[..cnt * TILE]);
-            for (j, o) in out[..cnt * TILE].chunks_exact(TILE).enumerate() {
-                let d = dst.elem_ptr(iir0, i11 + j, i12, i13) as *mut f32;
-                // SAFETY: dst elements (iir0 .. end0, i11 + j, i12, i13) are adjacent
-                // (dst rows are dense), inside dst, and belong to this thread alone.
-                unsafe { std::ptr::copy_nonoverlapping(o.as_ptr(), d, end0 - iir0) };
-            }
-            ir1 += cnt;
+            runs.push((j - ir1..e - ir1, p));
+            j = e;
         }
-        iir0 = end0;
+        acts.clear();
+        acts.extend((ir1..end1).map(y));
+
+        let mut iir0 = range0.start;
+        while iir0 < range0.end {
+            let end0 = (iir0 + TILE).min(range0.end);
+            acc.clear();
+            acc.resize(end1 - ir1, Acc::default());
+            let mut full: [&[u8]; TILE] = [&[]; TILE];
+            for (row, r) in full.iter_mut().zip(iir0..end0) {
+                // SAFETY: src0 rows are dense (checked when the node was built) and only
+                // read.
+                *row = unsafe { s0.row_bytes(r, i02, i03) };
+            }
+            for k0 in (0..n).step_by(SLAB) {
+                let rows = full.map(|r| r.get(k0 / blck * size..).unwrap_or_default());
+                // Ask for the next slab early: a tile reads 8 streams at once.
+                #[cfg(target_arch = "x86_64")]
+                for row in &rows[..end0 - iir0] {
+                    let ahead = (SLAB / blck * size).min(row.len());
+                    for off in (ahead..row.len().min(2 * ahead)).step_by(64) {
+                        // SAFETY: prefetching an address inside the row has no effect
+                        // beyond the cache.
+                        unsafe {
+                            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                            _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().add(off) as *const i8)
+                        };
+                    }
+                }
+                (kernels.fill)(&mut tile, s0.typ, SLAB.min(n - k0), &rows[..end0 - iir0]);
+                for (run, p) in &runs {
+                    (kernels.tile)(p, &tile, k0, &acts[run.clone()], &mut acc[run.clone()]);
+                }
+            }
+            for (run, p) in &runs {
+                for j in run.clone() {
+                    let (i11, i12, i13) = s1.row_index(ir1 + j);
+                    let out = acc[j].outputs(p);
+                    let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
+                    // SAFETY: dst elements (iir0 .. end0, i11, i12, i13) are adjacent
+                    // (dst rows are dense), inside dst, and belong to this thread alone.
+                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), d, end0 - iir0) };
+                }
+            }
+            iir0 = end0;
+        }
+        ir1 = end1;
     }
 }

@@ -22,7 +22,7 @@ mod x86;
 
 use std::sync::OnceLock;
 
-pub(crate) use recipe::{act_row_size, Plan, MAX_ROWS};
+pub(crate) use recipe::{act_row_size, Acc, Plan};
 use unpack::SUB;
 pub(crate) use unpack::{Unpacked, TILE};
 
@@ -130,47 +130,52 @@ pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
     })
 }
 
-/// A batch kernel: `out[r * TILE + i]` is the output of row `i` of the unpacked tile
-/// against activation row `a[r]` (1 to [`MAX_ROWS`] rows).
-pub(crate) type Kernel = fn(&Plan, &Unpacked, a: &[&[u8]], out: &mut [f32]);
+/// A batch kernel: adds the slab of a tile (elements `k0 .. k0 + w.n` of its rows)
+/// into the sums `acc[r]` of activation row `a[r]` ([`Acc::outputs`] once all slabs
+/// went in).
+pub(crate) type Kernel = fn(&Plan, &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]);
+
+/// Elements of the weight rows unpacked at a time: a tile's slab then stays in the L1
+/// cache while every activation row runs through it.
+pub(crate) const SLAB: usize = 1024;
 
 /// Panics unless `w` is a tile of whole blocks and chunks, every row of `a` holds its
-/// `n` elements, and `out` has room for the outputs.
-fn check(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &[f32]) {
+/// elements, and `acc` has a state for each row of `a`.
+fn check(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &[Acc]) {
     let n = w.n;
     assert!(
         n.is_multiple_of(p.group)
             && n.is_multiple_of(p.chunk)
+            && k0.is_multiple_of(p.group)
             && w.q.len() >= TILE * n
             && w.sv.len() * 2 >= TILE * n
             && w.m.len() * SUB >= TILE * n
             && w.d.len() * p.group >= TILE * n
             && w.dmin.len() * p.group >= TILE * n
-            && a.iter().all(|a| a.len() >= act_row_size(p.act, n))
-            && out.len() == a.len() * TILE
-            && a.len() <= MAX_ROWS,
+            && a.iter().all(|a| a.len() >= act_row_size(p.act, k0 + n))
+            && acc.len() == a.len(),
         "batch kernel: rows do not match"
     );
 }
 
-fn kernel_scalar(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
-    check(p, w, a, out);
-    recipe::tile_scalar(p, w, a, out)
+fn kernel_scalar(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    check(p, w, k0, a, acc);
+    recipe::tile_scalar(p, w, k0, a, acc)
 }
 
 #[cfg(target_arch = "x86_64")]
-fn kernel_avx2(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
-    check(p, w, a, out);
+fn kernel_avx2(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    check(p, w, k0, a, acc);
     // SAFETY: `check` sized everything; this kernel is only handed out by
-    // `kernel_for` after AVX2, FMA and F16C were detected.
-    unsafe { x86::tile_avx2(p, w, a, out) }
+    // `kernels_for` after AVX2, FMA and F16C were detected.
+    unsafe { x86::tile_avx2(p, w, k0, a, acc) }
 }
 
 #[cfg(target_arch = "x86_64")]
-fn kernel_avx512(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
-    check(p, w, a, out);
+fn kernel_avx512(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    check(p, w, k0, a, acc);
     // SAFETY: as `kernel_avx2`; the AVX-512 level includes AVX-512 F/BW/VL.
-    unsafe { x86::tile_avx512(p, w, a, out) }
+    unsafe { x86::tile_avx512(p, w, k0, a, acc) }
 }
 
 /// Fills a tile (see [`Unpacked::fill`]).
@@ -231,8 +236,8 @@ pub(crate) fn kernels() -> Kernels {
 pub type Products = Box<dyn Fn(usize, &[&[u8]], &[&[u8]]) -> Vec<f32> + Send + Sync>;
 
 /// `path`'s products of weight rows of `typ` with activation rows of its
-/// `vec_dot_type` at SIMD level `level`, as `mul_mat` computes them (tiles of
-/// 8 weight rows, runs of up to 4 activation rows): the returned
+/// `vec_dot_type` at SIMD level `level`, as `mul_mat` computes them (tiles of 8 weight
+/// rows in slabs of [`SLAB`] elements): the returned
 /// function maps `(n, w, a)` to the `a.len() × w.len()` outputs, activation row after
 /// activation row. For tests and benchmarks. `None` when `path` does not take `typ` or
 /// this CPU cannot run `level`; the function panics on rows shorter than `n` elements.
@@ -242,15 +247,18 @@ pub fn products_for(typ: GgmlType, path: Path, level: SimdLevel) -> Option<Produ
     Some(Box::new(move |n: usize, w: &[&[u8]], a: &[&[u8]]| {
         let mut res = vec![0f32; a.len() * w.len()];
         let mut tile = Unpacked::default();
-        let mut out = [0f32; MAX_ROWS * TILE];
+        let mut acc = vec![Acc::default(); a.len()];
+        let (blck, size) = (typ.blck_size(), typ.type_size());
         for (t, rows) in w.chunks(TILE).enumerate() {
-            (k.fill)(&mut tile, typ, n, rows);
-            for (c, acts) in a.chunks(MAX_ROWS).enumerate() {
-                (k.tile)(&p, &tile, acts, &mut out[..acts.len() * TILE]);
-                for (j, o) in out.chunks_exact(TILE).take(acts.len()).enumerate() {
-                    let at = (c * MAX_ROWS + j) * w.len() + t * TILE;
-                    res[at..at + rows.len()].copy_from_slice(&o[..rows.len()]);
-                }
+            acc.fill(Acc::default());
+            for k0 in (0..n).step_by(SLAB) {
+                let slab: Vec<&[u8]> = rows.iter().map(|r| &r[k0 / blck * size..]).collect();
+                (k.fill)(&mut tile, typ, SLAB.min(n - k0), &slab);
+                (k.tile)(&p, &tile, k0, a, &mut acc);
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let at = r * w.len() + t * TILE;
+                res[at..at + rows.len()].copy_from_slice(&acc.outputs(&p)[..rows.len()]);
             }
         }
         res

@@ -55,10 +55,6 @@ pub(crate) struct Plan {
     pub tiled: bool,
 }
 
-/// Activation rows one kernel call takes at most (each weight chunk is read once
-/// for all of them).
-pub(crate) const MAX_ROWS: usize = 4;
-
 /// Bytes of activation row that `n` elements take in `act`.
 pub(crate) fn act_row_size(act: Act, n: usize) -> usize {
     let (blck, size, _) = act.layout();
@@ -179,16 +175,34 @@ pub(crate) fn act_block<'a>(p: &Plan, a: &'a [u8], e0: usize) -> (&'a [u8], usiz
     (&a[e0 / ablck * asize..][..asize], e0 % ablck)
 }
 
-/// The plain-Rust kernel, the reference: output `out[r * TILE + i]` is tile row `i`
-/// against activation row `a[r]`, one output at a time.
-pub(crate) fn tile_scalar(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
+/// The running sums of one activation row against a tile's rows, carried from one
+/// slab of the rows to the next.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Acc {
+    /// `acc` of each tile row.
+    pub acc: [f32; TILE],
+    /// `accm` of each tile row (repack kernels with mins).
+    pub accm: [f32; TILE],
+}
+
+impl Acc {
+    /// The outputs of the tile's rows once every slab went in.
+    pub fn outputs(&self, p: &Plan) -> [f32; TILE] {
+        // SAFETY: `f32` lanes need no CPU features.
+        std::array::from_fn(|i| unsafe { finish(p, self.acc[i], self.accm[i]) })
+    }
+}
+
+/// The plain-Rust kernel, the reference: adds the slab `w` (elements `k0 ..
+/// k0 + w.n` of the tile's rows) into `acc[r]` for activation row `a[r]`, one output
+/// at a time.
+pub(crate) fn tile_scalar(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
     let n = w.n;
-    for (r, a) in a.iter().enumerate() {
+    for (a, st) in a.iter().zip(acc) {
         for i in 0..TILE {
             let (q, sv, m) = (&w.q[i * n..], &w.sv[i * n / 2..], &w.m[i * n / SUB..]);
-            let (mut acc, mut accm) = (0f32, 0f32);
             for e0 in (0..n).step_by(p.chunk) {
-                let (blk, off) = act_block(p, a, e0);
+                let (blk, off) = act_block(p, a, k0 + e0);
                 let aqs = &blk[p.act.layout().2 + off..][..p.chunk];
                 let s1: i32 = (0..p.chunk / SUB)
                     .map(|k| {
@@ -215,11 +229,10 @@ pub(crate) fn tile_scalar(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) 
                 };
                 let g = e0 / p.group * TILE + i;
                 let dy = p.act.d(blk);
+                let (acc, accm) = (&mut st.acc[i], &mut st.accm[i]);
                 // SAFETY: `f32` lanes need no CPU features.
-                unsafe { chunk_step(p, s1, s2, w.d[g], w.dmin[g], dy, &mut acc, &mut accm) };
+                unsafe { chunk_step(p, s1, s2, w.d[g], w.dmin[g], dy, acc, accm) };
             }
-            // SAFETY: as above.
-            out[r * TILE + i] = unsafe { finish(p, acc, accm) };
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::recipe::{act_block, chunk_step, finish, Lanes, Plan};
+use super::recipe::{act_block, chunk_step, Acc, Lanes, Plan};
 use super::unpack::{ScalarValues, Unpack, Unpacked, Values, SUB, TILE};
 use crate::quants::blocks::*;
 use crate::types::GgmlType;
@@ -61,7 +61,12 @@ unsafe fn reduce8(v: &[__m256i; TILE]) -> __m256i {
 /// `w` holds [`TILE`] rows of `w.n ≥ e0 + len` elements; `aq` is readable for `len`
 /// bytes; AVX2 enabled in the caller.
 #[inline(always)]
-unsafe fn isum8(w: &Unpacked, e0: usize, aq: *const i8, len: usize, p: &Plan) -> __m256i {
+unsafe fn isum8<const SIGNED: bool, const SCALED: bool>(
+    w: &Unpacked,
+    e0: usize,
+    aq: *const i8,
+    len: usize,
+) -> __m256i {
     let n = w.n;
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_si256(); TILE];
@@ -70,13 +75,13 @@ unsafe fn isum8(w: &Unpacked, e0: usize, aq: *const i8, len: usize, p: &Plan) ->
         let x = _mm256_loadu_si256(aq.add(k) as *const __m256i);
         for (i, acc) in acc.iter_mut().enumerate() {
             let wv = _mm256_loadu_si256(w.q.as_ptr().add(i * n + e0 + k) as *const __m256i);
-            let sv = if p.scaled {
+            let sv = if SCALED {
                 _mm256_loadu_si256(w.sv.as_ptr().add((i * n + e0 + k) / 2) as *const __m256i)
             } else {
                 ones
             };
             // maddubs multiplies unsigned by signed bytes: |w| by a with w's sign.
-            let (uw, sx) = if p.signed {
+            let (uw, sx) = if SIGNED {
                 (_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(x, wv))
             } else {
                 (wv, x)
@@ -117,21 +122,43 @@ unsafe fn imin8(w: &Unpacked, e0: usize, bsums: *const u8, groups: usize) -> __m
     reduce8(&acc)
 }
 
-/// The tile kernel: `out[r * TILE + i]` for tile row `i` and activation row `a[r]`.
+/// The tile kernel: adds the slab `w` (elements `k0 .. k0 + w.n` of the tile's rows)
+/// into `acc[r]` for activation row `a[r]`.
 ///
 /// # Safety
 /// `w` holds [`TILE`] rows of `w.n` elements of the plan's type, every `a[r]` a whole
-/// activation row, `out` `a.len() * TILE` values; AVX2 and FMA enabled in the caller.
+/// activation row of at least `k0 + w.n` elements; AVX2 and FMA enabled in the caller.
 #[inline(always)]
-unsafe fn tile(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
+unsafe fn tile(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    // The inner loop without the branches on the value format.
+    match (p.signed, p.scaled) {
+        (true, true) => tile_with::<true, true>(p, w, k0, a, acc),
+        (true, false) => tile_with::<true, false>(p, w, k0, a, acc),
+        (false, true) => tile_with::<false, true>(p, w, k0, a, acc),
+        (false, false) => tile_with::<false, false>(p, w, k0, a, acc),
+    }
+}
+
+/// [`tile`] for a plan with `p.signed == SIGNED` and `p.scaled == SCALED`.
+///
+/// # Safety
+/// As [`tile`].
+#[inline(always)]
+unsafe fn tile_with<const SIGNED: bool, const SCALED: bool>(
+    p: &Plan,
+    w: &Unpacked,
+    k0: usize,
+    a: &[&[u8]],
+    acc: &mut [Acc],
+) {
     let qs_off = p.act.layout().2;
-    for (r, a) in a.iter().enumerate() {
-        let zero = _mm256_setzero_ps();
-        let (mut acc, mut accm) = (F8(zero), F8(zero));
+    for (a, st) in a.iter().zip(acc) {
+        let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
+        let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
         for e0 in (0..w.n).step_by(p.chunk) {
-            let (blk, off) = act_block(p, a, e0);
+            let (blk, off) = act_block(p, a, k0 + e0);
             let aq = blk.as_ptr().add(qs_off + off) as *const i8;
-            let s1 = isum8(w, e0, aq, p.chunk, p);
+            let s1 = isum8::<SIGNED, SCALED>(w, e0, aq, p.chunk);
             let s2 = if p.has_min {
                 imin8(
                     w,
@@ -146,9 +173,10 @@ unsafe fn tile(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
             let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
             let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
             let dy = F8(_mm256_set1_ps(p.act.d(blk)));
-            chunk_step(p, s1, s2, d, dmin, dy, &mut acc, &mut accm);
+            chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
         }
-        _mm256_storeu_ps(out.as_mut_ptr().add(r * TILE), finish(p, acc, accm).0);
+        _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
+        _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
     }
 }
 
@@ -157,8 +185,8 @@ unsafe fn tile(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
 /// # Safety
 /// As [`tile`]; the CPU has AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn tile_avx2(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
-    tile(p, w, a, out)
+pub(super) unsafe fn tile_avx2(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    tile(p, w, k0, a, acc)
 }
 
 /// [`tile`] built for the AVX-512 level (twice the registers).
@@ -166,8 +194,8 @@ pub(super) unsafe fn tile_avx2(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f
 /// # Safety
 /// As [`tile`]; the CPU has AVX2, FMA, F16C and AVX-512 F/BW/VL.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-pub(super) unsafe fn tile_avx512(p: &Plan, w: &Unpacked, a: &[&[u8]], out: &mut [f32]) {
-    tile(p, w, a, out)
+pub(super) unsafe fn tile_avx512(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    tile(p, w, k0, a, acc)
 }
 
 /// Block values with AVX2: the bytes [`Unpack::values`] writes, 16 or 32 at a time.
