@@ -3,7 +3,7 @@
 //! ([`chunk_step`], shared by every level through [`Lanes`]), and the scalar kernel
 //! that the SIMD ones must match.
 
-use super::unpack::{Unpacked, SUB, TILE};
+use super::unpack::{min_at, Unpacked, SUB, TILE};
 
 /// The format of the activation rows (the weight type's `vec_dot_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,7 +200,7 @@ pub(crate) fn tile_scalar(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &
     let n = w.n;
     for (a, st) in a.iter().zip(acc) {
         for i in 0..TILE {
-            let (q, sv, m) = (&w.q[i * n..], &w.sv[i * n / 2..], &w.m[i * n / SUB..]);
+            let (q, sv) = (&w.q[i * n..], &w.sv[i * n / 2..]);
             for e0 in (0..n).step_by(p.chunk) {
                 let (blk, off) = act_block(p, a, k0 + e0);
                 let aqs = &blk[p.act.layout().2 + off..][..p.chunk];
@@ -221,7 +221,8 @@ pub(crate) fn tile_scalar(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &
                     (0..p.chunk / SUB)
                         .map(|k| {
                             let b = &blk[260 + 2 * (off / SUB + k)..];
-                            m[e0 / SUB + k] as i32 * i16::from_le_bytes([b[0], b[1]]) as i32
+                            let m = w.m[min_at(i, e0 / SUB + k)];
+                            m as i32 * i16::from_le_bytes([b[0], b[1]]) as i32
                         })
                         .sum()
                 } else {

@@ -15,9 +15,9 @@ pub(crate) const SUB: usize = 16;
 pub(crate) const TILE: usize = 8;
 
 /// Up to [`TILE`] weight rows of `n` elements. Value `j` of row `i` is
-/// `d[g * TILE + i] * sv[i][j / 2] * q[i][j] - dmin[g * TILE + i] * m[i][j / 16]` with
-/// `g` its block (`sv` holds each 16 elements' scale 8 times); rows past `rows` hold
-/// stale values.
+/// `d[g * TILE + i] * sv[i][j / 2] * q[i][j] - dmin[g * TILE + i] * m[min_at(i, j / 16)]`
+/// with `g` its block (`sv` holds each 16 elements' scale 8 times); rows past `rows`
+/// hold stale values.
 #[derive(Default)]
 pub(crate) struct Unpacked {
     /// Elements per row.
@@ -30,7 +30,8 @@ pub(crate) struct Unpacked {
     /// multiply with), row after row; not written for the types without scales
     /// (Q4_0, IQ4_NL: [`super::Plan::scaled`]).
     pub sv: Vec<i16>,
-    /// The integer min of each 16 elements (0 for types without mins), row after row.
+    /// The integer min of each 16 elements (only for the types with mins), the 4 of
+    /// each 64 elements of the tile's rows side by side (see [`min_at`]).
     pub m: Vec<i16>,
     /// The scale `d` of each block, the tile's rows side by side (`[block][row]`).
     pub d: Vec<f32>,
@@ -83,27 +84,39 @@ impl Unpacked {
         for (r, row) in rows.iter().enumerate() {
             let q = &mut self.q[r * n..(r + 1) * n];
             let sv = &mut self.sv[r * n / 2..(r + 1) * n / 2];
-            let m = &mut self.m[r * n / SUB..(r + 1) * n / SUB];
             let blocks = row[..nb * B::SIZE].chunks_exact(B::SIZE);
             let outs = q
                 .chunks_exact_mut(B::BLCK)
-                .zip(sv.chunks_exact_mut(B::BLCK / 2))
-                .zip(m.chunks_exact_mut(B::BLCK / SUB));
-            for (i, (b, ((q, sv), m))) in blocks.zip(outs).enumerate() {
+                .zip(sv.chunks_exact_mut(B::BLCK / 2));
+            for (i, (b, (q, sv))) in blocks.zip(outs).enumerate() {
                 V::values::<B>(b, q);
-                (self.d[i * TILE + r], self.dmin[i * TILE + r]) = B::read(b).scales(sv, m);
+                let mut m = [0i16; QK_K / SUB];
+                (self.d[i * TILE + r], self.dmin[i * TILE + r]) = V::scales::<B>(b, sv, &mut m);
+                if B::BLCK == QK_K {
+                    for (k, &m) in m.iter().enumerate() {
+                        self.m[min_at(r, i * QK_K / SUB + k)] = m;
+                    }
+                }
             }
         }
     }
+}
+
+/// Where [`Unpacked::m`] holds the min of the 16 elements `g` of tile row `r`: the
+/// 4 mins of each 64 elements of row 0, then of row 1, … (one 256-bit vector holds
+/// rows 0-3 of a 64, the next rows 4-7).
+#[inline(always)]
+pub(crate) fn min_at(r: usize, g: usize) -> usize {
+    g / 4 * (4 * TILE) + 4 * r + g % 4
 }
 
 /// A block the batch kernels unpack.
 pub(crate) trait Unpack: Block {
     /// Writes the block's `BLCK` values into `q`.
     fn values(&self, q: &mut [i8]);
-    /// Writes each 16 values' scale 8 times into `sv` and their min into `m`; returns
-    /// `(d, dmin)`.
-    fn scales(&self, sv: &mut [i16], m: &mut [i16]) -> (f32, f32);
+    /// Writes each 16 values' scale 8 times into `sv` and, for the super-block types
+    /// with mins, their min into `m`; returns `(d, dmin)`.
+    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32);
 }
 
 /// How the values of blocks are unpacked: in plain Rust or with a SIMD level's code
@@ -115,6 +128,15 @@ pub(crate) trait Values {
     /// `b` holds at least `B::SIZE` bytes and `q` room for `B::BLCK` values; the
     /// implementation's CPU features are enabled in the caller.
     unsafe fn values<B: Unpack>(b: &[u8], q: &mut [i8]);
+
+    /// [`Unpack::scales`] of the block at the start of `b`.
+    ///
+    /// # Safety
+    /// As [`Values::values`].
+    #[inline(always)]
+    unsafe fn scales<B: Unpack>(b: &[u8], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        B::read(b).scales(sv, m)
+    }
 }
 
 /// [`Unpack::values`] itself.
@@ -165,7 +187,7 @@ impl Unpack for BlockQ4_0 {
     }
 
     #[inline(always)]
-    fn scales(&self, _: &mut [i16], _: &mut [i16]) -> (f32, f32) {
+    fn scales(&self, _: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
         (self.d.get(), 0.0)
     }
 }
@@ -177,7 +199,7 @@ impl Unpack for BlockIq4Nl {
     }
 
     #[inline(always)]
-    fn scales(&self, _: &mut [i16], _: &mut [i16]) -> (f32, f32) {
+    fn scales(&self, _: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
         (self.d.get(), 0.0)
     }
 }
@@ -189,9 +211,9 @@ impl Unpack for BlockQ2K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], m: &mut [i16]) -> (f32, f32) {
+    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
         let sc = self.scales.map(|s| (s & 0xF) as i16);
-        m[..16].copy_from_slice(&self.scales.map(|s| (s >> 4) as i16));
+        *m = self.scales.map(|s| (s >> 4) as i16);
         spread(sv, &sc);
         (self.d.get(), self.dmin.get())
     }
@@ -204,7 +226,7 @@ impl Unpack for BlockQ3K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], _: &mut [i16]) -> (f32, f32) {
+    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
         spread(sv, &q3k_scales(&self.scales).map(|s| s as i16 - 32));
         (self.d.get(), 0.0)
     }
@@ -212,14 +234,14 @@ impl Unpack for BlockQ3K {
 
 /// The Q4_K / Q5_K scales and mins (one per 32 elements) spread over 16s.
 #[inline(always)]
-fn k4_scales(scales: &[u8; K_SCALE_SIZE], sv: &mut [i16], m: &mut [i16]) {
+fn k4_scales(scales: &[u8; K_SCALE_SIZE], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) {
     let (mut sc, mut mn) = ([0i16; 16], [0i16; 16]);
     for j in 0..QK_K / 32 {
         let (s, n) = get_scale_min_k4(j, scales);
         sc[2 * j..2 * j + 2].fill(s as i16);
         mn[2 * j..2 * j + 2].fill(n as i16);
     }
-    m[..16].copy_from_slice(&mn);
+    *m = mn;
     spread(sv, &sc);
 }
 
@@ -230,7 +252,7 @@ impl Unpack for BlockQ4K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], m: &mut [i16]) -> (f32, f32) {
+    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
         k4_scales(&self.scales, sv, m);
         (self.d.get(), self.dmin.get())
     }
@@ -243,7 +265,7 @@ impl Unpack for BlockQ5K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], m: &mut [i16]) -> (f32, f32) {
+    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
         k4_scales(&self.scales, sv, m);
         (self.d.get(), self.dmin.get())
     }
@@ -256,7 +278,7 @@ impl Unpack for BlockQ6K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], _: &mut [i16]) -> (f32, f32) {
+    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
         spread(sv, &self.scales.map(|s| s as i16));
         (self.d.get(), 0.0)
     }
@@ -272,7 +294,7 @@ impl Unpack for BlockIq4Xs {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], _: &mut [i16]) -> (f32, f32) {
+    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
         spread(
             sv,
             &std::array::from_fn(|k| iq4xs_scale(self, k / 2) as i16),
@@ -313,7 +335,12 @@ mod tests {
                 let g = i / blck * TILE;
                 let (d, dmin) = (u.d[g], u.dmin[g]);
                 let sc = if blck == 32 { 1 } else { u.sv[i / 2] };
-                let v = (d * sc as f32) * u.q[i] as f32 - dmin * u.m[i / SUB] as f32;
+                let m = if blck == QK_K {
+                    u.m[min_at(0, i / SUB)]
+                } else {
+                    0
+                };
+                let v = (d * sc as f32) * u.q[i] as f32 - dmin * m as f32;
                 assert_eq!(v, want[i], "{typ} [{i}]");
             }
         }

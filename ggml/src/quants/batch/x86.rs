@@ -5,9 +5,10 @@
 
 use std::arch::x86_64::*;
 
-use super::recipe::{act_block, chunk_step, Acc, Lanes, Plan};
-use super::unpack::{ScalarValues, Unpack, Unpacked, Values, SUB, TILE};
+use super::recipe::{act_block, chunk_step, Acc, Act, Lanes, Plan};
+use super::unpack::{min_at, ScalarValues, Unpack, Unpacked, Values, SUB, TILE};
 use crate::quants::blocks::*;
+use crate::quants::dot::f16_at;
 use crate::types::GgmlType;
 
 /// Eight f32 lanes: a tile's outputs for one activation row.
@@ -93,33 +94,25 @@ unsafe fn isum8<const SIGNED: bool, const SCALED: bool>(
     reduce8(&acc)
 }
 
-/// `groups` (4, 8 or 16) i16 at `p` in the low lanes, zeros above.
+/// Lane `i`: `Σ m · bsum` of tile row `i` over the 16-element groups of the `len`
+/// elements from `e0` (a multiple of 64), `bsums` pointing at the first group's bsum.
 ///
 /// # Safety
-/// `p` is readable for `groups` i16; AVX2 enabled in the caller.
+/// As [`isum8`]; `bsums` readable for `len / 16` i16.
 #[inline(always)]
-unsafe fn load_i16s(p: *const u8, groups: usize) -> __m256i {
-    match groups {
-        16 => _mm256_loadu_si256(p as *const __m256i),
-        8 => _mm256_zextsi128_si256(_mm_loadu_si128(p as *const __m128i)),
-        _ => _mm256_zextsi128_si256(_mm_loadl_epi64(p as *const __m128i)),
+unsafe fn imin8(w: &Unpacked, e0: usize, bsums: *const u8, len: usize) -> __m256i {
+    // Per 64 elements: rows 0-3's 4 mins times the 4 bsums, then rows 4-7's.
+    let m = w.m.as_ptr().add(min_at(0, e0 / SUB));
+    let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    for b in 0..len / 64 {
+        let bs = _mm256_set1_epi64x((bsums.add(8 * b) as *const i64).read_unaligned());
+        let mb = m.add(4 * TILE * b);
+        let (m03, m47) = (mb as *const __m256i, mb.add(16) as *const __m256i);
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_loadu_si256(m03), bs));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_loadu_si256(m47), bs));
     }
-}
-
-/// Lane `i`: `Σ m · bsum` of tile row `i` over the `groups` 16-element groups from
-/// element `e0`, `bsums` pointing at the first group's bsum.
-///
-/// # Safety
-/// As [`isum8`]; `bsums` readable for `groups` i16.
-#[inline(always)]
-unsafe fn imin8(w: &Unpacked, e0: usize, bsums: *const u8, groups: usize) -> __m256i {
-    let bv = load_i16s(bsums, groups);
-    let mut acc = [_mm256_setzero_si256(); TILE];
-    for (i, acc) in acc.iter_mut().enumerate() {
-        let mv = load_i16s(w.m.as_ptr().add((i * w.n + e0) / SUB) as *const u8, groups);
-        *acc = _mm256_madd_epi16(mv, bv);
-    }
-    reduce8(&acc)
+    // [r0 r1 r4 r5 | r2 r3 r6 r7] -> the rows in order.
+    _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(lo, hi))
 }
 
 /// The tile kernel: adds the slab `w` (elements `k0 .. k0 + w.n` of the tile's rows)
@@ -160,19 +153,18 @@ unsafe fn tile_with<const SIGNED: bool, const SCALED: bool>(
             let aq = blk.as_ptr().add(qs_off + off) as *const i8;
             let s1 = isum8::<SIGNED, SCALED>(w, e0, aq, p.chunk);
             let s2 = if p.has_min {
-                imin8(
-                    w,
-                    e0,
-                    blk.as_ptr().add(260 + 2 * (off / SUB)),
-                    p.chunk / SUB,
-                )
+                imin8(w, e0, blk.as_ptr().add(260 + 2 * (off / SUB)), p.chunk)
             } else {
                 _mm256_setzero_si256()
             };
             let g = e0 / p.group * TILE;
             let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
             let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
-            let dy = F8(_mm256_set1_ps(p.act.d(blk)));
+            let dy = match p.act {
+                Act::Q8_0 => f16_at(blk.as_ptr()),
+                Act::Q8K => p.act.d(blk),
+            };
+            let dy = F8(_mm256_set1_ps(dy));
             chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
         }
         _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
@@ -333,6 +325,16 @@ impl Values for Avx2Values {
                 std::slice::from_raw_parts(b, B::SIZE),
                 std::slice::from_raw_parts_mut(q, B::BLCK),
             ),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn scales<B: Unpack>(b: &[u8], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        // The 32-element types have only `d` (at offset 0): read it by table lookup
+        // instead of copying the block out.
+        match B::TYPE {
+            GgmlType::Q4_0 | GgmlType::IQ4_NL => (f16_at(b.as_ptr()), 0.0),
+            _ => B::read(b).scales(sv, m),
         }
     }
 }

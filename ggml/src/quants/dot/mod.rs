@@ -11,6 +11,9 @@ mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::f16_at;
+
 use crate::cpu::simd::SimdLevel;
 use crate::types::{GgmlType, VecDotFn};
 
