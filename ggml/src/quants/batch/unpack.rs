@@ -152,8 +152,7 @@ impl Values for ScalarValues {
 /// Writes the 16 scales `sc` of a super-block's 16-value groups into `sv`, 8 times each.
 #[inline(always)]
 fn spread(sv: &mut [i16], sc: &[i16; 16]) {
-    let sv: &mut [i16; 128] = (&mut sv[..128]).try_into().expect("a super-block");
-    for (v, &s) in sv.chunks_exact_mut(8).zip(sc) {
+    for (v, &s) in sv[..128].chunks_exact_mut(8).zip(sc) {
         v.copy_from_slice(&[s; 8]);
     }
 }
@@ -162,8 +161,7 @@ fn spread(sv: &mut [i16], sc: &[i16; 16]) {
 /// into `q` as signed values.
 #[inline(always)]
 fn put<T: Copy + Into<i16>>(q: &mut [i8], codes: &[T; QK_K]) {
-    let q: &mut [i8; QK_K] = (&mut q[..QK_K]).try_into().expect("a super-block");
-    for (q, &c) in q.iter_mut().zip(codes) {
+    for (q, &c) in q[..QK_K].iter_mut().zip(codes) {
         *q = c.into() as i8;
     }
 }
@@ -171,8 +169,7 @@ fn put<T: Copy + Into<i16>>(q: &mut [i8], codes: &[T; QK_K]) {
 /// The IQ4_NL values of 16 packed bytes (low nibbles first).
 #[inline(always)]
 fn iq4_values(q: &mut [i8], qs: &[u8; 16]) {
-    let q: &mut [i8; 32] = (&mut q[..32]).try_into().expect("32 values");
-    for (q, c) in q.iter_mut().zip(nibbles(qs)) {
+    for (q, c) in q[..32].iter_mut().zip(nibbles(qs)) {
         *q = KVALUES_IQ4NL[c as usize];
     }
 }
@@ -180,8 +177,7 @@ fn iq4_values(q: &mut [i8], qs: &[u8; 16]) {
 impl Unpack for BlockQ4_0 {
     #[inline(always)]
     fn values(&self, q: &mut [i8]) {
-        let q: &mut [i8; 32] = (&mut q[..32]).try_into().expect("32 values");
-        for (q, c) in q.iter_mut().zip(nibbles(&self.qs)) {
+        for (q, c) in q[..32].iter_mut().zip(nibbles(&self.qs)) {
             *q = c as i8 - 8;
         }
     }
