@@ -4,6 +4,11 @@
 //! the F32 path. K-quants and IQ4_XS need K % 256 == 0, so they run the 4864 x 896
 //! shape only (llama.cpp falls back to other types for K = 896 too).
 //!
+//! Weights of the types llama.cpp repacks (Q4_0, IQ4_NL, Q4_K, Q2_K) also run from a
+//! file mapping (`.../mapped`), as a loaded model's do, which takes the repack
+//! kernels (`ggml::quants::batch`); in ordinary memory they take tinyBLAS_Q0, the
+//! tiled kernel or `vec_dot`, like any other weights.
+//!
 //! Throughput: `vec_dot` and prefill report elements (multiply-adds: GFLOP/s = 2 x
 //! Gelem/s); decode reports the bytes of weights read (GB/s of weights).
 //!
@@ -15,7 +20,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml::cpu::simd::available_levels;
 use ggml::quants::vec_dot_for;
-use ggml::{Context, Executor, GgmlType, Graph};
+use ggml::{Buffer, Context, DataRef, Executor, GgmlType, Graph, TensorId};
 
 /// test-quantize-fns' synthetic data: `0.1 + cos(i + offset)`.
 fn data(offset: u64, n: usize) -> Vec<f32> {
@@ -60,19 +65,46 @@ fn shapes(typ: GgmlType) -> &'static [(usize, usize)] {
     }
 }
 
+/// A `[k, m]` weight tensor holding `bytes`, in a file mapping when `mapped`.
+fn weights(
+    ctx: &mut Context,
+    typ: GgmlType,
+    (k, m): (usize, usize),
+    bytes: &[u8],
+    mapped: bool,
+) -> TensorId {
+    if !mapped {
+        let t = ctx.new_tensor_2d(typ, k, m);
+        ctx.set_bytes(t, bytes).expect("weights");
+        return t;
+    }
+    let path =
+        std::env::temp_dir().join(format!("bench-quants-{}-{typ}-{k}x{m}", std::process::id()));
+    std::fs::write(&path, bytes).expect("write weights");
+    let buffer = Buffer::map_file(&path).expect("map weights");
+    std::fs::remove_file(&path).expect("remove weights file");
+    ctx.new_tensor_with_data(typ, &[k, m], DataRef { buffer, offset: 0 })
+        .expect("mapped weights")
+}
+
 fn mul_mat(c: &mut Criterion) {
     let mut types = vec![GgmlType::F32];
     types.extend(weight_types());
     for (phase, n) in [("decode", 1usize), ("prefill", 512)] {
         let mut group = c.benchmark_group(format!("mul_mat/{phase}"));
-        for &typ in &types {
+        let cases = types.iter().flat_map(|&typ| {
+            let repacked = ggml::quants::batch::repacks(typ, 8);
+            [(typ, false), (typ, true)]
+                .into_iter()
+                .filter(move |c| !c.1 || repacked)
+        });
+        for (typ, mapped) in cases {
             for &(k, m) in shapes(typ) {
                 let w = data(3, k * m);
                 let mut ctx = Context::new();
-                let wt = ctx.new_tensor_2d(typ, k, m);
-                let xt = ctx.new_tensor_2d(GgmlType::F32, k, n);
                 let bytes = ggml::quants::quantize(typ, &w, k).expect("quantize");
-                ctx.set_bytes(wt, &bytes).expect("weights");
+                let wt = weights(&mut ctx, typ, (k, m), &bytes, mapped);
+                let xt = ctx.new_tensor_2d(GgmlType::F32, k, n);
                 ctx.set_f32(xt, &data(4, k * n)).expect("activations");
                 let out = ctx.mul_mat(wt, xt);
                 let mut graph = Graph::new();
@@ -84,7 +116,8 @@ fn mul_mat(c: &mut Criterion) {
                 });
                 for threads in [1, 2] {
                     let mut exec = Executor::new(threads).expect("executor");
-                    let id = BenchmarkId::new(typ.name(), format!("{k}x{m}/t{threads}"));
+                    let at = if mapped { "/mapped" } else { "" };
+                    let id = BenchmarkId::new(typ.name(), format!("{k}x{m}/t{threads}{at}"));
                     group.bench_function(id, |b| {
                         b.iter(|| exec.compute(&ctx, &graph).expect("compute"))
                     });

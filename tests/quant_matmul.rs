@@ -1,9 +1,16 @@
-//! `mul_mat` with quantized weights: the graph result equals `vec_dot` of the weight
-//! rows with the activation rows quantized to the `vec_dot_type` (bit for bit, any
-//! thread count), and stays within the type's dot-product budget of the f64 product of
-//! the dequantized weights with the f32 activations. Also `get_rows` and `cpy`
-//! through the quantized types.
+//! `mul_mat` with quantized weights: the graph result equals, bit for bit and at any
+//! thread count, the dot product of the kernel llama.cpp's CPU backend would run for
+//! that weight and batch (`vec_dot`, llamafile's tinyBLAS_Q0, the tiled K-quant kernel,
+//! or for weights in a file mapping the repacked-weight GEMM/GEMV) with the activation
+//! rows quantized to the `vec_dot_type`, and stays within the type's dot-product budget
+//! of the f64 product of the dequantized weights with the f32 activations. Also
+//! `get_rows` and `cpy` through the quantized types.
 
+mod common;
+
+use common::xorshift_data as data;
+use ggml::cpu::simd::SimdLevel;
+use ggml::quants::batch;
 use ggml::{Context, GgmlType, Graph};
 
 /// The quantized types with a `vec_dot` (weight types).
@@ -12,41 +19,48 @@ fn weight_types() -> Vec<GgmlType> {
     ggml::quants::types().filter(dots).collect()
 }
 
-fn data(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            // roughly normal: sum of 4 uniforms, centred
-            (0..4)
-                .map(|k| ((s >> (16 * k)) & 0xffff) as f32 / 65536.0)
-                .sum::<f32>()
-                - 2.0
-        })
-        .collect()
-}
-
-/// `[M, N, b2]` = `w` (quantized bytes, `[K, M]`) times `x` `[K, N, b2]` with
-/// `threads` workers.
+/// `[M, N, b2]` = `w` (quantized bytes, `[K, M]`; in a file mapping when `mapped`, as
+/// model weights are) times `x` `[K, N, b2]` with `threads` workers.
 fn mul_mat(
     typ: GgmlType,
     w: &[u8],
     x: &[f32],
     (k, m, n, b2): (usize, usize, usize, usize),
+    mapped: bool,
     threads: usize,
 ) -> Vec<f32> {
     let mut ctx = Context::new();
-    let wt = ctx.new_tensor_2d(typ, k, m);
+    let wt = common::weight_tensor(&mut ctx, typ, (k, m), w, mapped);
     let xt = ctx.new_tensor_3d(GgmlType::F32, k, n, b2);
-    ctx.set_bytes(wt, w).expect("weights");
     ctx.set_f32(xt, x).expect("activations");
     let c = ctx.mul_mat(wt, xt);
     let mut g = Graph::new();
     g.build_forward_expand(&ctx, c);
     ggml::compute(&ctx, &g, threads).expect("compute");
     ctx.get_f32(c).expect("result")
+}
+
+type Dot = Box<dyn Fn(usize, &[u8], &[u8]) -> f32>;
+
+/// The dot product ggml's `mul_mat` computes for src1 row `i11` (of `n` a plane): the
+/// batch kernel of `batch::route` (taken at the scalar level: every level has the same
+/// bits), else llamafile's for two or more rows, else `vec_dot`.
+fn ggml_dot(
+    typ: GgmlType,
+    mapped: bool,
+    (k, m, n, b2): (usize, usize, usize, usize),
+    i11: usize,
+) -> Dot {
+    let tr = typ.traits();
+    let route = batch::route(typ, [k, m, 1, 1], mapped, GgmlType::F32, [k, n, b2, 1]);
+    if let Some(route) = route {
+        let path = route.path(i11, n);
+        return Box::new(batch::dot_for(typ, path, SimdLevel::Scalar).expect("batch kernel"));
+    }
+    match tr.gemm_dot {
+        Some(g) if n >= 2 => Box::new(g.dot),
+        _ => Box::new(tr.vec_dot.expect("vec_dot")),
+    }
 }
 
 fn budget(typ: GgmlType) -> f64 {
@@ -57,20 +71,20 @@ fn budget(typ: GgmlType) -> f64 {
     }
 }
 
-#[test]
-fn quantized_mul_mat_is_vec_dot_and_close_to_f64() {
+/// Checks `mul_mat` of every weight type against [`ggml_dot`] and the f64 product.
+fn check_mul_mat(mapped: bool, shapes: &[(usize, usize, usize, usize)]) {
     for typ in weight_types() {
         let tr = typ.traits();
         let vdt = tr.vec_dot_type;
-        for &(k, m, n, b2) in &[(256, 7, 1, 1), (512, 33, 3, 2), (256, 16, 17, 1)] {
+        for &(k, m, n, b2) in shapes {
             let w = data(typ.id() as u64 * 31 + k as u64, k * m);
             let x = data(m as u64 * 7 + n as u64, k * n * b2);
             let wq = ggml::quants::quantize(typ, &w, k).expect("quantize");
-            let got = mul_mat(typ, &wq, &x, (k, m, n, b2), 1);
+            let got = mul_mat(typ, &wq, &x, (k, m, n, b2), mapped, 1);
             assert_eq!(got.len(), m * n * b2);
             assert_eq!(
                 got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                mul_mat(typ, &wq, &x, (k, m, n, b2), 2)
+                mul_mat(typ, &wq, &x, (k, m, n, b2), mapped, 3)
                     .iter()
                     .map(|v| v.to_bits())
                     .collect::<Vec<_>>(),
@@ -82,17 +96,17 @@ fn quantized_mul_mat_is_vec_dot_and_close_to_f64() {
             let rs = typ.row_size(k);
             let mut max_err = 0f64;
             for col in 0..n * b2 {
+                let dot = ggml_dot(typ, mapped, (k, m, n, b2), col % n);
                 let xr = &x[col * k..(col + 1) * k];
                 let mut xq = vec![0u8; vdt.row_size(k)];
                 (vdt.traits().from_float.expect("activation quantizer"))(xr, &mut xq);
                 for row in 0..m {
                     let v = got[col * m + row];
-                    let want =
-                        (tr.vec_dot.expect("vec_dot"))(k, &wq[row * rs..(row + 1) * rs], &xq);
+                    let want = dot(k, &wq[row * rs..(row + 1) * rs], &xq);
                     assert_eq!(
                         v.to_bits(),
                         want.to_bits(),
-                        "{typ} [{row}, {col}]: {v} vs vec_dot {want}"
+                        "{typ} {k}x{m}x{n}x{b2} mapped {mapped} [{row}, {col}]: {v} vs {want}"
                     );
                     let exact: f64 = wd[row * k..(row + 1) * k]
                         .iter()
@@ -108,6 +122,36 @@ fn quantized_mul_mat_is_vec_dot_and_close_to_f64() {
             );
         }
     }
+}
+
+#[test]
+fn quantized_mul_mat_is_ggmls_dot_and_close_to_f64() {
+    // vec_dot (1 row), llamafile (2+ rows), tiled K-quants (8+ rows), odd row counts.
+    check_mul_mat(
+        false,
+        &[
+            (256, 7, 1, 1),
+            (512, 33, 3, 2),
+            (256, 16, 17, 1),
+            (512, 13, 8, 2),
+        ],
+    );
+}
+
+#[test]
+fn mapped_weights_take_the_repacked_kernels() {
+    // 8-row multiples repack (GEMM for whole groups of 4 src1 rows, GEMV after); 12
+    // rows do not, and 20 rows are not a multiple of 8.
+    check_mul_mat(
+        true,
+        &[
+            (256, 16, 1, 1),
+            (512, 24, 6, 1),
+            (256, 8, 9, 2),
+            (512, 12, 5, 1),
+            (256, 20, 4, 1),
+        ],
+    );
 }
 
 #[test]

@@ -76,3 +76,45 @@ pub fn args_words(line: &str, shared: &str) -> Vec<String> {
     }
     out
 }
+
+/// `n` roughly normal values (a sum of 4 uniforms, centred) from a xorshift stream
+/// seeded with `seed`; `tests/data/batch_kernels.json`'s harness draws the same.
+pub fn xorshift_data(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (0..4)
+                .map(|k| ((s >> (16 * k)) & 0xffff) as f32 / 65536.0)
+                .sum::<f32>()
+                - 2.0
+        })
+        .collect()
+}
+
+/// A `[k, m]` weight tensor of `typ` holding `bytes`: in a read-only file mapping when
+/// `mapped` (as a loaded model's weights are, which `mul_mat` treats as llama.cpp
+/// treats its repacked weights), else in the context's own memory.
+pub fn weight_tensor(
+    ctx: &mut ggml::Context,
+    typ: ggml::GgmlType,
+    (k, m): (usize, usize),
+    bytes: &[u8],
+    mapped: bool,
+) -> ggml::TensorId {
+    if !mapped {
+        let t = ctx.new_tensor_2d(typ, k, m);
+        ctx.set_bytes(t, bytes).expect("weights");
+        return t;
+    }
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let i = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("weights-{}-{i}.bin", std::process::id()));
+    std::fs::write(&path, bytes).expect("write weights");
+    let buffer = ggml::Buffer::map_file(&path).expect("map weights");
+    std::fs::remove_file(&path).expect("remove weights file");
+    ctx.new_tensor_with_data(typ, &[k, m], ggml::DataRef { buffer, offset: 0 })
+        .expect("mapped weights")
+}

@@ -306,6 +306,7 @@ fn resolve(
         ne: t.ne,
         nb: t.nb,
         data: data.ptr(),
+        mapped: !data.buffer.is_writable(),
     })
 }
 

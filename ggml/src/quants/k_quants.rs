@@ -293,18 +293,31 @@ pub(crate) fn quantize_row_q2_k_ref(x: &[f32], y: &mut [u8]) {
     });
 }
 
+/// The 2-bit quants of a Q2_K (or Q3_K) block in element order: the 32 elements
+/// `128h + 32s ..` are bits `2s, 2s+1` of `qs[32h .. 32h + 32]`.
+#[inline]
+pub(crate) fn q2k_codes(qs: &[u8; QK_K / 4]) -> [u8; QK_K] {
+    let mut out = [0u8; QK_K];
+    for h in 0..2 {
+        for s in 0..4 {
+            for l in 0..32 {
+                out[128 * h + 32 * s + l] = (qs[32 * h + l] >> (2 * s)) & 3;
+            }
+        }
+    }
+    out
+}
+
 /// `dequantize_row_q2_K`.
 pub(crate) fn dequantize_row_q2_k(x: &[u8], y: &mut [f32]) {
     dequant_superblocks(x, y, |b: &BlockQ2K, y| {
         let (d, min) = (b.d.get(), b.dmin.get());
-        for (k, y) in y.chunks_exact_mut(16).enumerate() {
-            // sub-block k: 128-group k / 8, bit pair (k % 8) / 2, byte half k % 2
+        let q = q2k_codes(&b.qs);
+        for (k, (y, q)) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).enumerate() {
             let sc = b.scales[k];
             let (dl, ml) = (d * (sc & 0xF) as f32, min * (sc >> 4) as f32);
-            let q = &b.qs[32 * (k / 8) + 16 * (k % 2)..][..16];
-            let shift = 2 * ((k % 8) / 2);
             for (y, &q) in y.iter_mut().zip(q) {
-                *y = dl * ((q >> shift) & 3) as f32 - ml;
+                *y = dl * q as f32 - ml;
             }
         }
     });
@@ -366,23 +379,34 @@ pub(crate) fn quantize_row_q3_k_ref(x: &[f32], y: &mut [u8]) {
     });
 }
 
+/// The values (-4..=3) of a Q3_K block in element order: the 2-bit quants (laid out
+/// as Q2_K's) minus 4 where bit `4h + s` of `hmask[l]` is clear.
+#[inline]
+pub(crate) fn q3k_values(b: &BlockQ3K) -> [i8; QK_K] {
+    let low = q2k_codes(&b.qs);
+    let mut out = [0i8; QK_K];
+    for h in 0..2 {
+        for s in 0..4 {
+            for l in 0..32 {
+                let e = 128 * h + 32 * s + l;
+                let high = (b.hmask[l] >> (4 * h + s)) & 1;
+                out[e] = low[e] as i8 - 4 * (1 - high as i8);
+            }
+        }
+    }
+    out
+}
+
 /// `dequantize_row_q3_K`.
 pub(crate) fn dequantize_row_q3_k(x: &[u8], y: &mut [f32]) {
     dequant_superblocks(x, y, |b: &BlockQ3K, y| {
         let d_all = b.d.get();
         let sc = q3k_scales(&b.scales);
-        for (k, y) in y.chunks_exact_mut(16).enumerate() {
+        let q = q3k_values(b);
+        for (k, (y, q)) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).enumerate() {
             let dl = d_all * (sc[k] as i32 - 32) as f32;
-            let off = 32 * (k / 8) + 16 * (k % 2);
-            let (shift, m) = (2 * ((k % 8) / 2), 1u8 << (4 * (k / 8) + (k % 8) / 2));
-            for (l, y) in y.iter_mut().enumerate() {
-                let q = ((b.qs[off + l] >> shift) & 3) as i32;
-                let h = if b.hmask[16 * (k % 2) + l] & m != 0 {
-                    0
-                } else {
-                    4
-                };
-                *y = dl * (q - h) as f32;
+            for (y, &q) in y.iter_mut().zip(q) {
+                *y = dl * q as f32;
             }
         }
     });
@@ -483,21 +507,31 @@ pub(crate) fn quantize_row_q4_k_ref(x: &[f32], y: &mut [u8]) {
     });
 }
 
-/// The low 4 bits of quant `j` (0..256) of a Q4_K / Q5_K block: 32-byte group
-/// `j / 64`, low nibbles for the first 32 of the 64, high nibbles for the rest.
+/// The 4-bit quants of a Q4_K block in element order: each 64 elements are the low
+/// nibbles of a 32-byte group, then its high nibbles.
 #[inline]
-pub(crate) fn k4_nibble(qs: &[u8; QK_K / 2], j: usize) -> u8 {
-    (qs[32 * (j / 64) + j % 32] >> (4 * ((j / 32) % 2))) & 0xF
+pub(crate) fn k4_codes(qs: &[u8; QK_K / 2]) -> [u8; QK_K] {
+    let mut out = [0u8; QK_K];
+    for c in 0..4 {
+        for l in 0..32 {
+            out[64 * c + l] = qs[32 * c + l] & 0xF;
+            out[64 * c + 32 + l] = qs[32 * c + l] >> 4;
+        }
+    }
+    out
 }
 
-/// The fifth bit of quant `j` (0..256) of a Q5_K block, as 16 or 0.
+/// The 5-bit quants of a Q5_K block in element order: [`k4_codes`] plus, as 16, bit
+/// `j / 32` of `qh[j % 32]`.
 #[inline]
-pub(crate) fn q5k_high(qh: &[u8; QK_K / 8], j: usize) -> u8 {
-    if qh[j % 32] & (1 << (j / 32)) != 0 {
-        16
-    } else {
-        0
+pub(crate) fn q5k_codes(qs: &[u8; QK_K / 2], qh: &[u8; QK_K / 8]) -> [u8; QK_K] {
+    let mut out = k4_codes(qs);
+    for g in 0..8 {
+        for l in 0..32 {
+            out[32 * g + l] |= ((qh[l] >> g) & 1) << 4;
+        }
     }
+    out
 }
 
 /// Dequantizes one Q4_K / Q5_K super-block given its quants `q(j)`.
@@ -520,9 +554,8 @@ fn dequant_k4(
 /// `dequantize_row_q4_K`.
 pub(crate) fn dequantize_row_q4_k(x: &[u8], y: &mut [f32]) {
     dequant_superblocks(x, y, |b: &BlockQ4K, y| {
-        dequant_k4(y, b.d.get(), b.dmin.get(), &b.scales, |j| {
-            k4_nibble(&b.qs, j)
-        });
+        let q = k4_codes(&b.qs);
+        dequant_k4(y, b.d.get(), b.dmin.get(), &b.scales, |j| q[j]);
     });
 }
 
@@ -571,9 +604,8 @@ pub(crate) fn quantize_row_q5_k_ref(x: &[f32], y: &mut [u8]) {
 /// `dequantize_row_q5_K`.
 pub(crate) fn dequantize_row_q5_k(x: &[u8], y: &mut [f32]) {
     dequant_superblocks(x, y, |b: &BlockQ5K, y| {
-        dequant_k4(y, b.d.get(), b.dmin.get(), &b.scales, |j| {
-            k4_nibble(&b.qs, j) + q5k_high(&b.qh, j)
-        });
+        let q = q5k_codes(&b.qs, &b.qh);
+        dequant_k4(y, b.d.get(), b.dmin.get(), &b.scales, |j| q[j]);
     });
 }
 
@@ -636,29 +668,33 @@ pub(crate) fn quantize_row_q6_k_ref(x: &[f32], y: &mut [u8]) {
     });
 }
 
-/// The 6-bit quant `l` (0..128) of one 128-element half of a Q6_K block, minus 32.
+/// The values (-32..=31) of a Q6_K block in element order. In 128-element half `h`,
+/// the 32 elements `32p + l` take the low (`p < 2`) or high nibble of
+/// `ql[64h + 32(p % 2) + l]` and bits `2p, 2p+1` of `qh[32h + l]` as bits 4-5.
 #[inline]
-pub(crate) fn q6k_quant(ql: &[u8], qh: &[u8], l: usize) -> i32 {
-    let (k, part) = (l % 32, l / 32);
-    let lo = match part {
-        0 => ql[k] & 0xF,
-        1 => ql[k + 32] & 0xF,
-        2 => ql[k] >> 4,
-        _ => ql[k + 32] >> 4,
-    };
-    let hi = (qh[k] >> (2 * part)) & 3;
-    (lo | (hi << 4)) as i32 - 32
+pub(crate) fn q6k_values(ql: &[u8; QK_K / 2], qh: &[u8; QK_K / 4]) -> [i8; QK_K] {
+    let mut out = [0i8; QK_K];
+    for h in 0..2 {
+        for p in 0..4 {
+            for l in 0..32 {
+                let lo = (ql[64 * h + 32 * (p % 2) + l] >> (4 * (p / 2))) & 0xF;
+                let hi = (qh[32 * h + l] >> (2 * p)) & 3;
+                out[128 * h + 32 * p + l] = (lo | (hi << 4)) as i8 - 32;
+            }
+        }
+    }
+    out
 }
 
 /// `dequantize_row_q6_K`.
 pub(crate) fn dequantize_row_q6_k(x: &[u8], y: &mut [f32]) {
     dequant_superblocks(x, y, |b: &BlockQ6K, y| {
         let d = b.d.get();
-        for (h, y) in y.chunks_exact_mut(128).enumerate() {
-            let (ql, qh) = (&b.ql[64 * h..][..64], &b.qh[32 * h..][..32]);
-            for (l, y) in y.iter_mut().enumerate() {
-                let sc = b.scales[8 * h + (l % 32) / 16 + 2 * (l / 32)];
-                *y = d * sc as f32 * q6k_quant(ql, qh, l) as f32;
+        let q = q6k_values(&b.ql, &b.qh);
+        for (k, (y, q)) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).enumerate() {
+            let sc = b.scales[k];
+            for (y, &q) in y.iter_mut().zip(q) {
+                *y = d * sc as f32 * q as f32;
             }
         }
     });

@@ -55,6 +55,17 @@ fn pack_fifth_bits(q: &[u8; 32]) -> [u8; 4] {
     qh.to_le_bytes()
 }
 
+/// The 32 quants of a nibble array: element `j` low, element `j + 16` high.
+#[inline]
+pub(crate) fn nibbles(qs: &[u8; 16]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for j in 0..16 {
+        out[j] = qs[j] & 0x0F;
+        out[j + 16] = qs[j] >> 4;
+    }
+    out
+}
+
 /// Quant `j` (0..32) of a nibble array: element `j` low, element `j + 16` high.
 #[inline]
 pub(crate) fn nibble(qs: &[u8; 16], j: usize) -> u8 {

@@ -5,6 +5,7 @@
 //! Covered: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
 //! IQ4_NL and IQ4_XS. See `docs/quants.md` for the formats and the design.
 
+pub mod batch;
 pub mod blocks;
 mod dot;
 mod iq4;
@@ -13,10 +14,10 @@ mod legacy;
 
 use rayon::prelude::*;
 
-pub use dot::vec_dot_for;
+pub use dot::{gemm_dot_for, vec_dot_for};
 
 use crate::error::{Error, Result};
-use crate::types::{FromFloatFn, GgmlType, ToFloatFn, TypeTraits, ALL_TYPES};
+use crate::types::{FromFloatFn, GemmDot, GgmlType, ToFloatFn, TypeTraits, ALL_TYPES};
 
 /// The types this module implements (Q4_0 … IQ4_XS), in id order. All but Q8_1 and
 /// Q8_K (activation formats) have a `vec_dot`.
@@ -125,6 +126,7 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
         tr.from_float = Some(from_float);
         tr.from_float_ref = Some(from_float_ref);
         tr.vec_dot = dot::best(tr.typ);
+        tr.gemm_dot = dot::best_gemm(tr.typ).map(|dot| GemmDot { dot, kn: 32 });
         tr.vec_dot_type = vec_dot_type;
     }
 }

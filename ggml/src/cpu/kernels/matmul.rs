@@ -19,15 +19,30 @@ fn needs_conversion(s0: &TView, s1: &TView) -> bool {
 
 /// The GEMM-order dot product when ggml would take its llamafile path for this node:
 /// two or more `src1` rows, rows a multiple of the kernel width, `src0` rows a multiple
-/// of 4, and `src1` either converted to `vec_dot_type` or already contiguous in it.
+/// of 4 (float tinyBLAS; the quantized one takes any count), and `src1` either
+/// converted to `vec_dot_type` or already contiguous in it.
 pub(super) fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::VecDotFn> {
     let g = s0.typ.traits().gemm_dot?;
     let converted = s1.typ != vec_dot_type(s0);
     let ok = s1.ne[1] >= 2
         && s0.ne[0].is_multiple_of(g.kn)
-        && s0.ne[1].is_multiple_of(4)
+        && (s0.ne[1].is_multiple_of(4) || s0.typ.is_quantized())
         && (converted || s1.is_contiguous());
     ok.then_some(g.dot)
+}
+
+/// This thread's ranges of src0 rows and src1 rows: the larger of the two counts is
+/// split across the threads.
+pub(super) fn row_ranges(
+    params: &ComputeParams,
+    nr0: usize,
+    nr1: usize,
+) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+    if nr0 >= nr1 {
+        (params.range(nr0), 0..nr1)
+    } else {
+        (0..nr0, params.range(nr1))
+    }
 }
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
@@ -89,15 +104,17 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         }
     }
 
+    if let Some(route) = super::matmul_batch::route(s0, s1) {
+        // SAFETY: as in the loop below.
+        let y = |ir1: usize| unsafe { src1_row(params, s1, convert, rs1, ir1) };
+        super::matmul_batch::forward(params, node, route, &y);
+        return;
+    }
+
     let nr0 = s0.ne[1];
     let r2 = s1.ne[2] / s0.ne[2];
     let r3 = s1.ne[3] / s0.ne[3];
-    // Split the larger of the two row counts across threads.
-    let (range0, range1) = if nr0 >= nrows1 {
-        (params.range(nr0), 0..nrows1)
-    } else {
-        (0..nr0, params.range(nrows1))
-    };
+    let (range0, range1) = row_ranges(params, nr0, nrows1);
 
     let mut tmp = [0f32; BLCK_0];
     let mut iir1 = range1.start;
@@ -114,11 +131,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                 // node was built); dst elements [iir0, end0) of this src1 row belong to
                 // this thread alone.
                 unsafe {
-                    let y: &[u8] = if convert {
-                        std::slice::from_raw_parts(params.wdata.add(ir1 * rs1), rs1)
-                    } else {
-                        s1.row_bytes(i11, i12, i13)
-                    };
+                    let y = src1_row(params, s1, convert, rs1, ir1);
                     for ir0 in iir0..end0 {
                         let x = s0.row_bytes(ir0, i02, i03);
                         tmp[ir0 - iir0] = vec_dot(ne00, x, y);
@@ -130,5 +143,25 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
             iir0 = end0;
         }
         iir1 = end1;
+    }
+}
+
+/// Row `ir1` of `src1` in the weight's `vec_dot_type`: converted into the shared work
+/// area (`rs1` bytes a row) or, when no conversion was needed, the dense row itself.
+///
+/// # Safety
+/// The conversion phase (when `convert`) has finished, and no thread writes src1.
+unsafe fn src1_row<'a>(
+    params: &ComputeParams,
+    s1: &TView,
+    convert: bool,
+    rs1: usize,
+    ir1: usize,
+) -> &'a [u8] {
+    if convert {
+        std::slice::from_raw_parts(params.wdata.add(ir1 * rs1), rs1)
+    } else {
+        let (i11, i12, i13) = s1.row_index(ir1);
+        s1.row_bytes(i11, i12, i13)
     }
 }

@@ -12,6 +12,7 @@ mod copy;
 mod flash_attn;
 mod gemm_float;
 mod matmul;
+mod matmul_batch;
 mod norm;
 mod rope;
 mod rows;
@@ -36,6 +37,8 @@ pub(crate) struct TView {
     pub ne: [usize; MAX_DIMS],
     pub nb: [usize; MAX_DIMS],
     pub data: *mut u8,
+    /// The bytes lie in a read-only file mapping (model weights).
+    pub mapped: bool,
 }
 
 // SAFETY: a TView is an address into a buffer kept alive (and marked busy) by the

@@ -69,6 +69,34 @@ pub(super) unsafe fn kernel(typ: GgmlType) -> Option<VecDotFn> {
     kernel_table!(typ, false, "avx2,fma,f16c")
 }
 
+/// The kernel in llamafile's `tinyBLAS_Q0_AVX` order (`x_q8_0`) for the types
+/// llamafile takes: the `vec_dot` kernel itself for Q4_0, Q5_0 and Q8_0, whose x86
+/// `vec_dot` has that order; `x_q8_0` on IQ4_NL, whose `vec_dot` does not.
+///
+/// # Safety
+/// As [`kernel`]; with `VNNI` also AVX-512 F/BW/VL and VNNI.
+pub(super) unsafe fn gemm_kernel<const VNNI: bool>(typ: GgmlType) -> Option<VecDotFn> {
+    match (typ, VNNI) {
+        (GgmlType::IQ4_NL, false) => Some(entry!(
+            x_q8_0<BlockIq4Nl>,
+            BlockIq4Nl,
+            BlockQ8_0,
+            false,
+            "avx2,fma,f16c"
+        )),
+        (GgmlType::IQ4_NL, true) => Some(entry!(
+            x_q8_0<BlockIq4Nl>,
+            BlockIq4Nl,
+            BlockQ8_0,
+            true,
+            "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+        )),
+        (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, false) => kernel(typ),
+        (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, true) => super::avx512::kernel(typ),
+        _ => None,
+    }
+}
+
 // Field offsets used below (ggml's layouts, see blocks.rs).
 const Q8_0_QS: usize = offset_of!(BlockQ8_0, qs);
 const Q8_1_D: usize = offset_of!(BlockQ8_1, d);
@@ -115,6 +143,13 @@ impl SignedQuants for BlockQ8_0 {
     #[inline(always)]
     unsafe fn qx(xb: *const u8) -> __m256i {
         load256(xb.add(Q8_0_QS))
+    }
+}
+
+impl SignedQuants for BlockIq4Nl {
+    #[inline(always)]
+    unsafe fn qx(xb: *const u8) -> __m256i {
+        iq4_lookup(load128(xb.add(offset_of!(BlockIq4Nl, qs))))
     }
 }
 

@@ -11,6 +11,9 @@ mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::f16_at;
+
 use crate::cpu::simd::SimdLevel;
 use crate::types::{GgmlType, VecDotFn};
 
@@ -44,24 +47,45 @@ fn scalar_kernel(typ: GgmlType) -> Option<VecDotFn> {
 /// size), `x` in `typ` and `y` in its `vec_dot_type`; it panics if either row is
 /// shorter than `n` elements.
 pub fn vec_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `at_level` calls this only for a level whose features it checked.
+    let x86 = |typ, vnni| unsafe {
+        if vnni {
+            avx512::kernel(typ)
+        } else {
+            avx2::kernel(typ)
+        }
+    };
+    at_level(
+        typ,
+        level,
+        scalar_kernel,
+        #[cfg(target_arch = "x86_64")]
+        x86,
+    )
+}
+
+/// One family's kernel of `typ` at `level`: `scalar`'s, or on x86 `x86(typ, vnni)`'s
+/// (`vnni`: the AVX-512 level on a CPU with AVX-512 VNNI, else the AVX2 kernels).
+/// `None` when this CPU cannot run `level` or the level has no kernels (NEON).
+fn at_level(
+    typ: GgmlType,
+    level: SimdLevel,
+    scalar: fn(GgmlType) -> Option<VecDotFn>,
+    #[cfg(target_arch = "x86_64")] x86: impl Fn(GgmlType, bool) -> Option<VecDotFn>,
+) -> Option<VecDotFn> {
     if !level.is_available() {
         return None;
     }
     match level {
-        SimdLevel::Scalar => scalar_kernel(typ),
-        // SAFETY: `is_available` checked AVX2, FMA and F16C.
+        SimdLevel::Scalar => scalar(typ),
+        // `is_available` checked AVX2, FMA and F16C.
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => unsafe { avx2::kernel(typ) },
-        // SAFETY: `is_available` checked AVX-512 F/BW/VL besides AVX2, FMA and F16C,
-        // and `has_vnni` the VNNI the AVX-512 kernels also use.
+        SimdLevel::Avx2 => x86(typ, false),
+        // `is_available` checked AVX-512 F/BW/VL besides AVX2, FMA and F16C, and
+        // `has_vnni` the VNNI the AVX-512 kernels also use.
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => unsafe {
-            if avx512::has_vnni() {
-                avx512::kernel(typ)
-            } else {
-                avx2::kernel(typ)
-            }
-        },
+        SimdLevel::Avx512 => x86(typ, avx512::has_vnni()),
         #[allow(unreachable_patterns)]
         _ => None,
     }
@@ -70,4 +94,44 @@ pub fn vec_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
 /// The kernel the type table uses: the best level's (or `GGML_SIMD`'s), else scalar.
 pub(crate) fn best(typ: GgmlType) -> Option<VecDotFn> {
     vec_dot_for(typ, crate::cpu::simd::kernels().level).or_else(|| scalar_kernel(typ))
+}
+
+/// The scalar kernel in llamafile's `tinyBLAS_Q0_AVX` order (same bits as the SIMD ones).
+fn scalar_gemm_kernel(typ: GgmlType) -> Option<VecDotFn> {
+    use scalar::*;
+    Some(match typ {
+        GgmlType::Q4_0 => gemm_dot_q4_0_q8_0,
+        GgmlType::Q5_0 => gemm_dot_q5_0_q8_0,
+        GgmlType::Q8_0 => gemm_dot_q8_0_q8_0,
+        GgmlType::IQ4_NL => gemm_dot_iq4_nl_q8_0,
+        _ => return None,
+    })
+}
+
+/// The dot product of llamafile's `tinyBLAS_Q0_AVX` (ggml's `mul_mat` for batches of
+/// two or more rows of Q4_0, Q5_0, Q8_0 and IQ4_NL weights that were not repacked) at
+/// SIMD level `level`: per block 8 lanes of integer sums, one FMA per lane, then
+/// `hsum_float_8`. Every level gives the same bits. `None` as for [`vec_dot_for`].
+pub fn gemm_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `at_level` calls this only for a level whose features it checked.
+    let x86 = |typ, vnni| unsafe {
+        if vnni {
+            avx2::gemm_kernel::<true>(typ)
+        } else {
+            avx2::gemm_kernel::<false>(typ)
+        }
+    };
+    at_level(
+        typ,
+        level,
+        scalar_gemm_kernel,
+        #[cfg(target_arch = "x86_64")]
+        x86,
+    )
+}
+
+/// The tinyBLAS_Q0 kernel the type table uses (see [`best`]).
+pub(crate) fn best_gemm(typ: GgmlType) -> Option<VecDotFn> {
+    gemm_dot_for(typ, crate::cpu::simd::kernels().level).or_else(|| scalar_gemm_kernel(typ))
 }

@@ -3,7 +3,7 @@
 //! are the reference the SIMD levels are tested against.
 
 use crate::quants::blocks::*;
-use crate::quants::k_quants::{k4_nibble, q5k_high, q6k_quant};
+use crate::quants::k_quants::{k4_codes, q5k_codes, q6k_values};
 use crate::quants::legacy::{nibble, q5_quant};
 
 /// Pairs the blocks of `x` and `y` over the first `n` elements.
@@ -202,7 +202,7 @@ fn vec_dot_k4<B: Block>(
 /// `ggml_vec_dot_q4_K_q8_K_generic`.
 pub(crate) fn vec_dot_q4_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     vec_dot_k4(n, x, y, |x: &BlockQ4K| {
-        let a = std::array::from_fn(|j| k4_nibble(&x.qs, j) as i8);
+        let a = k4_codes(&x.qs).map(|q| q as i8);
         (a, x.scales, x.d.get(), x.dmin.get())
     })
 }
@@ -210,7 +210,7 @@ pub(crate) fn vec_dot_q4_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
 pub(crate) fn vec_dot_q5_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     vec_dot_k4(n, x, y, |x: &BlockQ5K| {
-        let a = std::array::from_fn(|j| (k4_nibble(&x.qs, j) + q5k_high(&x.qh, j)) as i8);
+        let a = q5k_codes(&x.qs, &x.qh).map(|q| q as i8);
         (a, x.scales, x.d.get(), x.dmin.get())
     })
 }
@@ -219,10 +219,7 @@ pub(crate) fn vec_dot_q5_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
 pub(crate) fn vec_dot_q6_k_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sums = [0f32; 8];
     for (x, y) in pairs::<BlockQ6K, BlockQ8K>(n, x, y) {
-        let a: [i8; QK_K] = std::array::from_fn(|j| {
-            let h = j / 128;
-            q6k_quant(&x.ql[64 * h..][..64], &x.qh[32 * h..][..32], j % 128) as i8
-        });
+        let a = q6k_values(&x.ql, &x.qh);
         let aux32 = lanes8(&a, &y.qs, |j| x.scales[j] as i32);
         add_lanes(&mut sums, x.d.get() * y.d.get(), &aux32);
     }
@@ -243,4 +240,69 @@ pub(crate) fn vec_dot_iq4_xs_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
         }
     }
     sumf
+}
+
+/// ggml's `hsum_float_8`: `((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))`.
+fn hsum_float_8(v: [f32; 8]) -> f32 {
+    ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
+}
+
+/// The order of llamafile's `tinyBLAS_Q0_AVX` (and of the x86 `vec_dot` of Q4_0, Q5_0
+/// and Q8_0): eight lanes of 4-element integer sums per block, each lane
+/// `acc = fma(dx * dy, sum, acc)`, then `hsum_float_8`. Exactly the SIMD kernels' bits.
+#[inline]
+fn lanes_q8_0<X: Block>(
+    n: usize,
+    x: &[u8],
+    y: &[u8],
+    d: impl Fn(&X) -> f32,
+    q: impl Fn(&X, usize) -> i32,
+) -> f32 {
+    let mut acc = [0f32; 8];
+    for (x, y) in pairs::<X, BlockQ8_0>(n, x, y) {
+        let dxy = d(&x) * y.d.get();
+        for (l, acc) in acc.iter_mut().enumerate() {
+            let sum: i32 = (4 * l..4 * l + 4).map(|j| q(&x, j) * y.qs[j] as i32).sum();
+            *acc = dxy.mul_add(sum as f32, *acc);
+        }
+    }
+    hsum_float_8(acc)
+}
+
+/// tinyBLAS_Q0 order for Q4_0.
+pub(crate) fn gemm_dot_q4_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_0(
+        n,
+        x,
+        y,
+        |x: &BlockQ4_0| x.d.get(),
+        |x, j| nibble(&x.qs, j) as i32 - 8,
+    )
+}
+
+/// tinyBLAS_Q0 order for Q5_0.
+pub(crate) fn gemm_dot_q5_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_0(
+        n,
+        x,
+        y,
+        |x: &BlockQ5_0| x.d.get(),
+        |x, j| q5_quant(&x.qs, u32::from_le_bytes(x.qh), j) - 16,
+    )
+}
+
+/// tinyBLAS_Q0 order for Q8_0.
+pub(crate) fn gemm_dot_q8_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_0(n, x, y, |x: &BlockQ8_0| x.d.get(), |x, j| x.qs[j] as i32)
+}
+
+/// tinyBLAS_Q0 order for IQ4_NL (its `vec_dot` uses two accumulators instead).
+pub(crate) fn gemm_dot_iq4_nl_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_0(
+        n,
+        x,
+        y,
+        |x: &BlockIq4Nl| x.d.get(),
+        |x, j| KVALUES_IQ4NL[nibble(&x.qs, j) as usize] as i32,
+    )
 }

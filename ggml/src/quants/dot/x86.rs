@@ -49,7 +49,7 @@ static F16_TO_F32: [f32; 1 << 16] = {
 /// # Safety
 /// `p` must be readable for 2 bytes.
 #[inline(always)]
-pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
+pub(crate) unsafe fn f16_at(p: *const u8) -> f32 {
     F16_TO_F32[(p as *const u16).read_unaligned() as usize]
 }
 

@@ -1,0 +1,124 @@
+//! `mul_mat` through llama.cpp's batched quantized kernels ([`crate::quants::batch`]):
+//! each thread unpacks tiles of 8 weight rows slab by slab and runs every slab against
+//! its activation rows.
+
+use super::{ComputeParams, ExecNode, TView};
+use crate::quants::batch::{self, Acc, Route, Unpacked, SLAB, TILE};
+
+/// Where the node goes, if it goes to the batch kernels (see [`batch::route`]).
+pub(super) fn route(s0: &TView, s1: &TView) -> Option<Route> {
+    batch::route(s0.typ, s0.ne, s0.mapped, s1.typ, s1.ne)
+}
+
+/// This thread's share of the node; `y(ir1)` is src1 row `ir1` in the weight's
+/// `vec_dot_type`.
+pub(super) fn forward<'a>(
+    params: &ComputeParams,
+    node: &ExecNode,
+    route: Route,
+    y: &dyn Fn(usize) -> &'a [u8],
+) {
+    let (s0, s1, dst) = (node.src0(), node.src1(), &node.dst);
+    let kernels = batch::kernels();
+    let n = s0.ne[0];
+    let (nr0, nrows1, ne11) = (s0.ne[1], s1.nrows(), s1.ne[1]);
+    let r2 = s1.ne[2] / s0.ne[2];
+    let r3 = s1.ne[3] / s0.ne[3];
+    let (range0, range1) = super::matmul::row_ranges(params, nr0, nrows1);
+
+    let (blck, size) = (s0.typ.blck_size(), s0.typ.type_size());
+    let mut tile = Unpacked::default();
+    let mut acc: Vec<Acc> = Vec::new();
+    let mut acts: Vec<&[u8]> = Vec::new();
+    let mut ir1 = range1.start;
+    while ir1 < range1.end {
+        // A segment of src1 rows that meet one src0 plane, and its runs of one kernel.
+        let plane = |ir1: usize| {
+            let (_, i12, i13) = s1.row_index(ir1);
+            (i12 / r2, i13 / r3)
+        };
+        let (i02, i03) = plane(ir1);
+        let end1 = (ir1..range1.end)
+            .find(|&j| plane(j) != (i02, i03))
+            .unwrap_or(range1.end);
+        let path = |j: usize| route.path(s1.row_index(j).0, ne11);
+        let mut runs = Vec::new();
+        let mut j = ir1;
+        while j < end1 {
+            let e = (j..end1).find(|&e| path(e) != path(j)).unwrap_or(end1);
+            let Some(p) = batch::plan(s0.typ, path(j)) else {
+                params.fail(crate::Error::UnsupportedType {
+                    typ: s0.typ,
+                    what: "batched mul_mat",
+                });
+                return;
+            };
+            runs.push((j - ir1..e - ir1, p));
+            j = e;
+        }
+        acts.clear();
+        acts.extend((ir1..end1).map(y));
+
+        let mut iir0 = range0.start;
+        while iir0 < range0.end {
+            let end0 = (iir0 + TILE).min(range0.end);
+            acc.clear();
+            acc.resize(end1 - ir1, Acc::default());
+            let mut full: [&[u8]; TILE] = [&[]; TILE];
+            for (row, r) in full.iter_mut().zip(iir0..end0) {
+                // SAFETY: src0 rows are dense (checked when the node was built) and only
+                // read.
+                *row = unsafe { s0.row_bytes(r, i02, i03) };
+            }
+            // The next tile's rows, fetched into the cache slab by slab while this one
+            // runs: eight rows at once are eight streams, which the hardware prefetcher
+            // does not follow as well as ggml's one interleaved stream.
+            let mut next: [&[u8]; TILE] = [&[]; TILE];
+            for (row, r) in next.iter_mut().zip(end0..(end0 + TILE).min(range0.end)) {
+                // SAFETY: as above.
+                *row = unsafe { s0.row_bytes(r, i02, i03) };
+            }
+            for k0 in (0..n).step_by(SLAB) {
+                let at = k0 / blck * size;
+                let rows = full.map(|r| r.get(at..).unwrap_or_default());
+                for row in next {
+                    prefetch(
+                        row.get(at..(at + SLAB / blck * size).min(row.len()))
+                            .unwrap_or_default(),
+                    );
+                }
+                (kernels.fill)(&mut tile, s0.typ, SLAB.min(n - k0), &rows[..end0 - iir0]);
+                for (run, p) in &runs {
+                    (kernels.tile)(p, &tile, k0, &acts[run.clone()], &mut acc[run.clone()]);
+                }
+            }
+            for (run, p) in &runs {
+                for j in run.clone() {
+                    let (i11, i12, i13) = s1.row_index(ir1 + j);
+                    let out = acc[j].outputs(p);
+                    let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
+                    // SAFETY: dst elements (iir0 .. end0, i11, i12, i13) are adjacent
+                    // (dst rows are dense), inside dst, and belong to this thread alone.
+                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), d, end0 - iir0) };
+                }
+            }
+            iir0 = end0;
+        }
+        ir1 = end1;
+    }
+}
+
+/// Asks the CPU to bring `bytes` into its caches.
+#[inline]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..bytes.len()).step_by(64) {
+        // SAFETY: a prefetch of an address inside `bytes` has no effect beyond the cache.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(off) as *const i8)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}

@@ -1,0 +1,329 @@
+//! The arithmetic of llama.cpp's batched quantized `mul_mat` paths, which its CPU
+//! backend takes instead of `vec_dot` (`docs/quants.md`, "Which kernel llama.cpp
+//! uses"):
+//!
+//! - [`Path::RepackGemm`] / [`Path::RepackGemv`]: the kernels of `ggml-cpu/repack.cpp`
+//!   for weights that llama.cpp repacked at load time (Q4_0, IQ4_NL, Q4_K, Q2_K);
+//! - [`Path::Tiled`]: the K-quant kernel of `ggml-cpu/tiled/` (Q2_K … Q6_K, IQ4_XS)
+//!   for batches of 8 or more rows.
+//!
+//! Each computes one output as exact integer sums over fixed chunks of the row,
+//! combined by a short chain of float operations; only that chain (and the chunking)
+//! differs from `vec_dot`. We keep ggml's block layouts and unpack tiles of 8 weight
+//! rows per `mul_mat` into integers (`Unpacked`), reused for every activation row.
+//! The kernels have a scalar and AVX2 / AVX-512 versions whose integer sums are exact
+//! and whose float chain is one piece of code (`recipe::chunk_step`, on `f32` or on
+//! the 8 lanes of a vector), so every level gives the same bits.
+
+mod recipe;
+mod unpack;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use std::sync::OnceLock;
+
+pub(crate) use recipe::{act_row_size, Acc, Plan};
+use unpack::SUB;
+pub(crate) use unpack::{Unpacked, TILE};
+
+use crate::cpu::simd::SimdLevel;
+use crate::types::GgmlType;
+use recipe::Act;
+
+/// One of llama.cpp's batched quantized `mul_mat` kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// `ggml_gemm_*_8x8_q8_*` of `repack.cpp`: the src1 rows in whole groups of 4.
+    RepackGemm,
+    /// `ggml_gemv_*_8x8_q8_*`: the src1 rows after the last whole group of 4.
+    RepackGemv,
+    /// `ggml_compute_forward_mul_mat_tiled`.
+    Tiled,
+}
+
+/// Which family of kernels a `mul_mat` node goes to (see [`route`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// The repacked-weight kernels.
+    Repack,
+    /// The tiled K-quant kernel.
+    Tiled,
+}
+
+impl Route {
+    /// The kernel for src1 row `i11` of the `ne11` rows of a plane.
+    pub fn path(self, i11: usize, ne11: usize) -> Path {
+        match self {
+            Route::Tiled => Path::Tiled,
+            Route::Repack if i11 < ne11 - ne11 % 4 => Path::RepackGemm,
+            Route::Repack => Path::RepackGemv,
+        }
+    }
+}
+
+/// Whether llama.cpp's x86 build repacks 2-D weights of `typ` with `ne1` rows into
+/// its CPU_REPACK buffer (`ggml_repack_get_optimal_repack_type`: Q4_0, IQ4_NL and
+/// Q4_K with AVX2, Q2_K with AVX-512, as 8-row interleaves).
+pub fn repacks(typ: GgmlType, ne1: usize) -> bool {
+    use GgmlType as T;
+    matches!(typ, T::Q4_0 | T::IQ4_NL | T::Q4_K | T::Q2_K) && ne1.is_multiple_of(8)
+}
+
+/// Whether `ggml-cpu/tiled` handles weights of `typ` (of the types we implement).
+pub fn tiles(typ: GgmlType) -> bool {
+    use GgmlType as T;
+    matches!(
+        typ,
+        T::Q2_K | T::Q3_K | T::Q4_K | T::Q5_K | T::Q6_K | T::IQ4_XS
+    )
+}
+
+/// The batch kernels ggml's `mul_mat` uses for `src0` of type `typ` and shape `ne0`
+/// times `src1` of type `src1_typ` and shape `ne1`, or `None` when it uses llamafile's
+/// sgemm or `vec_dot`. `mapped`: `src0` lives in a read-only file mapping, which is how
+/// model weights are loaded here and our counterpart of llama.cpp placing them in its
+/// CPU_REPACK buffer.
+///
+/// In llama.cpp's order: repacked weights (2-D, `src1` F32 and at most 3-D) always go
+/// to their kernels, whatever the batch; then the tiled kernel takes batches of 8 or
+/// more `src1` rows (`ne1[1] >= 8`) of F32 or Q8_K.
+pub fn route(
+    typ: GgmlType,
+    ne0: [usize; 4],
+    mapped: bool,
+    src1_typ: GgmlType,
+    ne1: [usize; 4],
+) -> Option<Route> {
+    let two_d = ne0[2] == 1 && ne0[3] == 1;
+    if mapped && two_d && repacks(typ, ne0[1]) && src1_typ == GgmlType::F32 && ne1[3] == 1 {
+        return Some(Route::Repack);
+    }
+    let src1_ok = matches!(src1_typ, GgmlType::F32 | GgmlType::Q8_K);
+    (tiles(typ) && src1_ok && ne1[1] >= 8).then_some(Route::Tiled)
+}
+
+/// The chunking and float chain of `path` for weights of `typ`.
+pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
+    use GgmlType as T;
+    let legacy = matches!(typ, T::Q4_0 | T::IQ4_NL);
+    let ok = match path {
+        Path::Tiled => tiles(typ),
+        Path::RepackGemm | Path::RepackGemv => repacks(typ, 0),
+    };
+    if !ok {
+        return None;
+    }
+    let group = typ.blck_size();
+    let chunk = match (path, typ) {
+        (Path::RepackGemm, T::Q4_K) => 64,
+        (Path::RepackGemm, T::Q2_K) => 128,
+        _ => group,
+    };
+    Some(Plan {
+        group,
+        chunk,
+        has_min: matches!(typ, T::Q2_K | T::Q4_K | T::Q5_K),
+        signed: !matches!(typ, T::Q2_K | T::Q4_K | T::Q5_K),
+        scaled: !legacy,
+        act: if legacy { Act::Q8_0 } else { Act::Q8K },
+        tiled: path == Path::Tiled,
+    })
+}
+
+/// A batch kernel: adds the slab of a tile (elements `k0 .. k0 + w.n` of its rows)
+/// into the sums `acc[r]` of activation row `a[r]` ([`Acc::outputs`] once all slabs
+/// went in).
+pub(crate) type Kernel = fn(&Plan, &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]);
+
+/// Elements of the weight rows unpacked at a time: a tile's slab then stays in the L1
+/// cache while every activation row runs through it.
+pub(crate) const SLAB: usize = 1024;
+
+/// Panics unless `w` is a tile of whole blocks and chunks, every row of `a` holds its
+/// elements, and `acc` has a state for each row of `a`.
+fn check(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &[Acc]) {
+    let n = w.n;
+    assert!(
+        n.is_multiple_of(p.group)
+            && n.is_multiple_of(p.chunk)
+            && k0.is_multiple_of(p.group)
+            && w.q.len() >= TILE * n
+            && w.sv.len() * 2 >= TILE * n
+            && w.m.len() * SUB >= TILE * n
+            && w.d.len() * p.group >= TILE * n
+            && w.dmin.len() * p.group >= TILE * n
+            && a.iter().all(|a| a.len() >= act_row_size(p.act, k0 + n))
+            && acc.len() == a.len(),
+        "batch kernel: rows do not match"
+    );
+}
+
+fn kernel_scalar(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    check(p, w, k0, a, acc);
+    recipe::tile_scalar(p, w, k0, a, acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn kernel_avx2(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    check(p, w, k0, a, acc);
+    // SAFETY: `check` sized everything; this kernel is only handed out by
+    // `kernels_for` after AVX2, FMA and F16C were detected.
+    unsafe { x86::tile_avx2(p, w, k0, a, acc) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn kernel_avx512(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    check(p, w, k0, a, acc);
+    // SAFETY: as `kernel_avx2`; the AVX-512 level includes AVX-512 F/BW/VL.
+    unsafe { x86::tile_avx512(p, w, k0, a, acc) }
+}
+
+/// Fills a tile (see [`Unpacked::fill`]).
+pub(crate) type Fill = fn(&mut Unpacked, GgmlType, usize, &[&[u8]]);
+
+/// One SIMD level's batch code.
+#[derive(Clone, Copy)]
+pub(crate) struct Kernels {
+    /// Unpacks a tile.
+    pub fill: Fill,
+    /// Runs a tile against activation rows.
+    pub tile: Kernel,
+}
+
+fn fill_scalar(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
+    u.fill(typ, n, rows)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn fill_avx2(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
+    // SAFETY: only handed out by `kernels_for` after AVX2, FMA and F16C were detected.
+    unsafe { x86::fill_avx2(u, typ, n, rows) }
+}
+
+const SCALAR: Kernels = Kernels {
+    fill: fill_scalar,
+    tile: kernel_scalar,
+};
+
+/// The batch code of SIMD level `level`; `None` when this CPU cannot run it (NEON
+/// runs the scalar code).
+pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
+    if !level.is_available() {
+        return None;
+    }
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => Some(Kernels {
+            fill: fill_avx2,
+            tile: kernel_avx2,
+        }),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => Some(Kernels {
+            fill: fill_avx2,
+            tile: kernel_avx512,
+        }),
+        _ => Some(SCALAR),
+    }
+}
+
+/// The batch code of the level `mul_mat` runs at (the best, or `GGML_SIMD`'s).
+pub(crate) fn kernels() -> Kernels {
+    static K: OnceLock<Kernels> = OnceLock::new();
+    *K.get_or_init(|| kernels_for(crate::cpu::simd::kernels().level).unwrap_or(SCALAR))
+}
+
+/// Products of weight rows with activation rows, as [`products_for`] returns them.
+pub type Products = Box<dyn Fn(usize, &[&[u8]], &[&[u8]]) -> Vec<f32> + Send + Sync>;
+
+/// `path`'s products of weight rows of `typ` with activation rows of its
+/// `vec_dot_type` at SIMD level `level`, as `mul_mat` computes them (tiles of 8 weight
+/// rows in slabs of [`SLAB`] elements): the returned
+/// function maps `(n, w, a)` to the `a.len() × w.len()` outputs, activation row after
+/// activation row. For tests and benchmarks. `None` when `path` does not take `typ` or
+/// this CPU cannot run `level`; the function panics on rows shorter than `n` elements.
+pub fn products_for(typ: GgmlType, path: Path, level: SimdLevel) -> Option<Products> {
+    let p = plan(typ, path)?;
+    let k = kernels_for(level)?;
+    Some(Box::new(move |n: usize, w: &[&[u8]], a: &[&[u8]]| {
+        let mut res = vec![0f32; a.len() * w.len()];
+        let mut tile = Unpacked::default();
+        let mut acc = vec![Acc::default(); a.len()];
+        let (blck, size) = (typ.blck_size(), typ.type_size());
+        for (t, rows) in w.chunks(TILE).enumerate() {
+            acc.fill(Acc::default());
+            for k0 in (0..n).step_by(SLAB) {
+                let slab: Vec<&[u8]> = rows.iter().map(|r| &r[k0 / blck * size..]).collect();
+                (k.fill)(&mut tile, typ, SLAB.min(n - k0), &slab);
+                (k.tile)(&p, &tile, k0, a, &mut acc);
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let at = r * w.len() + t * TILE;
+                res[at..at + rows.len()].copy_from_slice(&acc.outputs(&p)[..rows.len()]);
+            }
+        }
+        res
+    }))
+}
+
+/// `path`'s dot product of one row of `typ` with one row of its `vec_dot_type`
+/// ([`products_for`] of single rows), with `vec_dot`'s signature `(n, x, y)`.
+pub fn dot_for(
+    typ: GgmlType,
+    path: Path,
+    level: SimdLevel,
+) -> Option<impl Fn(usize, &[u8], &[u8]) -> f32> {
+    let f = products_for(typ, path, level)?;
+    Some(move |n: usize, x: &[u8], y: &[u8]| f(n, &[x], &[y])[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every level unpacks random block bytes into the scalar code's bytes.
+    #[test]
+    fn every_level_unpacks_the_same_bytes() {
+        let mut s = 0x1234_5678_9abc_def0u64;
+        for typ in crate::quants::types().filter(|&t| tiles(t) || repacks(t, 0)) {
+            let n = 512;
+            let rows: Vec<Vec<u8>> = (0..3)
+                .map(|_| {
+                    (0..typ.row_size(n))
+                        .map(|_| {
+                            s ^= s << 13;
+                            s ^= s >> 7;
+                            s ^= s << 17;
+                            s as u8
+                        })
+                        .collect()
+                })
+                .collect();
+            let rows: Vec<&[u8]> = rows.iter().map(|r| &r[..]).collect();
+            let mut want = Unpacked::default();
+            want.fill(typ, n, &rows);
+            for level in crate::cpu::simd::available_levels() {
+                let Some(k) = kernels_for(level) else {
+                    continue;
+                };
+                let mut got = Unpacked::default();
+                (k.fill)(&mut got, typ, n, &rows);
+                let sv = if typ.blck_size() == 32 { 0 } else { 3 * n / 2 };
+                let live = |u: &Unpacked| (u.q[..3 * n].to_vec(), u.sv[..sv].to_vec());
+                assert_eq!(live(&got), live(&want), "{typ} {}", level.name());
+                // NaN scales (random bytes) may differ in payload between conversions.
+                let bits = |v: &[f32]| {
+                    let canon = |x: &f32| {
+                        if x.is_nan() {
+                            f32::NAN.to_bits()
+                        } else {
+                            x.to_bits()
+                        }
+                    };
+                    v.iter().map(canon).collect::<Vec<_>>()
+                };
+                assert_eq!(bits(&got.d), bits(&want.d), "{typ} {}", level.name());
+                assert_eq!(got.m, want.m, "{typ}");
+            }
+        }
+    }
+}

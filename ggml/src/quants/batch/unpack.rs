@@ -1,0 +1,344 @@
+//! Weight rows unpacked for the batch kernels, eight at a time (llama.cpp's repacked
+//! layouts interleave 8 rows too): every element as its signed integer value, every
+//! 16 elements an integer scale and min, every block its float scales. One integer
+//! kernel then serves every type, and SIMD lanes can hold the 8 rows' outputs.
+
+use crate::quants::blocks::*;
+use crate::quants::k_quants::{k4_codes, q2k_codes, q3k_values, q5k_codes, q6k_values};
+use crate::quants::legacy::nibbles;
+use crate::types::GgmlType;
+
+/// Elements per scale in [`Unpacked`].
+pub(crate) const SUB: usize = 16;
+
+/// Weight rows per [`Unpacked`] tile.
+pub(crate) const TILE: usize = 8;
+
+/// Up to [`TILE`] weight rows of `n` elements. Value `j` of row `i` is
+/// `d[g * TILE + i] * sv[i][j / 2] * q[i][j] - dmin[g * TILE + i] * m[min_at(i, j / 16)]`
+/// with `g` its block (`sv` holds each 16 elements' scale 8 times); rows past `rows`
+/// hold stale values.
+#[derive(Default)]
+pub(crate) struct Unpacked {
+    /// Elements per row.
+    pub n: usize,
+    /// Rows holding data.
+    pub rows: usize,
+    /// The integer values (codes minus their offset), row after row.
+    pub q: Vec<i8>,
+    /// The integer scale of each 16 elements, 8 times (the i16 lanes the SIMD sums
+    /// multiply with), row after row; not written for the types without scales
+    /// (Q4_0, IQ4_NL: [`super::Plan::scaled`]).
+    pub sv: Vec<i16>,
+    /// The integer min of each 16 elements (only for the types with mins), the 4 of
+    /// each 64 elements of the tile's rows side by side (see [`min_at`]).
+    pub m: Vec<i16>,
+    /// The scale `d` of each block, the tile's rows side by side (`[block][row]`).
+    pub d: Vec<f32>,
+    /// The scale `dmin` of each block (0 for types without mins), `[block][row]`.
+    pub dmin: Vec<f32>,
+}
+
+impl Unpacked {
+    /// Unpacks the first `n` elements of each of `rows` (at most [`TILE`] rows of
+    /// `typ`; nothing for a type without batch kernels), in plain Rust.
+    pub fn fill(&mut self, typ: GgmlType, n: usize, rows: &[&[u8]]) {
+        // SAFETY: plain Rust needs no CPU features.
+        unsafe { self.fill_with::<ScalarValues>(typ, n, rows) }
+    }
+
+    /// [`Unpacked::fill`] with `V` unpacking the values.
+    ///
+    /// # Safety
+    /// `V`'s CPU features are enabled in the caller.
+    #[inline(always)]
+    pub unsafe fn fill_with<V: Values>(&mut self, typ: GgmlType, n: usize, rows: &[&[u8]]) {
+        assert!(rows.len() <= TILE, "at most {TILE} rows a tile");
+        self.n = n;
+        self.rows = rows.len();
+        self.q.resize(TILE * n, 0);
+        self.sv.resize(TILE * n / 2, 0);
+        self.m.resize(TILE * n / SUB, 0);
+        self.d.resize(TILE * n.div_ceil(32), 0.0);
+        self.dmin.resize(TILE * n.div_ceil(32), 0.0);
+        use GgmlType as T;
+        match typ {
+            T::Q4_0 => self.fill_rows::<V, BlockQ4_0>(rows),
+            T::IQ4_NL => self.fill_rows::<V, BlockIq4Nl>(rows),
+            T::Q2_K => self.fill_rows::<V, BlockQ2K>(rows),
+            T::Q3_K => self.fill_rows::<V, BlockQ3K>(rows),
+            T::Q4_K => self.fill_rows::<V, BlockQ4K>(rows),
+            T::Q5_K => self.fill_rows::<V, BlockQ5K>(rows),
+            T::Q6_K => self.fill_rows::<V, BlockQ6K>(rows),
+            T::IQ4_XS => self.fill_rows::<V, BlockIq4Xs>(rows),
+            _ => {}
+        }
+    }
+
+    /// # Safety
+    /// As [`Unpacked::fill_with`].
+    #[inline(always)]
+    unsafe fn fill_rows<V: Values, B: Unpack>(&mut self, rows: &[&[u8]]) {
+        let n = self.n;
+        let nb = n / B::BLCK;
+        for (r, row) in rows.iter().enumerate() {
+            let q = &mut self.q[r * n..(r + 1) * n];
+            let sv = &mut self.sv[r * n / 2..(r + 1) * n / 2];
+            let blocks = row[..nb * B::SIZE].chunks_exact(B::SIZE);
+            let outs = q
+                .chunks_exact_mut(B::BLCK)
+                .zip(sv.chunks_exact_mut(B::BLCK / 2));
+            for (i, (b, (q, sv))) in blocks.zip(outs).enumerate() {
+                V::values::<B>(b, q);
+                let mut m = [0i16; QK_K / SUB];
+                (self.d[i * TILE + r], self.dmin[i * TILE + r]) = V::scales::<B>(b, sv, &mut m);
+                if B::BLCK == QK_K {
+                    for (k, &m) in m.iter().enumerate() {
+                        self.m[min_at(r, i * QK_K / SUB + k)] = m;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where [`Unpacked::m`] holds the min of the 16 elements `g` of tile row `r`: the
+/// 4 mins of each 64 elements of row 0, then of row 1, … (one 256-bit vector holds
+/// rows 0-3 of a 64, the next rows 4-7).
+#[inline(always)]
+pub(crate) fn min_at(r: usize, g: usize) -> usize {
+    g / 4 * (4 * TILE) + 4 * r + g % 4
+}
+
+/// A block the batch kernels unpack.
+pub(crate) trait Unpack: Block {
+    /// Writes the block's `BLCK` values into `q`.
+    fn values(&self, q: &mut [i8]);
+    /// Writes each 16 values' scale 8 times into `sv` and, for the super-block types
+    /// with mins, their min into `m`; returns `(d, dmin)`.
+    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32);
+}
+
+/// How the values of blocks are unpacked: in plain Rust or with a SIMD level's code
+/// (which must write the same bytes).
+pub(crate) trait Values {
+    /// Writes the values of the block at the start of `b` into `q`.
+    ///
+    /// # Safety
+    /// `b` holds at least `B::SIZE` bytes and `q` room for `B::BLCK` values; the
+    /// implementation's CPU features are enabled in the caller.
+    unsafe fn values<B: Unpack>(b: &[u8], q: &mut [i8]);
+
+    /// [`Unpack::scales`] of the block at the start of `b`.
+    ///
+    /// # Safety
+    /// As [`Values::values`].
+    #[inline(always)]
+    unsafe fn scales<B: Unpack>(b: &[u8], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        B::read(b).scales(sv, m)
+    }
+}
+
+/// [`Unpack::values`] itself.
+pub(crate) struct ScalarValues;
+
+impl Values for ScalarValues {
+    #[inline(always)]
+    unsafe fn values<B: Unpack>(b: &[u8], q: &mut [i8]) {
+        B::read(b).values(q)
+    }
+}
+
+/// Writes the 16 scales `sc` of a super-block's 16-value groups into `sv`, 8 times each.
+#[inline(always)]
+fn spread(sv: &mut [i16], sc: &[i16; 16]) {
+    for (v, &s) in sv[..128].chunks_exact_mut(8).zip(sc) {
+        v.copy_from_slice(&[s; 8]);
+    }
+}
+
+/// Copies the 256 `codes` of a super-block (values in `i8` or small unsigned codes)
+/// into `q` as signed values.
+#[inline(always)]
+fn put<T: Copy + Into<i16>>(q: &mut [i8], codes: &[T; QK_K]) {
+    for (q, &c) in q[..QK_K].iter_mut().zip(codes) {
+        *q = c.into() as i8;
+    }
+}
+
+/// The IQ4_NL values of 16 packed bytes (low nibbles first).
+#[inline(always)]
+fn iq4_values(q: &mut [i8], qs: &[u8; 16]) {
+    for (q, c) in q[..32].iter_mut().zip(nibbles(qs)) {
+        *q = KVALUES_IQ4NL[c as usize];
+    }
+}
+
+impl Unpack for BlockQ4_0 {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        for (q, c) in q[..32].iter_mut().zip(nibbles(&self.qs)) {
+            *q = c as i8 - 8;
+        }
+    }
+
+    #[inline(always)]
+    fn scales(&self, _: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        (self.d.get(), 0.0)
+    }
+}
+
+impl Unpack for BlockIq4Nl {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        iq4_values(q, &self.qs);
+    }
+
+    #[inline(always)]
+    fn scales(&self, _: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        (self.d.get(), 0.0)
+    }
+}
+
+impl Unpack for BlockQ2K {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        put(q, &q2k_codes(&self.qs));
+    }
+
+    #[inline(always)]
+    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        let sc = self.scales.map(|s| (s & 0xF) as i16);
+        *m = self.scales.map(|s| (s >> 4) as i16);
+        spread(sv, &sc);
+        (self.d.get(), self.dmin.get())
+    }
+}
+
+impl Unpack for BlockQ3K {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        put(q, &q3k_values(self));
+    }
+
+    #[inline(always)]
+    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        spread(sv, &q3k_scales(&self.scales).map(|s| s as i16 - 32));
+        (self.d.get(), 0.0)
+    }
+}
+
+/// The Q4_K / Q5_K scales and mins (one per 32 elements) spread over 16s.
+#[inline(always)]
+fn k4_scales(scales: &[u8; K_SCALE_SIZE], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) {
+    let (mut sc, mut mn) = ([0i16; 16], [0i16; 16]);
+    for j in 0..QK_K / 32 {
+        let (s, n) = get_scale_min_k4(j, scales);
+        sc[2 * j..2 * j + 2].fill(s as i16);
+        mn[2 * j..2 * j + 2].fill(n as i16);
+    }
+    *m = mn;
+    spread(sv, &sc);
+}
+
+impl Unpack for BlockQ4K {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        put(q, &k4_codes(&self.qs));
+    }
+
+    #[inline(always)]
+    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        k4_scales(&self.scales, sv, m);
+        (self.d.get(), self.dmin.get())
+    }
+}
+
+impl Unpack for BlockQ5K {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        put(q, &q5k_codes(&self.qs, &self.qh));
+    }
+
+    #[inline(always)]
+    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        k4_scales(&self.scales, sv, m);
+        (self.d.get(), self.dmin.get())
+    }
+}
+
+impl Unpack for BlockQ6K {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        put(q, &q6k_values(&self.ql, &self.qh));
+    }
+
+    #[inline(always)]
+    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        spread(sv, &self.scales.map(|s| s as i16));
+        (self.d.get(), 0.0)
+    }
+}
+
+impl Unpack for BlockIq4Xs {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        for (ib, q) in q.chunks_exact_mut(32).enumerate() {
+            let qs: &[u8; 16] = self.qs[16 * ib..16 * ib + 16].try_into().expect("16 bytes");
+            iq4_values(q, qs);
+        }
+    }
+
+    #[inline(always)]
+    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        spread(
+            sv,
+            &std::array::from_fn(|k| iq4xs_scale(self, k / 2) as i16),
+        );
+        (self.d.get(), 0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rebuilding each type's values from the unpacked integers gives its dequantizer's
+    /// output exactly (the dequantizers combine the same integers in the same order).
+    #[test]
+    fn unpacked_integers_are_the_dequantized_values() {
+        for typ in [
+            GgmlType::Q4_0,
+            GgmlType::IQ4_NL,
+            GgmlType::Q2_K,
+            GgmlType::Q3_K,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::IQ4_XS,
+        ] {
+            let n = 512;
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let row = crate::quants::quantize(typ, &x, n).expect("quantize");
+            let mut want = vec![0f32; n];
+            (typ.traits().to_float.expect("dequantizer"))(&row, &mut want);
+            let mut u = Unpacked::default();
+            u.fill(typ, n, &[&row]);
+            let blck = typ.blck_size();
+            for (i, &want_i) in want.iter().enumerate() {
+                let g = i / blck * TILE;
+                let (d, dmin) = (u.d[g], u.dmin[g]);
+                let sc = if blck == 32 { 1 } else { u.sv[i / 2] };
+                let m = if blck == QK_K {
+                    u.m[min_at(0, i / SUB)]
+                } else {
+                    0
+                };
+                let v = (d * sc as f32) * u.q[i] as f32 - dmin * m as f32;
+                assert_eq!(v, want_i, "{typ} [{i}]");
+            }
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! The tile kernel with AVX2 (also built for the AVX-512 level): the 8 rows of a tile
+//! in the 8 lanes of a vector. The integer sums are exact (`|q| ≤ 127` and `|a| ≤ 127`,
+//! so `maddubs`'s byte-pair sums never saturate), and the float lanes run the same
+//! [`chunk_step`] as the scalar kernel, so the results are the scalar kernel's bits.
+
+use std::arch::x86_64::*;
+
+use super::recipe::{act_block, chunk_step, Acc, Act, Lanes, Plan};
+use super::unpack::{min_at, ScalarValues, Unpack, Unpacked, Values, SUB, TILE};
+use crate::quants::blocks::*;
+use crate::quants::dot::f16_at;
+use crate::types::GgmlType;
+
+/// Eight f32 lanes: a tile's outputs for one activation row.
+#[derive(Clone, Copy)]
+struct F8(__m256);
+
+impl Lanes for F8 {
+    type Int = __m256i;
+
+    #[inline(always)]
+    unsafe fn cvt(i: __m256i) -> F8 {
+        F8(_mm256_cvtepi32_ps(i))
+    }
+    #[inline(always)]
+    unsafe fn mul(self, b: F8) -> F8 {
+        F8(_mm256_mul_ps(self.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn fma(self, b: F8, c: F8) -> F8 {
+        F8(_mm256_fmadd_ps(self.0, b.0, c.0))
+    }
+    #[inline(always)]
+    unsafe fn neg(self) -> F8 {
+        F8(_mm256_xor_ps(self.0, _mm256_set1_ps(-0.0)))
+    }
+    #[inline(always)]
+    unsafe fn sub(self, b: F8) -> F8 {
+        F8(_mm256_sub_ps(self.0, b.0))
+    }
+}
+
+/// Lane `i` of the result is the sum of the 8 lanes of `v[i]`.
+///
+/// # Safety
+/// AVX2 enabled in the caller.
+#[inline(always)]
+unsafe fn reduce8(v: &[__m256i; TILE]) -> __m256i {
+    // [v0 lanes 0..4, v1 .., v2 .., v3 .. | the same of lanes 4..8], then v4..v7.
+    let h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    let h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(h0123, h4567),
+        _mm256_permute2x128_si256::<0x31>(h0123, h4567),
+    )
+}
+
+/// Lane `i`: the scaled integer dot of tile row `i` over `[e0, e0 + len)` with the
+/// activations at `aq`.
+///
+/// # Safety
+/// `w` holds [`TILE`] rows of `w.n ≥ e0 + len` elements; `aq` is readable for `len`
+/// bytes; AVX2 enabled in the caller.
+#[inline(always)]
+unsafe fn isum8<const SIGNED: bool, const SCALED: bool>(
+    w: &Unpacked,
+    e0: usize,
+    aq: *const i8,
+    len: usize,
+) -> __m256i {
+    let n = w.n;
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_si256(); TILE];
+    let mut k = 0;
+    while k < len {
+        let x = _mm256_loadu_si256(aq.add(k) as *const __m256i);
+        for (i, acc) in acc.iter_mut().enumerate() {
+            let wv = _mm256_loadu_si256(w.q.as_ptr().add(i * n + e0 + k) as *const __m256i);
+            let sv = if SCALED {
+                _mm256_loadu_si256(w.sv.as_ptr().add((i * n + e0 + k) / 2) as *const __m256i)
+            } else {
+                ones
+            };
+            // maddubs multiplies unsigned by signed bytes: |w| by a with w's sign.
+            let (uw, sx) = if SIGNED {
+                (_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(x, wv))
+            } else {
+                (wv, x)
+            };
+            *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(_mm256_maddubs_epi16(uw, sx), sv));
+        }
+        k += 32;
+    }
+    reduce8(&acc)
+}
+
+/// Lane `i`: `Σ m · bsum` of tile row `i` over the 16-element groups of the `len`
+/// elements from `e0` (a multiple of 64), `bsums` pointing at the first group's bsum.
+///
+/// # Safety
+/// As [`isum8`]; `bsums` readable for `len / 16` i16.
+#[inline(always)]
+unsafe fn imin8(w: &Unpacked, e0: usize, bsums: *const u8, len: usize) -> __m256i {
+    // Per 64 elements: rows 0-3's 4 mins times the 4 bsums, then rows 4-7's.
+    let m = w.m.as_ptr().add(min_at(0, e0 / SUB));
+    let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    for b in 0..len / 64 {
+        let bs = _mm256_set1_epi64x((bsums.add(8 * b) as *const i64).read_unaligned());
+        let mb = m.add(4 * TILE * b);
+        let (m03, m47) = (mb as *const __m256i, mb.add(16) as *const __m256i);
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_loadu_si256(m03), bs));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_loadu_si256(m47), bs));
+    }
+    // [r0 r1 r4 r5 | r2 r3 r6 r7] -> the rows in order.
+    _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(lo, hi))
+}
+
+/// The tile kernel: adds the slab `w` (elements `k0 .. k0 + w.n` of the tile's rows)
+/// into `acc[r]` for activation row `a[r]`.
+///
+/// # Safety
+/// `w` holds [`TILE`] rows of `w.n` elements of the plan's type, every `a[r]` a whole
+/// activation row of at least `k0 + w.n` elements; AVX2 and FMA enabled in the caller.
+#[inline(always)]
+unsafe fn tile(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    // The inner loop without the branches on the value format.
+    match (p.signed, p.scaled) {
+        (true, true) => tile_with::<true, true>(p, w, k0, a, acc),
+        (true, false) => tile_with::<true, false>(p, w, k0, a, acc),
+        (false, true) => tile_with::<false, true>(p, w, k0, a, acc),
+        (false, false) => tile_with::<false, false>(p, w, k0, a, acc),
+    }
+}
+
+/// [`tile`] for a plan with `p.signed == SIGNED` and `p.scaled == SCALED`.
+///
+/// # Safety
+/// As [`tile`].
+#[inline(always)]
+unsafe fn tile_with<const SIGNED: bool, const SCALED: bool>(
+    p: &Plan,
+    w: &Unpacked,
+    k0: usize,
+    a: &[&[u8]],
+    acc: &mut [Acc],
+) {
+    let qs_off = p.act.layout().2;
+    for (a, st) in a.iter().zip(acc) {
+        let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
+        let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
+        for e0 in (0..w.n).step_by(p.chunk) {
+            let (blk, off) = act_block(p, a, k0 + e0);
+            let aq = blk.as_ptr().add(qs_off + off) as *const i8;
+            let s1 = isum8::<SIGNED, SCALED>(w, e0, aq, p.chunk);
+            let s2 = if p.has_min {
+                imin8(w, e0, blk.as_ptr().add(260 + 2 * (off / SUB)), p.chunk)
+            } else {
+                _mm256_setzero_si256()
+            };
+            let g = e0 / p.group * TILE;
+            let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
+            let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
+            let dy = match p.act {
+                Act::Q8_0 => f16_at(blk.as_ptr()),
+                Act::Q8K => p.act.d(blk),
+            };
+            let dy = F8(_mm256_set1_ps(dy));
+            chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
+        }
+        _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
+        _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
+    }
+}
+
+/// [`tile`] for AVX2.
+///
+/// # Safety
+/// As [`tile`]; the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn tile_avx2(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    tile(p, w, k0, a, acc)
+}
+
+/// [`tile`] built for the AVX-512 level (twice the registers).
+///
+/// # Safety
+/// As [`tile`]; the CPU has AVX2, FMA, F16C and AVX-512 F/BW/VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn tile_avx512(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    tile(p, w, k0, a, acc)
+}
+
+/// Block values with AVX2: the bytes [`Unpack::values`] writes, 16 or 32 at a time.
+pub(super) struct Avx2Values;
+
+/// 32 bytes from `p`.
+///
+/// # Safety
+/// `p` readable for 32 bytes; AVX2 enabled in the caller.
+#[inline(always)]
+unsafe fn ld(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p as *const __m256i)
+}
+
+/// Stores 32 bytes at `q`.
+///
+/// # Safety
+/// `q` writable for 32 bytes; AVX2 enabled in the caller.
+#[inline(always)]
+unsafe fn st(q: *mut i8, v: __m256i) {
+    _mm256_storeu_si256(q as *mut __m256i, v)
+}
+
+/// Bits `s, s+1, …` of each byte of `v` under `mask` (a shift of 16-bit lanes, whose
+/// carried-in bits the mask drops).
+///
+/// # Safety
+/// AVX2 enabled in the caller.
+#[inline(always)]
+unsafe fn bits(v: __m256i, s: i32, mask: i8) -> __m256i {
+    _mm256_and_si256(
+        _mm256_srl_epi16(v, _mm_cvtsi32_si128(s)),
+        _mm256_set1_epi8(mask),
+    )
+}
+
+/// The 32 values of 16 packed nibbles (low nibbles first) through the 16-byte `lut`.
+///
+/// # Safety
+/// `qs` readable for 16 bytes, `q` writable for 32; AVX2 enabled in the caller.
+#[inline(always)]
+unsafe fn nibbles_lut(qs: *const u8, lut: __m128i, q: *mut i8) {
+    let x = _mm_loadu_si128(qs as *const __m128i);
+    let m4 = _mm_set1_epi8(0xF);
+    let lo = _mm_shuffle_epi8(lut, _mm_and_si128(x, m4));
+    let hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16::<4>(x), m4));
+    _mm_storeu_si128(q as *mut __m128i, lo);
+    _mm_storeu_si128(q.add(16) as *mut __m128i, hi);
+}
+
+impl Values for Avx2Values {
+    #[inline(always)]
+    unsafe fn values<B: Unpack>(b: &[u8], q: &mut [i8]) {
+        use std::mem::offset_of;
+        use GgmlType as T;
+        let (b, q) = (b.as_ptr(), q.as_mut_ptr());
+        let kvalues = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
+        match B::TYPE {
+            T::Q4_0 => {
+                let lut = _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+                nibbles_lut(b.add(offset_of!(BlockQ4_0, qs)), lut, q);
+            }
+            T::IQ4_NL => nibbles_lut(b.add(offset_of!(BlockIq4Nl, qs)), kvalues, q),
+            T::IQ4_XS => {
+                for ib in 0..8 {
+                    nibbles_lut(
+                        b.add(offset_of!(BlockIq4Xs, qs) + 16 * ib),
+                        kvalues,
+                        q.add(32 * ib),
+                    );
+                }
+            }
+            T::Q4_K | T::Q5_K => {
+                let (qs, qh) = if B::TYPE == T::Q4_K {
+                    (b.add(offset_of!(BlockQ4K, qs)), None)
+                } else {
+                    (
+                        b.add(offset_of!(BlockQ5K, qs)),
+                        Some(ld(b.add(offset_of!(BlockQ5K, qh)))),
+                    )
+                };
+                for c in 0..4 {
+                    let x = ld(qs.add(32 * c));
+                    let (mut lo, mut hi) = (bits(x, 0, 0xF), bits(x, 4, 0xF));
+                    if let Some(h) = qh {
+                        let c = c as i32;
+                        lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(bits(h, 2 * c, 1)));
+                        hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(bits(h, 2 * c + 1, 1)));
+                    }
+                    st(q.add(64 * c), lo);
+                    st(q.add(64 * c + 32), hi);
+                }
+            }
+            T::Q2_K | T::Q3_K => {
+                let (qs, hm) = if B::TYPE == T::Q2_K {
+                    (b.add(offset_of!(BlockQ2K, qs)), None)
+                } else {
+                    (
+                        b.add(offset_of!(BlockQ3K, qs)),
+                        Some(ld(b.add(offset_of!(BlockQ3K, hmask)))),
+                    )
+                };
+                for h in 0..2 {
+                    let x = ld(qs.add(32 * h));
+                    for s in 0..4 {
+                        let mut v = bits(x, 2 * s as i32, 3);
+                        if let Some(hm) = hm {
+                            // + 4 where the hmask bit is set, then - 4.
+                            let high = bits(hm, (4 * h + s) as i32, 1);
+                            v = _mm256_or_si256(v, _mm256_slli_epi16::<2>(high));
+                            v = _mm256_sub_epi8(v, _mm256_set1_epi8(4));
+                        }
+                        st(q.add(128 * h + 32 * s), v);
+                    }
+                }
+            }
+            T::Q6_K => {
+                let (ql, qh) = (
+                    b.add(offset_of!(BlockQ6K, ql)),
+                    b.add(offset_of!(BlockQ6K, qh)),
+                );
+                for h in 0..2 {
+                    let (l0, l1) = (ld(ql.add(64 * h)), ld(ql.add(64 * h + 32)));
+                    let hv = ld(qh.add(32 * h));
+                    for p in 0..4 {
+                        let l = if p % 2 == 0 { l0 } else { l1 };
+                        let lo = bits(l, 4 * (p / 2), 0xF);
+                        let hi = _mm256_slli_epi16::<4>(bits(hv, 2 * p, 3));
+                        let v = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+                        st(q.add(128 * h + 32 * p as usize), v);
+                    }
+                }
+            }
+            _ => ScalarValues::values::<B>(
+                std::slice::from_raw_parts(b, B::SIZE),
+                std::slice::from_raw_parts_mut(q, B::BLCK),
+            ),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn scales<B: Unpack>(b: &[u8], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
+        // The 32-element types have only `d` (at offset 0): read it by table lookup
+        // instead of copying the block out.
+        match B::TYPE {
+            GgmlType::Q4_0 | GgmlType::IQ4_NL => (f16_at(b.as_ptr()), 0.0),
+            _ => B::read(b).scales(sv, m),
+        }
+    }
+}
+
+/// [`Unpacked::fill`] with AVX2 values.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn fill_avx2(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
+    u.fill_with::<Avx2Values>(typ, n, rows)
+}
