@@ -5,5 +5,6 @@
 pub mod args;
 pub mod common;
 pub mod completion;
+pub mod gen_model;
 pub mod passkey;
 pub mod perplexity;
