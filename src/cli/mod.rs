@@ -3,6 +3,7 @@
 //! program.
 
 pub mod args;
+pub mod bench;
 pub mod common;
 pub mod completion;
 pub mod gen_model;
