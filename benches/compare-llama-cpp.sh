@@ -127,6 +127,7 @@ if [[ -z $out_dir ]]; then
     out_dir=$(mktemp -d /tmp/llamars-compare.XXXXXX)
 fi
 mkdir -p "$out_dir"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 common=(-p "$n_prompt" -n "$n_gen" -r "$reps" -t "$threads" -o json "${extra[@]}")
 for m in "${models[@]}"; do
     name=$(basename "$m" .gguf)
@@ -142,12 +143,12 @@ done
 
 # --- table -----------------------------------------------------------------------
 cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
-commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
-python3 - "$out_dir" "$cpu" "$(nproc)" "$commit" "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" "${models[@]}" <<'EOF'
+commit=$(git -C "$repo" describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
+python3 - "$out_dir" "$cpu" "$(nproc)" "$commit" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" "${models[@]}" <<'EOF'
 import datetime, glob, json, os, sys
 
-out_dir, cpu, cores, commit, load = sys.argv[1:6]
-models = sys.argv[6:]
+out_dir, cpu, cores, commit, load_start, load = sys.argv[1:7]
+models = sys.argv[7:]
 
 def runs(name, who):
     res = {}
@@ -158,8 +159,9 @@ def runs(name, who):
             if t.get("n_depth", 0):
                 test += f" @ d{t['n_depth']}"
             key = (test, t["n_threads"], t.get("flash_attn", -1))
-            r = res.setdefault(key, {"ts": [], "type": t["model_type"], "build": t["build_commit"]})
+            r = res.setdefault(key, {"ts": [], "sd": [], "type": t["model_type"], "build": t["build_commit"]})
             r["ts"].append(t["avg_ts"])
+            r["sd"].append(t["stddev_ts"])
     return res
 
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -168,22 +170,24 @@ rows = []
 for m in models:
     name = os.path.basename(m)[:-5]
     cpp, ours = runs(name, "llama.cpp"), runs(name, "ours")
+    mean = lambda v: sum(v) / len(v) if v else float("nan")
     for key in cpp:
-        c = sum(cpp[key]["ts"]) / len(cpp[key]["ts"])
+        c, c_sd = mean(cpp[key]["ts"]), mean(cpp[key]["sd"])
         builds.add(cpp[key]["build"])
-        o = ours.get(key)
-        o = sum(o["ts"]) / len(o["ts"]) if o else float("nan")
-        rows.append((name, key[0], key[1], c, o, o / c if c else float("nan")))
+        o = ours.get(key, {"ts": [], "sd": []})
+        o, o_sd = mean(o["ts"]), mean(o["sd"])
+        rows.append((name, key[0], key[1], f"{c:.2f} ± {c_sd:.2f}", f"{o:.2f} ± {o_sd:.2f}", o / c if c else float("nan")))
 
 print(f"# llamars vs llama.cpp: {now}")
 print()
-print(f"machine: {cpu}, {cores} cores (load average before the table: {load})")
+print(f"machine: {cpu}, {cores} cores; load average at the start {load_start}, at the end {load}")
 print(f"llama.cpp: {', '.join(sorted(builds))}; llamars: {commit}")
+print("t/s: mean ± stddev over the repetitions (averaged over rounds); ratio of the means")
 print()
-print(f"| {'model':<24} | {'test':>10} | {'threads':>7} | {'llama.cpp t/s':>13} | {'ours t/s':>10} | {'ours/llama.cpp':>14} |")
-print(f"| {'-' * 24} | {'-' * 9}: | {'-' * 6}: | {'-' * 12}: | {'-' * 9}: | {'-' * 13}: |")
+print(f"| {'model':<24} | {'test':>10} | {'threads':>7} | {'llama.cpp t/s':>20} | {'ours t/s':>20} | {'ours/llama.cpp':>14} |")
+print(f"| {'-' * 24} | {'-' * 9}: | {'-' * 6}: | {'-' * 19}: | {'-' * 19}: | {'-' * 13}: |")
 for name, test, th, c, o, r in rows:
-    print(f"| {name:<24} | {test:>10} | {th:>7} | {c:>13.2f} | {o:>10.2f} | {r:>14.2f} |")
+    print(f"| {name:<24} | {test:>10} | {th:>7} | {c:>20} | {o:>20} | {r:>14.2f} |")
 print()
 print(f"raw results: {out_dir}")
 EOF

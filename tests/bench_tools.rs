@@ -162,6 +162,7 @@ fn generated_models_load_decode_and_bench() {
             "-o",
             "json",
             "--profile",
+            "--no-details",
         ],
     );
     assert_eq!(code, 0, "llama-bench failed: {log}");

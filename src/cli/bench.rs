@@ -429,7 +429,7 @@ fn options() -> Vec<Opt<Params>> {
         Opt {
             names: &["--no-details"],
             value: None,
-            help: "no details table (bandwidth, memory) after the markdown table",
+            help: "no details table (bandwidth, memory) after the markdown table, no bandwidth measurement",
             apply: |p, _| {
                 p.details = false;
                 Ok(())
@@ -1398,7 +1398,7 @@ pub fn run(
     }
     let insts = instances(p);
     let io = |e: std::io::Error| e.to_string();
-    let membw = (p.details && p.membw_mib > 0 && p.output == Format::Md).then(|| {
+    let membw = (p.details && p.membw_mib > 0).then(|| {
         let threads = p.n_threads.iter().copied().max().unwrap_or(1);
         measure_bandwidth(p.membw_mib << 20, threads, 5)
     });
