@@ -16,8 +16,9 @@
 #                         /tmp/llamars-bench-models); kept between runs
 #   --regen               regenerate the models even if present
 #   --no-build            do not build this project's programs (use target/release)
-#   --build-llama-cpp DIR download the llama-cpp-python source package from PyPI and build
-#                         its vendored llama.cpp's llama-bench in DIR (AVX-512 on, AMX off);
+#   --build-llama-cpp DIR download the llama-cpp-python source package from PyPI (pip
+#                         download; a package already in DIR/dl is reused) and build its
+#                         vendored llama.cpp's llama-bench in DIR/build (AVX-512 on, AMX off);
 #                         otherwise $LLAMA_CPP_BIN (default /work/ref/llama.cpp/build/bin)
 #   --out DIR             keep the raw JSON of every run here (default: a temp dir)
 set -euo pipefail
@@ -75,11 +76,17 @@ if [[ -n $build_cpp ]]; then
     mkdir -p "$build_cpp"
     build_cpp=$(cd "$build_cpp" && pwd)
     if [[ ! -x $build_cpp/build/bin/llama-bench ]]; then
-        echo "compare-llama-cpp: downloading llama-cpp-python's source package into $build_cpp" >&2
         mkdir -p "$build_cpp/dl"
-        pip download --no-binary :all: --no-deps llama-cpp-python -d "$build_cpp/dl" >&2
-        sdist=$(ls "$build_cpp"/dl/llama_cpp_python-*.tar.gz | head -n1)
-        [[ -n $sdist ]] || die "no llama_cpp_python source package downloaded"
+        sdist=$(ls "$build_cpp"/dl/llama_cpp_python-*.tar.gz 2>/dev/null | head -n1 || true)
+        if [[ -z $sdist ]]; then
+            echo "compare-llama-cpp: downloading llama-cpp-python's source package into $build_cpp/dl" >&2
+            # Source for this package only: with --no-binary :all: pip would also build
+            # the build backend's dependencies (cmake, ninja) from source to read the
+            # metadata, which takes many minutes.
+            pip download --no-binary llama-cpp-python --no-deps llama-cpp-python -d "$build_cpp/dl" >&2
+            sdist=$(ls "$build_cpp"/dl/llama_cpp_python-*.tar.gz 2>/dev/null | head -n1 || true)
+        fi
+        [[ -n $sdist ]] || die "no llama_cpp_python source package in $build_cpp/dl"
         tar -xzf "$sdist" -C "$build_cpp"
         src=$(ls -d "$build_cpp"/llama_cpp_python-*/vendor/llama.cpp | head -n1)
         [[ -f $src/CMakeLists.txt ]] || die "no vendored llama.cpp in $sdist"
