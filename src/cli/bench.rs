@@ -10,7 +10,7 @@
 //!
 //! Additions: a second table after the markdown one with what the runtime moved and
 //! used (weight bytes read per token, effective GB/s of generation and its share of
-//! this machine's memcpy bandwidth, GFLOP/s of prompt processing, KV cache and
+//! this machine's memcpy and read bandwidth, GFLOP/s of prompt processing, KV cache and
 //! compute buffer sizes; `--no-details` turns it off), the same figures as extra
 //! CSV/JSON fields, and `--profile` for the executor's per-op times of each test
 //! (on the log).
@@ -1180,22 +1180,23 @@ pub fn details_table(results: &[TestResult], membw: Option<MemBandwidth>) -> Str
             m.threads
         ));
     }
-    s.push_str("\n| model                          |            test | weights/token |  eff. GB/s | % memcpy |    GFLOP/s |   KV MiB | compute MiB |\n");
-    s.push_str("| ------------------------------ | --------------: | ------------: | ---------: | -------: | ---------: | -------: | ----------: |\n");
+    s.push_str("\n| model                          |            test | weights/token |  eff. GB/s | % memcpy | % read |    GFLOP/s |   KV MiB | compute MiB |\n");
+    s.push_str("| ------------------------------ | --------------: | ------------: | ---------: | -------: | -----: | ---------: | -------: | ----------: |\n");
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     for t in results {
         let eff = t.eff_bytes_per_s();
-        let share = match (eff, membw) {
-            (Some(e), Some(m)) => format!("{:.0}%", 100.0 * e / m.copy_bytes_per_s),
+        let share = |bw: fn(&MemBandwidth) -> f64| match (eff, membw) {
+            (Some(e), Some(m)) => format!("{:.0}%", 100.0 * e / bw(&m)),
             _ => "-".into(),
         };
         s.push_str(&format!(
-            "| {:<30} | {:>15} | {:>13} | {:>10} | {:>8} | {:>10} | {:>8.2} | {:>11.2} |\n",
+            "| {:<30} | {:>15} | {:>13} | {:>10} | {:>8} | {:>6} | {:>10} | {:>8.2} | {:>11.2} |\n",
             t.model_type,
             t.name(),
             fmt_size(t.cost.weight_bytes_per_token),
             eff.map_or("-".into(), |e| format!("{:.2}", gb(e))),
-            share,
+            share(|m| m.copy_bytes_per_s),
+            share(|m| m.read_bytes_per_s),
             t.flops().map_or("-".into(), |f| format!("{:.1}", gb(f))),
             mib(t.kv_bytes),
             mib(t.compute_bytes)
@@ -1688,13 +1689,13 @@ mod tests {
             bytes: 256 << 20,
             threads: 2,
             copy_bytes_per_s: 16.0 * (1 << 20) as f64,
-            read_bytes_per_s: 2e10,
+            read_bytes_per_s: 32.0 * (1 << 20) as f64,
         };
         r[1].membw = Some(m);
         let s = details_table(&r, Some(m));
         assert!(s.contains("memcpy 0.02 GB/s"));
         let tg = s.lines().find(|l| l.contains(" tg16 ")).unwrap();
-        assert!(tg.contains(" 100% "), "{tg}");
+        assert!(tg.contains(" 100% |    50% "), "{tg}");
         let pp = s.lines().find(|l| l.contains(" pp64 ")).unwrap();
         assert!(pp.contains(" 2.6 |"), "{pp}");
     }
