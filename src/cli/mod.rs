@@ -3,7 +3,9 @@
 //! program.
 
 pub mod args;
+pub mod bench;
 pub mod common;
 pub mod completion;
+pub mod gen_model;
 pub mod passkey;
 pub mod perplexity;

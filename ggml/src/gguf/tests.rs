@@ -378,3 +378,18 @@ fn errors_say_where() {
     let e: crate::Error = e.into();
     assert!(e.to_string().contains("offset 34"));
 }
+
+#[test]
+fn meta_bytes_are_the_file_up_to_the_data() {
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", "llama").unwrap();
+    w.add_tensor("a", GgmlType::F32, &[3], vec![1u8; 12])
+        .unwrap();
+    w.add_tensor("b", GgmlType::F32, &[2, 2], vec![2u8; 16])
+        .unwrap();
+    let bytes = w.to_bytes();
+    let meta = w.meta_bytes();
+    let g = Gguf::parse(&bytes).unwrap();
+    assert_eq!(meta.len(), g.data_offset());
+    assert_eq!(&bytes[..meta.len()], &meta[..]);
+}

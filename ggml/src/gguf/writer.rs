@@ -236,6 +236,14 @@ impl<'a> GgufWriter<'a> {
         out
     }
 
+    /// Everything before the tensor data (header, key/value pairs, tensor infos, and
+    /// the padding that aligns the data section), for tools that stream tensor data
+    /// themselves: after these bytes comes each tensor's data, in the order added,
+    /// padded to [`GgufWriter::alignment`].
+    pub fn meta_bytes(&self) -> Vec<u8> {
+        self.encode_meta()
+    }
+
     /// The whole file in memory.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = self.encode_meta();

@@ -1,0 +1,13 @@
+//! llama.cpp's benchmark (`llama-bench -m MODEL -p 512 -n 128 -t N -r REPS`); see
+//! `llamars::cli::bench` and `llama-bench -h`.
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = llamars::cli::bench::main_with(
+        &args,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    );
+    std::process::exit(code);
+}
