@@ -112,11 +112,13 @@ impl GgmlType {
     }
 
     /// Elements per block (1 for plain types).
+    #[inline]
     pub fn blck_size(self) -> usize {
         self.layout().blck_size
     }
 
     /// Bytes per block.
+    #[inline]
     pub fn type_size(self) -> usize {
         self.layout().type_size
     }
@@ -127,6 +129,7 @@ impl GgmlType {
     }
 
     /// Bytes taken by `n` consecutive elements; `n` must be a multiple of the block size.
+    #[inline]
     pub fn row_size(self, n: usize) -> usize {
         debug_assert!(
             n.is_multiple_of(self.blck_size()),
@@ -141,11 +144,10 @@ impl GgmlType {
         type_traits(self)
     }
 
+    #[inline]
     fn layout(self) -> &'static Layout {
-        LAYOUTS
-            .iter()
-            .find(|l| l.typ == self)
-            .expect("every GgmlType has a layout entry")
+        // A table lookup, not a search: row sizes are asked for in kernels' inner loops.
+        &LAYOUTS[LAYOUT_BY_ID[self as usize] as usize]
     }
 }
 
@@ -167,9 +169,26 @@ const QK_K: usize = 256;
 
 macro_rules! layouts {
     ($( $t:ident, $name:literal, $blck:expr, $size:expr, $q:literal; )*) => {
-        static LAYOUTS: &[Layout] = &[
+        const LAYOUTS: &[Layout] = &[
             $( Layout { typ: GgmlType::$t, name: $name, blck_size: $blck, type_size: $size, quantized: $q }, )*
         ];
+
+        /// The index in `LAYOUTS` of each type id (`u8::MAX` for ids without a type;
+        /// a missing entry fails the build).
+        const LAYOUT_BY_ID: [u8; 40] = {
+            let mut t = [u8::MAX; 40];
+            let mut i = 0;
+            while i < LAYOUTS.len() {
+                t[LAYOUTS[i].typ as usize] = i as u8;
+                i += 1;
+            }
+            let mut k = 0;
+            while k < ALL_TYPES.len() {
+                assert!(t[ALL_TYPES[k] as usize] != u8::MAX, "every GgmlType has a layout entry");
+                k += 1;
+            }
+            t
+        };
     };
 }
 

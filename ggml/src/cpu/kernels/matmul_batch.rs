@@ -5,6 +5,10 @@
 use super::{ComputeParams, ExecNode, TView};
 use crate::quants::batch::{self, Acc, Route, Unpacked, SLAB, TILE};
 
+/// Segments of at most this many activation rows take the direct GEMV (where the
+/// level has one): unpacking a tile pays off only when several rows use it.
+const GEMV_ROWS: usize = 2;
+
 /// Where the node goes, if it goes to the batch kernels (see [`batch::route`]).
 pub(super) fn route(s0: &TView, s1: &TView) -> Option<Route> {
     batch::route(s0.typ, s0.ne, s0.mapped, s1.typ, s1.ne)
@@ -59,6 +63,19 @@ pub(super) fn forward<'a>(
         acts.clear();
         acts.extend((ir1..end1).map(y));
 
+        // The outputs of dst rows `iir0 .. end0` for every activation row of the segment.
+        let store = |acc: &mut [Acc], iir0: usize, end0: usize| {
+            for (run, p) in &runs {
+                for j in run.clone() {
+                    let (i11, i12, i13) = s1.row_index(ir1 + j);
+                    let out = acc[j].outputs(p);
+                    let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
+                    // SAFETY: dst elements (iir0 .. end0, i11, i12, i13) are adjacent
+                    // (dst rows are dense), inside dst, and belong to this thread alone.
+                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), d, end0 - iir0) };
+                }
+            }
+        };
         let mut iir0 = range0.start;
         while iir0 < range0.end {
             let end0 = (iir0 + TILE).min(range0.end);
@@ -78,6 +95,21 @@ pub(super) fn forward<'a>(
                 // SAFETY: as above.
                 *row = unsafe { s0.row_bytes(r, i02, i03) };
             }
+            if end1 - ir1 <= GEMV_ROWS && end0 - iir0 == TILE {
+                if let Some(gemv) = kernels.gemv {
+                    let mut direct = true;
+                    for (run, p) in &runs {
+                        for j in run.clone() {
+                            direct &= gemv(p, s0.typ, n, &full, &next, acts[j], &mut acc[j]);
+                        }
+                    }
+                    if direct {
+                        store(&mut acc, iir0, end0);
+                        iir0 = end0;
+                        continue;
+                    }
+                }
+            }
             for k0 in (0..n).step_by(SLAB) {
                 let at = k0 / blck * size;
                 let rows = full.map(|r| r.get(at..).unwrap_or_default());
@@ -92,16 +124,7 @@ pub(super) fn forward<'a>(
                     (kernels.tile)(p, &tile, k0, &acts[run.clone()], &mut acc[run.clone()]);
                 }
             }
-            for (run, p) in &runs {
-                for j in run.clone() {
-                    let (i11, i12, i13) = s1.row_index(ir1 + j);
-                    let out = acc[j].outputs(p);
-                    let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
-                    // SAFETY: dst elements (iir0 .. end0, i11, i12, i13) are adjacent
-                    // (dst rows are dense), inside dst, and belong to this thread alone.
-                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), d, end0 - iir0) };
-                }
-            }
+            store(&mut acc, iir0, end0);
             iir0 = end0;
         }
         ir1 = end1;

@@ -178,6 +178,14 @@ fn kernel_avx512(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]
     unsafe { x86::tile_avx512(p, w, k0, a, acc) }
 }
 
+/// A GEMV straight from the blocks of [`TILE`] weight rows of `n` elements: adds their
+/// products with one activation row `a` into `acc`, giving the bits of [`Unpacked::fill`]
+/// followed by [`Kernel`], and meanwhile fetches the rows `next` (any slices, only
+/// their start matters) into the cache. `false` (and `acc` untouched) for a type it
+/// does not take.
+pub(crate) type Gemv =
+    fn(&Plan, GgmlType, n: usize, &[&[u8]; TILE], next: &[&[u8]; TILE], a: &[u8], &mut Acc) -> bool;
+
 /// Fills a tile (see [`Unpacked::fill`]).
 pub(crate) type Fill = fn(&mut Unpacked, GgmlType, usize, &[&[u8]]);
 
@@ -188,6 +196,8 @@ pub(crate) struct Kernels {
     pub fill: Fill,
     /// Runs a tile against activation rows.
     pub tile: Kernel,
+    /// The direct GEMV, where this level has one.
+    pub gemv: Option<Gemv>,
 }
 
 fn fill_scalar(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
@@ -200,9 +210,34 @@ fn fill_avx2(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
     unsafe { x86::fill_avx2(u, typ, n, rows) }
 }
 
+#[cfg(target_arch = "x86_64")]
+fn gemv_avx2(
+    p: &Plan,
+    typ: GgmlType,
+    n: usize,
+    w: &[&[u8]; TILE],
+    next: &[&[u8]; TILE],
+    a: &[u8],
+    acc: &mut Acc,
+) -> bool {
+    if !matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL) {
+        return false;
+    }
+    assert!(
+        n.is_multiple_of(32)
+            && w.iter().all(|w| w.len() >= typ.row_size(n))
+            && a.len() >= act_row_size(p.act, n),
+        "batch gemv: rows do not match"
+    );
+    // SAFETY: the rows were checked to hold `n` elements; only handed out by
+    // `kernels_for` after AVX2, FMA and F16C were detected.
+    unsafe { x86::gemv_avx2(p, typ, n, w, next, a, acc) }
+}
+
 const SCALAR: Kernels = Kernels {
     fill: fill_scalar,
     tile: kernel_scalar,
+    gemv: None,
 };
 
 /// The batch code of SIMD level `level`; `None` when this CPU cannot run it (NEON
@@ -216,11 +251,13 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
         SimdLevel::Avx2 => Some(Kernels {
             fill: fill_avx2,
             tile: kernel_avx2,
+            gemv: Some(gemv_avx2),
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512 => Some(Kernels {
             fill: fill_avx2,
             tile: kernel_avx512,
+            gemv: Some(gemv_avx2),
         }),
         _ => Some(SCALAR),
     }
@@ -279,6 +316,43 @@ pub fn dot_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The direct GEMV gives the bits of unpacking the tile and running the scalar
+    /// kernel on it, for every type it takes, at every level that has one.
+    #[test]
+    fn gemv_matches_the_tile_kernel() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+        };
+        for typ in [GgmlType::Q4_0, GgmlType::IQ4_NL] {
+            let p = plan(typ, Path::RepackGemv).expect("repack plan");
+            for n in [32, 96, 1024, 1056] {
+                let w: Vec<f32> = (0..TILE * n).map(|i| rand() * (1 + i % 7) as f32).collect();
+                let wq = crate::quants::quantize(typ, &w, n).expect("quantize weights");
+                let a: Vec<f32> = (0..n).map(|_| rand() * 3.0).collect();
+                let aq = crate::quants::quantize(GgmlType::Q8_0, &a, n).expect("quantize act");
+                let rows: [&[u8]; TILE] =
+                    std::array::from_fn(|i| &wq[i * typ.row_size(n)..][..typ.row_size(n)]);
+                let mut want = Unpacked::default();
+                want.fill(typ, n, &rows);
+                let mut acc = [Acc::default()];
+                recipe::tile_scalar(&p, &want, 0, &[&aq], &mut acc);
+                for level in crate::cpu::simd::available_levels() {
+                    let Some(gemv) = kernels_for(level).and_then(|k| k.gemv) else {
+                        continue;
+                    };
+                    let mut got = Acc::default();
+                    assert!(gemv(&p, typ, n, &rows, &rows, &aq, &mut got), "{typ}");
+                    let bits = |a: &Acc| a.outputs(&p).map(f32::to_bits);
+                    assert_eq!(bits(&got), bits(&acc[0]), "{typ} n={n} {}", level.name());
+                }
+            }
+        }
+    }
 
     /// Every level unpacks random block bytes into the scalar code's bytes.
     #[test]

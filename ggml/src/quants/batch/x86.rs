@@ -347,3 +347,107 @@ impl Values for Avx2Values {
 pub(super) unsafe fn fill_avx2(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
     u.fill_with::<Avx2Values>(typ, n, rows)
 }
+
+/// The repack GEMV of the 32-element types (Q4_0, IQ4_NL) straight from the blocks of
+/// 8 weight rows: [`tile_with`]'s integer sums and float chain for one activation row,
+/// without unpacking the rows first (a generation step uses each tile once, so the
+/// unpacking would cost more than the sums).
+///
+/// With `lut` `None` (Q4_0) a nibble `c` stands for `c - 8`: `maddubs` takes the
+/// codes as they are and the sum is `Σ c·a - 8·Σ a`. With a `lut` (IQ4_NL) it stands
+/// for the signed `lut[c]`, multiplied as [`isum8`] does. Both are exact in `i32`, as
+/// [`isum8`]'s sums.
+///
+/// # Safety
+/// Every row of `rows` holds `n / 32` blocks of 18 bytes (`d: f16`, 16 bytes of
+/// nibbles), `a` the `n / 32` Q8_0 blocks of the activation row; AVX2, FMA and F16C
+/// enabled in the caller.
+#[inline(always)]
+unsafe fn gemv_nibbles(
+    p: &Plan,
+    lut: Option<__m256i>,
+    n: usize,
+    rows: &[&[u8]; TILE],
+    next: &[&[u8]; TILE],
+    a: &[u8],
+    st: &mut Acc,
+) {
+    const W: usize = 18;
+    const A: usize = 34;
+    let m4 = _mm256_set1_epi8(0xF);
+    let ones = _mm256_set1_epi16(1);
+    let eights = _mm256_set1_epi8(8);
+    let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
+    let mut unused = F8(_mm256_setzero_ps());
+    let r = rows.map(|r| r.as_ptr());
+    let rn = next.map(|r| r.as_ptr());
+    for b in 0..n / 32 {
+        let ablk = a.as_ptr().add(A * b);
+        let x = _mm256_loadu_si256(ablk.add(2) as *const __m256i);
+        let mut v = [_mm256_setzero_si256(); TILE];
+        // Eight rows are eight streams, which the hardware prefetcher does not keep
+        // ahead of on its own: fetch the next tile's rows at the same pace (every
+        // 3 blocks is every cache line). A prefetch never faults, so any address does.
+        if b % 3 == 0 {
+            for row in rn {
+                _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(W * b) as *const i8);
+            }
+        }
+        for (v, row) in v.iter_mut().zip(r) {
+            let raw = _mm_loadu_si128(row.add(W * b + 2) as *const __m128i);
+            let both = _mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw);
+            let mut c = _mm256_and_si256(both, m4);
+            let xs = match lut {
+                Some(lut) => {
+                    c = _mm256_shuffle_epi8(lut, c);
+                    let xs = _mm256_sign_epi8(x, c);
+                    c = _mm256_sign_epi8(c, c);
+                    xs
+                }
+                None => x,
+            };
+            *v = _mm256_madd_epi16(_mm256_maddubs_epi16(c, xs), ones);
+        }
+        let mut s1 = reduce8(&v);
+        if lut.is_none() {
+            // 8·Σ a, in every lane.
+            let ba = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, x), ones);
+            let ba = _mm256_hadd_epi32(ba, ba);
+            let ba = _mm256_hadd_epi32(ba, ba);
+            let ba = _mm256_add_epi32(ba, _mm256_permute2x128_si256::<0x01>(ba, ba));
+            s1 = _mm256_sub_epi32(s1, ba);
+        }
+        let dh = |i: usize| (r[i].add(W * b) as *const i16).read_unaligned();
+        let d = _mm_setr_epi16(dh(0), dh(1), dh(2), dh(3), dh(4), dh(5), dh(6), dh(7));
+        let d = F8(_mm256_cvtph_ps(d));
+        let dy = F8(_mm256_set1_ps(f16_at(ablk)));
+        chunk_step(p, s1, s1, d, d, dy, &mut sum, &mut unused);
+    }
+    _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
+}
+
+/// [`super::Gemv`] with AVX2 (also built for the AVX-512 level): the 32-element types
+/// go to [`gemv_nibbles`]; `false` for the others.
+///
+/// # Safety
+/// As [`gemv_nibbles`] for the types it takes; the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn gemv_avx2(
+    p: &Plan,
+    typ: GgmlType,
+    n: usize,
+    rows: &[&[u8]; TILE],
+    next: &[&[u8]; TILE],
+    a: &[u8],
+    acc: &mut Acc,
+) -> bool {
+    match typ {
+        GgmlType::Q4_0 => gemv_nibbles(p, None, n, rows, next, a, acc),
+        GgmlType::IQ4_NL => {
+            let lut = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
+            gemv_nibbles(p, Some(_mm256_set_m128i(lut, lut)), n, rows, next, a, acc)
+        }
+        _ => return false,
+    }
+    true
+}
