@@ -8,7 +8,7 @@ mod common;
 use common::xorshift_data as data;
 use ggml::cpu::simd::{available_levels, SimdLevel};
 use ggml::quants::batch::{self, Path};
-use ggml::quants::gemm_dot_for;
+use ggml::quants::{gemm_dot_for, gemm_tile_for};
 use ggml::{Context, GgmlType, Graph};
 use proptest::prelude::*;
 
@@ -97,6 +97,28 @@ proptest! {
         for level in available_levels() {
             if let Some(f) = gemm_dot_for(typ, level) {
                 prop_assert_eq!(f(n, &w, &a).to_bits(), want.to_bits(), "{} {}", typ, level.name());
+            }
+        }
+    }
+
+    /// The tinyBLAS_Q0 register tiles give the scalar dot product's bits per output.
+    #[test]
+    fn llamafile_tiles_equal_the_dot_product(ti in 0..llamafile_types().len(), nb in 1usize..=12, seed in any::<u64>()) {
+        use ggml::types::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+        let typ = llamafile_types()[ti];
+        let n = nb * 32;
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..M.max(N) as u64).map(|i| rows(typ, n, seed ^ i)).collect();
+        let x: [&[u8]; M] = std::array::from_fn(|i| &rows[i].0[..]);
+        let y: [&[u8]; N] = std::array::from_fn(|j| &rows[j].1[..]);
+        let dot = gemm_dot_for(typ, SimdLevel::Scalar).expect("scalar");
+        for level in available_levels() {
+            let Some(tile) = gemm_tile_for(typ, level) else { continue };
+            let mut out = [[0f32; N]; M];
+            tile(n, &x, &y, &mut out);
+            for (i, row) in out.iter().enumerate() {
+                for (j, v) in row.iter().enumerate() {
+                    prop_assert_eq!(v.to_bits(), dot(n, x[i], y[j]).to_bits(), "{} {} ({}, {})", typ, level.name(), i, j);
+                }
             }
         }
     }

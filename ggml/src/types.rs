@@ -235,6 +235,22 @@ pub type FromFloatFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dot product of `n` elements: `x` in this type, `y` in its `vec_dot_type`.
 pub type VecDotFn = fn(n: usize, x: &[u8], y: &[u8]) -> f32;
 
+/// Weight rows in one [`GemmTileFn`] tile.
+pub const GEMM_TILE_M: usize = 4;
+/// Activation rows in one [`GemmTileFn`] tile.
+pub const GEMM_TILE_N: usize = 3;
+
+/// A register tile of a [`GemmDot`]: `out[i][j]` is `dot(n, x[i], y[j])`, bit for bit,
+/// for [`GEMM_TILE_M`] weight rows and [`GEMM_TILE_N`] activation rows, with each
+/// block loaded once and the outputs' sums running side by side. Panics on rows
+/// shorter than `n` elements.
+pub type GemmTileFn = fn(
+    n: usize,
+    x: &[&[u8]; GEMM_TILE_M],
+    y: &[&[u8]; GEMM_TILE_N],
+    out: &mut [[f32; GEMM_TILE_N]; GEMM_TILE_M],
+);
+
 /// A dot product with the per-element arithmetic of llamafile's tinyBLAS GEMM, which
 /// ggml uses for `mul_mat` when `src1` has two or more rows.
 #[derive(Clone, Copy)]
@@ -243,6 +259,8 @@ pub struct GemmDot {
     pub dot: VecDotFn,
     /// Row length must be a multiple of this (the kernel's vector width).
     pub kn: usize,
+    /// The same products a tile at a time, where this level has such a kernel.
+    pub tile: Option<GemmTileFn>,
 }
 
 /// ggml's per-type table: what `mul_mat`, `get_rows`, `cpy` and the quantizer use.

@@ -174,7 +174,7 @@ fn q8_x86(x: &[f32]) -> (f32, [i8; 32]) {
     let d = max / 127.0;
     let id = if max != 0.0 { 127.0 / max } else { 0.0 };
     let q = |v: f32| {
-        let r = (v * id).round_ties_even();
+        let r = round_ties_even(v * id);
         if (-2147483648.0..2147483648.0).contains(&r) {
             (r as i32).clamp(-128, 127) as i8
         } else {
@@ -182,6 +182,20 @@ fn q8_x86(x: &[f32]) -> (f32, [i8; 32]) {
         }
     };
     (d, std::array::from_fn(|j| q(x[j])))
+}
+
+/// `v.round_ties_even()` in the current (nearest-even) rounding mode, without the
+/// library call that `round_ties_even` becomes on x86-64 without SSE4.1: adding and
+/// subtracting 1.5·2^23 leaves the nearest integer for |v| < 2^22; larger values, which
+/// only matter as "out of i8 range", stay as they are.
+#[inline(always)]
+fn round_ties_even(v: f32) -> f32 {
+    const MAGIC: f32 = 12582912.0;
+    if v.abs() < 4194304.0 {
+        (v + MAGIC) - MAGIC
+    } else {
+        v
+    }
 }
 
 fn q8_0_block((d, qs): (f32, [i8; 32])) -> BlockQ8_0 {
@@ -270,6 +284,44 @@ pub(crate) fn dequantize_row_q8_1(x: &[u8], y: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn round_ties_even_matches_std_on_the_quant_range() {
+        let mut v = -300.0f32;
+        while v <= 300.0 {
+            for x in [
+                v,
+                v + 0.5,
+                v - 0.5,
+                v + 0.499_999_97,
+                v.next_up(),
+                v.next_down(),
+            ] {
+                assert_eq!(
+                    super::round_ties_even(x) as i32,
+                    x.round_ties_even() as i32,
+                    "{x}"
+                );
+            }
+            v += 0.125;
+        }
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..100_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let x = f32::from_bits(s as u32);
+            if x.is_finite() && x.abs() < 4194304.0 {
+                assert_eq!(
+                    super::round_ties_even(x),
+                    x.round_ties_even()
+                        .abs()
+                        .copysign(super::round_ties_even(x)),
+                    "{x}"
+                );
+            }
+        }
+    }
+
     use super::*;
 
     fn block(head: &[f32]) -> [f32; 32] {

@@ -14,7 +14,7 @@ mod legacy;
 
 use rayon::prelude::*;
 
-pub use dot::{gemm_dot_for, vec_dot_for};
+pub use dot::{gemm_dot_for, gemm_tile_for, vec_dot_for};
 
 use crate::error::{Error, Result};
 use crate::types::{FromFloatFn, GemmDot, GgmlType, ToFloatFn, TypeTraits, ALL_TYPES};
@@ -126,7 +126,11 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
         tr.from_float = Some(from_float);
         tr.from_float_ref = Some(from_float_ref);
         tr.vec_dot = dot::best(tr.typ);
-        tr.gemm_dot = dot::best_gemm(tr.typ).map(|dot| GemmDot { dot, kn: 32 });
+        tr.gemm_dot = dot::best_gemm(tr.typ).map(|dot| GemmDot {
+            dot,
+            kn: 32,
+            tile: dot::best_gemm_tile(tr.typ),
+        });
         tr.vec_dot_type = vec_dot_type;
     }
 }

@@ -70,7 +70,12 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         });
         return;
     };
-    let vec_dot = gemm_dot(s0, s1).unwrap_or(vec_dot);
+    let gemm = s0
+        .typ
+        .traits()
+        .gemm_dot
+        .filter(|_| gemm_dot(s0, s1).is_some());
+    let vec_dot = gemm.map_or(vec_dot, |g| g.dot);
     let ne00 = s0.ne[0];
     let convert = needs_conversion(s0, s1);
     let rs1 = vdt.row_size(s1.ne[0]);
@@ -116,6 +121,14 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     let r3 = s1.ne[3] / s0.ne[3];
     let (range0, range1) = row_ranges(params, nr0, nrows1);
 
+    if let Some(tile) = gemm.and_then(|g| g.tile) {
+        if s0.ne[2] == 1 && s0.ne[3] == 1 {
+            // SAFETY: as in the loop below.
+            let y = |ir1: usize| unsafe { src1_row(params, s1, convert, rs1, ir1) };
+            return forward_tiled(s0, s1, dst, (range0, range1), tile, vec_dot, &y);
+        }
+    }
+
     let mut tmp = [0f32; BLCK_0];
     let mut iir1 = range1.start;
     while iir1 < range1.end {
@@ -143,6 +156,65 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
             iir0 = end0;
         }
         iir1 = end1;
+    }
+}
+
+/// The loop of [`forward`] for 2-D weights with a tile kernel: blocks of rows as there,
+/// each block in register tiles of `GEMM_TILE_M × GEMM_TILE_N` outputs, its edges
+/// with `dot` (the tile's arithmetic per output). `y(ir1)` is src1 row `ir1` in the
+/// weight's `vec_dot_type`.
+fn forward_tiled<'a>(
+    s0: &TView,
+    s1: &TView,
+    dst: &TView,
+    (range0, range1): (std::ops::Range<usize>, std::ops::Range<usize>),
+    tile: crate::types::GemmTileFn,
+    dot: crate::types::VecDotFn,
+    y: &dyn Fn(usize) -> &'a [u8],
+) {
+    use crate::types::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+    // src1 rows per block: a whole number of tiles.
+    const BLCK_1_TILED: usize = BLCK_1 / N * N;
+    let n = s0.ne[0];
+    // SAFETY: src0 is 2-D with dense rows (checked when the node was built) and only
+    // read.
+    let x = |ir0: usize| unsafe { s0.row_bytes(ir0, 0, 0) };
+    let put = |ir0: usize, ir1: usize, v: f32| {
+        let (i11, i12, i13) = s1.row_index(ir1);
+        // SAFETY: dst element (ir0, ir1) is inside dst and belongs to this thread alone.
+        unsafe { *(dst.elem_ptr(ir0, i11, i12, i13) as *mut f32) = v };
+    };
+    let mut out = [[0f32; N]; M];
+    for iir1 in range1.clone().step_by(BLCK_1_TILED) {
+        let end1 = (iir1 + BLCK_1_TILED).min(range1.end);
+        for iir0 in range0.clone().step_by(BLCK_0) {
+            let end0 = (iir0 + BLCK_0).min(range0.end);
+            let mut ir1 = iir1;
+            while ir1 + N <= end1 {
+                let ys: [&[u8]; N] = std::array::from_fn(|j| y(ir1 + j));
+                let mut ir0 = iir0;
+                while ir0 + M <= end0 {
+                    tile(n, &std::array::from_fn(|i| x(ir0 + i)), &ys, &mut out);
+                    for (i, row) in out.iter().enumerate() {
+                        for (j, &v) in row.iter().enumerate() {
+                            put(ir0 + i, ir1 + j, v);
+                        }
+                    }
+                    ir0 += M;
+                }
+                for r0 in ir0..end0 {
+                    for (j, ys) in ys.iter().enumerate() {
+                        put(r0, ir1 + j, dot(n, x(r0), ys));
+                    }
+                }
+                ir1 += N;
+            }
+            for r1 in ir1..end1 {
+                for r0 in iir0..end0 {
+                    put(r0, r1, dot(n, x(r0), y(r1)));
+                }
+            }
+        }
     }
 }
 

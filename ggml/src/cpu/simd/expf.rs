@@ -29,8 +29,10 @@ pub(crate) fn v_expf(x: f32) -> f32 {
     if n.abs() > 192.0 {
         return if n <= 0.0 { 0.0 } else { f32::INFINITY };
     }
-    // _mm512_scalef_ps: j * 2^n with one rounding (exact in f64, rounded once).
-    (j as f64 * (n as f64).exp2()) as f32
+    // _mm512_scalef_ps: j * 2^n with one rounding (exact in f64, rounded once). `n` is
+    // a whole number with |n| <= 192, so 2^n is built from its exponent bits.
+    let two_n = f64::from_bits(((n as i64 + 1023) as u64) << 52);
+    (j as f64 * two_n) as f32
 }
 
 /// `y[i] = exp(x[i] - max)`, returning the sum in f64 (ggml_vec_soft_max_f32).

@@ -414,6 +414,7 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
             tr.gemm_dot = Some(GemmDot {
                 dot: gemm_dot_f32,
                 kn: 16,
+                tile: None,
             });
             tr.vec_dot_type = GgmlType::F32;
         }
@@ -424,6 +425,7 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
             tr.gemm_dot = Some(GemmDot {
                 dot: gemm_dot_f16,
                 kn: 16,
+                tile: None,
             });
             tr.vec_dot_type = GgmlType::F16;
         }
@@ -434,6 +436,7 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
             tr.gemm_dot = Some(GemmDot {
                 dot: gemm_dot_bf16,
                 kn: 32,
+                tile: None,
             });
             tr.vec_dot_type = GgmlType::BF16;
         }

@@ -201,6 +201,106 @@ pub(super) unsafe fn x_q8_0<X: SignedQuants, const VNNI: bool>(
     hsum_float_8(acc)
 }
 
+/// [`x_q8_0`] for a tile of `M` weight rows and `N` activation rows: every output has
+/// its own 8 lanes and the same operations in the same order (so the same bits), the
+/// blocks are loaded once for the tile, and the `M × N` independent FMA chains hide
+/// each other's latency.
+///
+/// # Safety
+/// Every row holds `nb` blocks; AVX2 + FMA + F16C (+ VNNI) enabled in the caller.
+#[inline(always)]
+pub(super) unsafe fn x_q8_0_tile<
+    X: SignedQuants,
+    const VNNI: bool,
+    const M: usize,
+    const N: usize,
+>(
+    nb: usize,
+    x: [*const u8; M],
+    y: [*const u8; N],
+    out: &mut [[f32; N]; M],
+) {
+    let mut acc = [[_mm256_setzero_ps(); N]; M];
+    for ib in 0..nb {
+        let yb = y.map(|y| blk::<BlockQ8_0>(y, ib));
+        let qy = yb.map(|yb| load256(yb.add(Q8_0_QS)));
+        let dy = yb.map(|yb| _mm256_set1_ps(f16_at(yb)));
+        for (acc, x) in acc.iter_mut().zip(x) {
+            let xb = blk::<X>(x, ib);
+            let (qx, dx) = (X::qx(xb), _mm256_set1_ps(f16_at(xb)));
+            for j in 0..N {
+                // The broadcast of the product: `x_q8_0`'s `set1(dx * dy)`.
+                let d = _mm256_mul_ps(dx, dy[j]);
+                let q = mul_sum_i8_pairs_float::<VNNI>(qx, qy[j]);
+                acc[j] = _mm256_fmadd_ps(d, q, acc[j]);
+            }
+        }
+    }
+    for (out, acc) in out.iter_mut().zip(acc) {
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = hsum_float_8(a);
+        }
+    }
+}
+
+/// A `GemmTileFn` for [`x_q8_0_tile`] on weights `$x`, like `entry!`.
+macro_rules! tile_entry {
+    ($x:ty, $vnni:literal, $feat:literal) => {{
+        use crate::types::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+        #[target_feature(enable = $feat)]
+        unsafe fn k(nb: usize, x: [*const u8; M], y: [*const u8; N], out: &mut [[f32; N]; M]) {
+            crate::quants::dot::avx2::x_q8_0_tile::<$x, $vnni, M, N>(nb, x, y, out)
+        }
+        (|n: usize, x: &[&[u8]; M], y: &[&[u8]; N], out: &mut [[f32; N]; M]| {
+            let nb = n / <$x as Block>::BLCK;
+            assert!(
+                x.iter().all(|x| x.len() >= nb * <$x as Block>::SIZE)
+                    && y.iter().all(|y| y.len() >= nb * <BlockQ8_0 as Block>::SIZE),
+                "gemm tile: rows shorter than {n} elements"
+            );
+            // SAFETY: every row holds `nb` blocks (checked above); this function is only
+            // handed out after the CPU features of `k` were detected.
+            unsafe { k(nb, x.map(<[u8]>::as_ptr), y.map(<[u8]>::as_ptr), out) }
+        }) as crate::types::GemmTileFn
+    }};
+}
+
+/// The tile version of [`gemm_kernel`], for the same types.
+///
+/// # Safety
+/// As [`gemm_kernel`].
+pub(super) unsafe fn gemm_tile_kernel<const VNNI: bool>(
+    typ: GgmlType,
+) -> Option<crate::types::GemmTileFn> {
+    Some(match (typ, VNNI) {
+        (GgmlType::Q4_0, false) => tile_entry!(BlockQ4_0, false, "avx2,fma,f16c"),
+        (GgmlType::Q5_0, false) => tile_entry!(BlockQ5_0, false, "avx2,fma,f16c"),
+        (GgmlType::Q8_0, false) => tile_entry!(BlockQ8_0, false, "avx2,fma,f16c"),
+        (GgmlType::IQ4_NL, false) => tile_entry!(BlockIq4Nl, false, "avx2,fma,f16c"),
+        (GgmlType::Q4_0, true) => tile_entry!(
+            BlockQ4_0,
+            true,
+            "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+        ),
+        (GgmlType::Q5_0, true) => tile_entry!(
+            BlockQ5_0,
+            true,
+            "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+        ),
+        (GgmlType::Q8_0, true) => tile_entry!(
+            BlockQ8_0,
+            true,
+            "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+        ),
+        (GgmlType::IQ4_NL, true) => tile_entry!(
+            BlockIq4Nl,
+            true,
+            "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+        ),
+        _ => return None,
+    })
+}
+
 /// `ggml_vec_dot_q4_1_q8_1` and `ggml_vec_dot_q5_1_q8_1`.
 ///
 /// # Safety

@@ -131,6 +131,31 @@ pub fn gemm_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
     )
 }
 
+/// [`gemm_dot_for`] a register tile at a time ([`crate::types::GemmTileFn`]): the same
+/// bits per output. `None` where the level has no tile kernel for `typ` (the scalar
+/// level has none: `mul_mat` then calls the dot product per output).
+pub fn gemm_tile_for(typ: GgmlType, level: SimdLevel) -> Option<crate::types::GemmTileFn> {
+    if !level.is_available() {
+        return None;
+    }
+    match level {
+        // SAFETY: `is_available` checked AVX2, FMA and F16C (and AVX-512 F/BW/VL for
+        // the AVX-512 level, whose VNNI `has_vnni` checks).
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => unsafe { avx2::gemm_tile_kernel::<false>(typ) },
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 if avx512::has_vnni() => unsafe { avx2::gemm_tile_kernel::<true>(typ) },
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => unsafe { avx2::gemm_tile_kernel::<false>(typ) },
+        _ => None,
+    }
+}
+
+/// The tile kernel the type table uses, at the level of [`best_gemm`].
+pub(crate) fn best_gemm_tile(typ: GgmlType) -> Option<crate::types::GemmTileFn> {
+    gemm_tile_for(typ, crate::cpu::simd::kernels().level)
+}
+
 /// The tinyBLAS_Q0 kernel the type table uses (see [`best`]).
 pub(crate) fn best_gemm(typ: GgmlType) -> Option<VecDotFn> {
     gemm_dot_for(typ, crate::cpu::simd::kernels().level).or_else(|| scalar_gemm_kernel(typ))
