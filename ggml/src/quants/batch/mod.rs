@@ -102,6 +102,11 @@ pub fn route(
     (tiles(typ) && src1_ok && ne1[1] >= 8).then_some(Route::Tiled)
 }
 
+/// Whether the unpacked values of `typ` can be negative (all but the types with mins).
+fn has_signed_values(typ: GgmlType) -> bool {
+    !matches!(typ, GgmlType::Q2_K | GgmlType::Q4_K | GgmlType::Q5_K)
+}
+
 /// The chunking and float chain of `path` for weights of `typ`.
 pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
     use GgmlType as T;
@@ -123,7 +128,7 @@ pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
         group,
         chunk,
         has_min: matches!(typ, T::Q2_K | T::Q4_K | T::Q5_K),
-        signed: !matches!(typ, T::Q2_K | T::Q4_K | T::Q5_K),
+        signed: has_signed_values(typ),
         scaled: !legacy,
         act: if legacy { Act::Q8_0 } else { Act::Q8K },
         tiled: path == Path::Tiled,
@@ -211,6 +216,31 @@ fn fill_avx2(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
 }
 
 #[cfg(target_arch = "x86_64")]
+fn kernel_vnni(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    check(p, w, k0, a, acc);
+    assert!(
+        w.qi.len() >= TILE * w.n
+            && if p.scaled {
+                w.sci.len() * SUB >= TILE * w.n
+            } else {
+                w.qsum.len() * 32 >= TILE * w.n
+            },
+        "batch kernel: tile not interleaved"
+    );
+    // SAFETY: `check` sized everything, and the interleaved parts were checked above;
+    // this kernel is only handed out by `kernels_for` after AVX-512 VNNI was detected
+    // on top of the AVX-512 level.
+    unsafe { x86::tile_vnni(p, w, k0, a, acc) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn fill_vnni(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
+    fill_avx2(u, typ, n, rows);
+    let scaled = !matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL);
+    u.interleave(scaled, has_signed_values(typ));
+}
+
+#[cfg(target_arch = "x86_64")]
 fn gemv_avx2(
     p: &Plan,
     typ: GgmlType,
@@ -251,6 +281,12 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
         SimdLevel::Avx2 => Some(Kernels {
             fill: fill_avx2,
             tile: kernel_avx2,
+            gemv: Some(gemv_avx2),
+        }),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 if crate::quants::dot::has_avx512_vnni() => Some(Kernels {
+            fill: fill_vnni,
+            tile: kernel_vnni,
             gemv: Some(gemv_avx2),
         }),
         #[cfg(target_arch = "x86_64")]

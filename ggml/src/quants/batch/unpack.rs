@@ -37,6 +37,18 @@ pub(crate) struct Unpacked {
     pub d: Vec<f32>,
     /// The scale `dmin` of each block (0 for types without mins), `[block][row]`.
     pub dmin: Vec<f32>,
+    /// `q` for the interleaved kernels ([`Unpacked::interleave`]): each 4 elements of
+    /// the tile's 8 rows side by side (`[element / 4][row][element % 4]`), so one
+    /// 32-byte load feeds `vpdpbusd` for all 8 rows; plus 128 for the signed types
+    /// with scales (whose activations are the signed operand).
+    pub qi: Vec<u8>,
+    /// For the types without scales, whose values stay signed in `qi` (activations are
+    /// then the unsigned operand, plus 128): `128 · Σ q` of each 32 elements of the 8
+    /// rows (`[element / 32][row]`).
+    pub qsum: Vec<i32>,
+    /// `sv` for the interleaved kernels: each 16 elements' scale of the 8 rows side by
+    /// side (`[element / 16][row]`).
+    pub sci: Vec<i32>,
 }
 
 impl Unpacked {
@@ -97,6 +109,42 @@ impl Unpacked {
                         self.m[min_at(r, i * QK_K / SUB + k)] = m;
                     }
                 }
+            }
+        }
+    }
+}
+
+impl Unpacked {
+    /// Fills [`Unpacked::qi`], [`Unpacked::sci`] and [`Unpacked::qsum`] from `q` and
+    /// `sv` (after a fill) for a type with or without scales and signed values.
+    pub fn interleave(&mut self, scaled: bool, signed: bool) {
+        let n = self.n;
+        let flip = if scaled && signed { 0x8080_8080u32 } else { 0 };
+        self.qi.resize(TILE * n, 0);
+        for (g, out) in self.qi.chunks_exact_mut(4 * TILE).enumerate() {
+            for (i, out) in out.chunks_exact_mut(4).enumerate() {
+                let q = &self.q[i * n + 4 * g..][..4];
+                let v = u32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]) ^ flip;
+                out.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        if !scaled {
+            self.qsum.resize(TILE * n / 32, 0);
+            for (b, out) in self.qsum.chunks_exact_mut(TILE).enumerate() {
+                for (i, out) in out.iter_mut().enumerate() {
+                    *out = 128
+                        * self.q[i * n + 32 * b..][..32]
+                            .iter()
+                            .map(|&q| q as i32)
+                            .sum::<i32>();
+                }
+            }
+            return;
+        }
+        self.sci.resize(TILE * n / SUB, 0);
+        for (s, out) in self.sci.chunks_exact_mut(TILE).enumerate() {
+            for (i, out) in out.iter_mut().enumerate() {
+                *out = self.sv[i * n / 2 + s * SUB / 2] as i32;
             }
         }
     }

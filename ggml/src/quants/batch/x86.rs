@@ -172,6 +172,140 @@ unsafe fn tile_with<const SIGNED: bool, const SCALED: bool>(
     }
 }
 
+/// The tile kernel on the interleaved tile ([`Unpacked::qi`]) with AVX-512 VNNI: a
+/// 4-byte group of activations, broadcast, meets the same 4 elements of all 8 rows in
+/// one `vpdpbusd`, so the sums land in the rows' lanes with no horizontal reduction.
+/// `vpdpbusd` multiplies unsigned by signed bytes: the signed types with scales carry
+/// +128 on the weights and `128 · Σ a` (from the Q8_K block's `bsums`) comes off
+/// again; the 32-element types (Q4_0, IQ4_NL) carry it on the activations and
+/// `128 · Σ q` ([`Unpacked::qsum`]) comes off. The integers are [`isum8`]'s and the
+/// float chain is [`chunk_step`], so the bits are the scalar kernel's.
+///
+/// # Safety
+/// As [`tile`], with `w` interleaved (`Unpacked::interleave(p.signed)`); the CPU has
+/// AVX2, FMA, F16C, AVX-512 F/BW/VL and AVX-512 VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn tile_vnni(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    // Activation rows R at a time: R independent `vpdpbusd` chains (two per row for
+    // the 32-element chunks) keep the unit busy while each waits on its latency.
+    const R: usize = 4;
+    let mut a4 = a.chunks_exact(R);
+    let mut acc4 = acc.chunks_exact_mut(R);
+    for (a, acc) in (&mut a4).zip(&mut acc4) {
+        let (a, acc): (&[&[u8]; R], &mut [Acc; R]) = (
+            a.try_into().unwrap_or_else(|_| unreachable!()),
+            acc.try_into().unwrap_or_else(|_| unreachable!()),
+        );
+        tile_vnni_rows::<R>(p, w, k0, a, acc);
+    }
+    for (a, acc) in a4.remainder().iter().zip(acc4.into_remainder()) {
+        tile_vnni_rows::<1>(p, w, k0, &[*a], std::array::from_mut(acc));
+    }
+}
+
+/// [`tile_vnni`] for `R` activation rows.
+///
+/// # Safety
+/// As [`tile_vnni`].
+#[inline(always)]
+unsafe fn tile_vnni_rows<const R: usize>(
+    p: &Plan,
+    w: &Unpacked,
+    k0: usize,
+    a: &[&[u8]; R],
+    acc: &mut [Acc; R],
+) {
+    let qs_off = p.act.layout().2;
+    let qi = w.qi.as_ptr();
+    let group4 = |e: usize| _mm256_loadu_si256(qi.add(e / 4 * 4 * TILE) as *const __m256i);
+    let act4 =
+        |aq: *const u8, k: usize| _mm256_set1_epi32((aq.add(k) as *const i32).read_unaligned());
+    let zero = _mm256_setzero_si256();
+    // Plain loops rather than array `map`s, which are not always inlined here.
+    let mut sum = [F8(_mm256_setzero_ps()); R];
+    let mut summ = [F8(_mm256_setzero_ps()); R];
+    for r in 0..R {
+        sum[r] = F8(_mm256_loadu_ps(acc[r].acc.as_ptr()));
+        summ[r] = F8(_mm256_loadu_ps(acc[r].accm.as_ptr()));
+    }
+    for e0 in (0..w.n).step_by(p.chunk) {
+        let mut blocks: [(&[u8], usize); R] = [(&[], 0); R];
+        let mut aq = [std::ptr::null::<u8>(); R];
+        for r in 0..R {
+            blocks[r] = act_block(p, a[r], k0 + e0);
+            aq[r] = blocks[r].0.as_ptr().add(qs_off + blocks[r].1);
+        }
+        let mut s1 = [zero; R];
+        if p.scaled {
+            for sub in 0..p.chunk / SUB {
+                let e = e0 + SUB * sub;
+                let mut d = [zero; R];
+                for k in (0..SUB).step_by(4) {
+                    let wv = group4(e + k);
+                    for r in 0..R {
+                        d[r] = _mm256_dpbusd_epi32(d[r], wv, act4(aq[r], SUB * sub + k));
+                    }
+                }
+                let sc = _mm256_loadu_si256(w.sci.as_ptr().add(e / SUB * TILE) as *const __m256i);
+                for r in 0..R {
+                    if p.signed {
+                        let (blk, off) = blocks[r];
+                        let bs = blk.as_ptr().add(260 + 2 * (off / SUB + sub)) as *const i16;
+                        let c = _mm256_set1_epi32(128 * bs.read_unaligned() as i32);
+                        d[r] = _mm256_sub_epi32(d[r], c);
+                    }
+                    s1[r] = _mm256_add_epi32(s1[r], _mm256_mullo_epi32(d[r], sc));
+                }
+            }
+        } else {
+            // The 32-element types (chunk = block = 32): signed weights, activations
+            // plus 128 as the unsigned operand, `128 · Σ q` off again.
+            let (mut d0, mut d1) = ([zero; R], [zero; R]);
+            let mut au = [zero; R];
+            for r in 0..R {
+                let x = _mm256_loadu_si256(aq[r] as *const __m256i);
+                au[r] = _mm256_xor_si256(x, _mm256_set1_epi8(-128));
+            }
+            for k in (0..32).step_by(8) {
+                let (w0, w1) = (group4(e0 + k), group4(e0 + k + 4));
+                let (i0, i1) = (
+                    _mm256_set1_epi32(k as i32 / 4),
+                    _mm256_set1_epi32(k as i32 / 4 + 1),
+                );
+                for r in 0..R {
+                    d0[r] = _mm256_dpbusd_epi32(d0[r], _mm256_permutevar8x32_epi32(au[r], i0), w0);
+                    d1[r] = _mm256_dpbusd_epi32(d1[r], _mm256_permutevar8x32_epi32(au[r], i1), w1);
+                }
+            }
+            let qsum = _mm256_loadu_si256(w.qsum.as_ptr().add(e0 / 32 * TILE) as *const __m256i);
+            for r in 0..R {
+                s1[r] = _mm256_sub_epi32(_mm256_add_epi32(d0[r], d1[r]), qsum);
+            }
+        }
+        let g = e0 / p.group * TILE;
+        let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
+        let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
+        for r in 0..R {
+            let (blk, off) = blocks[r];
+            let s2 = if p.has_min {
+                imin8(w, e0, blk.as_ptr().add(260 + 2 * (off / SUB)), p.chunk)
+            } else {
+                zero
+            };
+            let dy = match p.act {
+                Act::Q8_0 => f16_at(blk.as_ptr()),
+                Act::Q8K => p.act.d(blk),
+            };
+            let dy = F8(_mm256_set1_ps(dy));
+            chunk_step(p, s1[r], s2, d, dmin, dy, &mut sum[r], &mut summ[r]);
+        }
+    }
+    for r in 0..R {
+        _mm256_storeu_ps(acc[r].acc.as_mut_ptr(), sum[r].0);
+        _mm256_storeu_ps(acc[r].accm.as_mut_ptr(), summ[r].0);
+    }
+}
+
 /// [`tile`] for AVX2.
 ///
 /// # Safety

@@ -91,6 +91,13 @@ fn at_level(
     }
 }
 
+/// Whether the CPU has AVX-512 VNNI (which the AVX-512 level's integer kernels use
+/// where they can).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx512_vnni() -> bool {
+    avx512::has_vnni()
+}
+
 /// The kernel the type table uses: the best level's (or `GGML_SIMD`'s), else scalar.
 pub(crate) fn best(typ: GgmlType) -> Option<VecDotFn> {
     vec_dot_for(typ, crate::cpu::simd::kernels().level).or_else(|| scalar_kernel(typ))
