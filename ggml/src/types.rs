@@ -238,7 +238,7 @@ pub type VecDotFn = fn(n: usize, x: &[u8], y: &[u8]) -> f32;
 /// Weight rows in one [`GemmTileFn`] tile.
 pub const GEMM_TILE_M: usize = 4;
 /// Activation rows in one [`GemmTileFn`] tile.
-pub const GEMM_TILE_N: usize = 3;
+pub const GEMM_TILE_N: usize = 4;
 
 /// A register tile of a [`GemmDot`]: `out[i][j]` is `dot(n, x[i], y[j])`, bit for bit,
 /// for [`GEMM_TILE_M`] weight rows and [`GEMM_TILE_N`] activation rows, with each

@@ -185,10 +185,12 @@ fn forward_tiled<'a>(
         unsafe { *(dst.elem_ptr(ir0, i11, i12, i13) as *mut f32) = v };
     };
     let mut out = [[0f32; N]; M];
-    for iir1 in range1.clone().step_by(BLCK_1_TILED) {
-        let end1 = (iir1 + BLCK_1_TILED).min(range1.end);
-        for iir0 in range0.clone().step_by(BLCK_0) {
-            let end0 = (iir0 + BLCK_0).min(range0.end);
+    // Weight blocks outside: each block of weight rows is read from memory once and
+    // stays in L1 while every src1 row (from L2) runs through it.
+    for iir0 in range0.clone().step_by(BLCK_0) {
+        let end0 = (iir0 + BLCK_0).min(range0.end);
+        for iir1 in range1.clone().step_by(BLCK_1_TILED) {
+            let end1 = (iir1 + BLCK_1_TILED).min(range1.end);
             let mut ir1 = iir1;
             while ir1 + N <= end1 {
                 let ys: [&[u8]; N] = std::array::from_fn(|j| y(ir1 + j));
