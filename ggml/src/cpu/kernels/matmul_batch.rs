@@ -62,6 +62,11 @@ pub(super) fn forward<'a>(
         }
         acts.clear();
         acts.extend((ir1..end1).map(y));
+        let few = end1 - ir1 <= GEMV_ROWS;
+        let (fill, kernel) = match kernels.few {
+            Some(k) if few => k,
+            _ => (kernels.fill, kernels.tile),
+        };
 
         // The outputs of dst rows `iir0 .. end0` for every activation row of the segment.
         let store = |acc: &mut [Acc], iir0: usize, end0: usize| {
@@ -95,7 +100,7 @@ pub(super) fn forward<'a>(
                 // SAFETY: as above.
                 *row = unsafe { s0.row_bytes(r, i02, i03) };
             }
-            if end1 - ir1 <= GEMV_ROWS && end0 - iir0 == TILE {
+            if few && end0 - iir0 == TILE {
                 if let Some(gemv) = kernels.gemv {
                     let mut direct = true;
                     for (run, p) in &runs {
@@ -119,9 +124,9 @@ pub(super) fn forward<'a>(
                             .unwrap_or_default(),
                     );
                 }
-                (kernels.fill)(&mut tile, s0.typ, SLAB.min(n - k0), &rows[..end0 - iir0]);
+                fill(&mut tile, s0.typ, SLAB.min(n - k0), &rows[..end0 - iir0]);
                 for (run, p) in &runs {
-                    (kernels.tile)(p, &tile, k0, &acts[run.clone()], &mut acc[run.clone()]);
+                    kernel(p, &tile, k0, &acts[run.clone()], &mut acc[run.clone()]);
                 }
             }
             store(&mut acc, iir0, end0);

@@ -203,6 +203,10 @@ pub(crate) struct Kernels {
     pub tile: Kernel,
     /// The direct GEMV, where this level has one.
     pub gemv: Option<Gemv>,
+    /// A fill and tile kernel for segments of few activation rows, where they differ
+    /// from `fill` and `tile` (preparing a tile for the main ones costs more than it
+    /// saves on one or two rows).
+    pub few: Option<(Fill, Kernel)>,
 }
 
 fn fill_scalar(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
@@ -250,11 +254,11 @@ fn gemv_avx2(
     a: &[u8],
     acc: &mut Acc,
 ) -> bool {
-    if !matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL) {
+    if !matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::Q4_K) {
         return false;
     }
     assert!(
-        n.is_multiple_of(32)
+        n.is_multiple_of(typ.blck_size())
             && w.iter().all(|w| w.len() >= typ.row_size(n))
             && a.len() >= act_row_size(p.act, n),
         "batch gemv: rows do not match"
@@ -268,6 +272,7 @@ const SCALAR: Kernels = Kernels {
     fill: fill_scalar,
     tile: kernel_scalar,
     gemv: None,
+    few: None,
 };
 
 /// The batch code of SIMD level `level`; `None` when this CPU cannot run it (NEON
@@ -282,18 +287,21 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             fill: fill_avx2,
             tile: kernel_avx2,
             gemv: Some(gemv_avx2),
+            few: None,
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512 if crate::quants::dot::has_avx512_vnni() => Some(Kernels {
             fill: fill_vnni,
             tile: kernel_vnni,
             gemv: Some(gemv_avx2),
+            few: Some((fill_avx2, kernel_avx512)),
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512 => Some(Kernels {
             fill: fill_avx2,
             tile: kernel_avx512,
             gemv: Some(gemv_avx2),
+            few: None,
         }),
         _ => Some(SCALAR),
     }
@@ -364,13 +372,15 @@ mod tests {
             s ^= s << 17;
             (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
         };
-        for typ in [GgmlType::Q4_0, GgmlType::IQ4_NL] {
+        for typ in [GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_K] {
             let p = plan(typ, Path::RepackGemv).expect("repack plan");
-            for n in [32, 96, 1024, 1056] {
+            for n in [256, 768, 1024, 1280, 4864] {
                 let w: Vec<f32> = (0..TILE * n).map(|i| rand() * (1 + i % 7) as f32).collect();
                 let wq = crate::quants::quantize(typ, &w, n).expect("quantize weights");
                 let a: Vec<f32> = (0..n).map(|_| rand() * 3.0).collect();
-                let aq = crate::quants::quantize(GgmlType::Q8_0, &a, n).expect("quantize act");
+                let vdt = typ.traits().vec_dot_type;
+                let mut aq = vec![0u8; vdt.row_size(n)];
+                (vdt.traits().from_float.expect("activation quantizer"))(&a, &mut aq);
                 let rows: [&[u8]; TILE] =
                     std::array::from_fn(|i| &wq[i * typ.row_size(n)..][..typ.row_size(n)]);
                 let mut want = Unpacked::default();

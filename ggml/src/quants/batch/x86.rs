@@ -560,11 +560,109 @@ unsafe fn gemv_nibbles(
     _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
 }
 
-/// [`super::Gemv`] with AVX2 (also built for the AVX-512 level): the 32-element types
-/// go to [`gemv_nibbles`]; `false` for the others.
+/// The repack GEMV of Q4_K straight from the blocks of 8 weight rows against one Q8_K
+/// activation row: per super-block, each row's `Σ sc · (q · a)` over its eight
+/// 32-element sub-blocks and `Σ m · bsum`, exact in `i32`, then the repack chain
+/// ([`chunk_step`] with a 256-element chunk), as [`tile_with`] computes them from an
+/// unpacked tile.
 ///
 /// # Safety
-/// As [`gemv_nibbles`] for the types it takes; the CPU has AVX2, FMA and F16C.
+/// Every row of `rows` holds `n / 256` Q4_K blocks, `a` the `n / 256` Q8_K blocks of
+/// the activation row; AVX2, FMA and F16C enabled in the caller.
+#[inline(always)]
+unsafe fn gemv_q4k(
+    p: &Plan,
+    n: usize,
+    rows: &[&[u8]; TILE],
+    next: &[&[u8]; TILE],
+    a: &[u8],
+    st: &mut Acc,
+) {
+    use std::mem::offset_of;
+    const W: usize = std::mem::size_of::<BlockQ4K>();
+    const A: usize = 292;
+    let (o_scales, o_qs) = (offset_of!(BlockQ4K, scales), offset_of!(BlockQ4K, qs));
+    let m4 = _mm256_set1_epi8(0xF);
+    let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
+    let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
+    let r = rows.map(|r| r.as_ptr());
+    let rn = next.map(|r| r.as_ptr());
+    for b in 0..n / QK_K {
+        let ablk = a.as_ptr().add(A * b);
+        let y: [__m256i; 8] = std::array::from_fn(|j| ld(ablk.add(4 + 32 * j)));
+        let bs = ablk.add(260) as *const i16;
+        // Σ of each 32 activations, for the mins.
+        let bsum32: [i32; 8] = std::array::from_fn(|j| {
+            bs.add(2 * j).read_unaligned() as i32 + bs.add(2 * j + 1).read_unaligned() as i32
+        });
+        let mut v = [_mm256_setzero_si256(); TILE];
+        let mut s2 = [0i32; TILE];
+        for i in 0..TILE {
+            let blk = r[i].add(W * b);
+            // The next tile's rows, a cache line per row and block (144 bytes).
+            _mm_prefetch::<_MM_HINT_T0>(rn[i].wrapping_add(W * b) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(rn[i].wrapping_add(W * b + 64) as *const i8);
+            let scales = &*(blk.add(o_scales) as *const [u8; K_SCALE_SIZE]);
+            let mut acc = _mm256_setzero_si256();
+            for c in 0..4 {
+                let x = ld(blk.add(o_qs + 32 * c));
+                let (lo, hi) = (
+                    _mm256_and_si256(x, m4),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
+                );
+                let (sc_lo, m_lo) = get_scale_min_k4(2 * c, scales);
+                let (sc_hi, m_hi) = get_scale_min_k4(2 * c + 1, scales);
+                let p_lo = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(lo, y[2 * c]),
+                    _mm256_set1_epi16(sc_lo as i16),
+                );
+                let p_hi = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(hi, y[2 * c + 1]),
+                    _mm256_set1_epi16(sc_hi as i16),
+                );
+                acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
+                s2[i] += m_lo as i32 * bsum32[2 * c] + m_hi as i32 * bsum32[2 * c + 1];
+            }
+            v[i] = acc;
+        }
+        let s1 = reduce8(&v);
+        let s2 = _mm256_loadu_si256(s2.as_ptr() as *const __m256i);
+        let dh = |i: usize, o: usize| (r[i].add(W * b + o) as *const i16).read_unaligned();
+        let d = _mm_setr_epi16(
+            dh(0, 0),
+            dh(1, 0),
+            dh(2, 0),
+            dh(3, 0),
+            dh(4, 0),
+            dh(5, 0),
+            dh(6, 0),
+            dh(7, 0),
+        );
+        let dmin = _mm_setr_epi16(
+            dh(0, 2),
+            dh(1, 2),
+            dh(2, 2),
+            dh(3, 2),
+            dh(4, 2),
+            dh(5, 2),
+            dh(6, 2),
+            dh(7, 2),
+        );
+        let (d, dmin) = (F8(_mm256_cvtph_ps(d)), F8(_mm256_cvtph_ps(dmin)));
+        let dy = F8(_mm256_set1_ps(f32::from_le_bytes(
+            *(ablk as *const [u8; 4]),
+        )));
+        chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
+    }
+    _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
+    _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
+}
+
+/// [`super::Gemv`] with AVX2 (also built for the AVX-512 level): the 32-element types
+/// go to [`gemv_nibbles`], Q4_K to [`gemv_q4k`]; `false` for the others.
+///
+/// # Safety
+/// As those functions for the types they take; the CPU has AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn gemv_avx2(
     p: &Plan,
@@ -577,6 +675,7 @@ pub(super) unsafe fn gemv_avx2(
 ) -> bool {
     match typ {
         GgmlType::Q4_0 => gemv_nibbles(p, None, n, rows, next, a, acc),
+        GgmlType::Q4_K => gemv_q4k(p, n, rows, next, a, acc),
         GgmlType::IQ4_NL => {
             let lut = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
             gemv_nibbles(p, Some(_mm256_set_m128i(lut, lut)), n, rows, next, a, acc)
