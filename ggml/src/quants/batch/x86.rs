@@ -560,6 +560,24 @@ unsafe fn gemv_nibbles(
     _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
 }
 
+/// The 8 scales and 8 mins of a Q4_K block (its 12 `scales` bytes at `p`), as bytes:
+/// `get_scale_min_k4` for all 8 sub-blocks at once, with ggml's 32-bit masks.
+///
+/// # Safety
+/// `p` readable for 12 bytes; SSE4.1 enabled in the caller.
+#[inline(always)]
+unsafe fn k4_scales_mins(p: *const u8) -> (__m128i, __m128i) {
+    const KMASK1: u32 = 0x3f3f_3f3f;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    const KMASK3: u32 = 0x0303_0303;
+    let u = |k: usize| (p.add(4 * k) as *const u32).read_unaligned();
+    let (u0, u1, u2) = (u(0), u(1), u(2));
+    let sc = (u0 & KMASK1) as u64 | (((u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4)) as u64) << 32;
+    let m =
+        (u1 & KMASK1) as u64 | ((((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4)) as u64) << 32;
+    (_mm_cvtsi64_si128(sc as i64), _mm_cvtsi64_si128(m as i64))
+}
+
 /// The repack GEMV of Q4_K straight from the blocks of 8 weight rows against one Q8_K
 /// activation row: per super-block, each row's `Σ sc · (q · a)` over its eight
 /// 32-element sub-blocks and `Σ m · bsum`, exact in `i32`, then the repack chain
@@ -590,19 +608,21 @@ unsafe fn gemv_q4k(
     for b in 0..n / QK_K {
         let ablk = a.as_ptr().add(A * b);
         let y: [__m256i; 8] = std::array::from_fn(|j| ld(ablk.add(4 + 32 * j)));
-        let bs = ablk.add(260) as *const i16;
-        // Σ of each 32 activations, for the mins.
-        let bsum32: [i32; 8] = std::array::from_fn(|j| {
-            bs.add(2 * j).read_unaligned() as i32 + bs.add(2 * j + 1).read_unaligned() as i32
-        });
+        // Σ of each 32 activations (pairs of bsums, which fit i16), for the mins.
+        let bs = ld(ablk.add(260));
+        let bs = _mm256_permute4x64_epi64::<0b1000>(_mm256_hadd_epi16(bs, bs));
+        let bsum32 = _mm256_castsi256_si128(bs);
         let mut v = [_mm256_setzero_si256(); TILE];
-        let mut s2 = [0i32; TILE];
+        let mut vm = [_mm_setzero_si128(); TILE];
         for i in 0..TILE {
             let blk = r[i].add(W * b);
-            // The next tile's rows, a cache line per row and block (144 bytes).
-            _mm_prefetch::<_MM_HINT_T0>(rn[i].wrapping_add(W * b) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(rn[i].wrapping_add(W * b + 64) as *const i8);
-            let scales = &*(blk.add(o_scales) as *const [u8; K_SCALE_SIZE]);
+            // The next tile's rows: every cache line the block's 144 bytes touch.
+            for off in [0, 64, 128, W - 1] {
+                _mm_prefetch::<_MM_HINT_T0>(rn[i].wrapping_add(W * b + off) as *const i8);
+            }
+            let (sc, m) = k4_scales_mins(blk.add(o_scales));
+            let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc));
+            vm[i] = _mm_madd_epi16(_mm_cvtepu8_epi16(m), bsum32);
             let mut acc = _mm256_setzero_si256();
             for c in 0..4 {
                 let x = ld(blk.add(o_qs + 32 * c));
@@ -610,23 +630,24 @@ unsafe fn gemv_q4k(
                     _mm256_and_si256(x, m4),
                     _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
                 );
-                let (sc_lo, m_lo) = get_scale_min_k4(2 * c, scales);
-                let (sc_hi, m_hi) = get_scale_min_k4(2 * c + 1, scales);
-                let p_lo = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(lo, y[2 * c]),
-                    _mm256_set1_epi16(sc_lo as i16),
+                let sc_lo =
+                    _mm256_shuffle_epi8(sc, _mm256_set1_epi16(0x0100 + 0x0202 * 2 * c as i16));
+                let sc_hi = _mm256_shuffle_epi8(
+                    sc,
+                    _mm256_set1_epi16(0x0100 + 0x0202 * (2 * c + 1) as i16),
                 );
-                let p_hi = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(hi, y[2 * c + 1]),
-                    _mm256_set1_epi16(sc_hi as i16),
-                );
+                let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y[2 * c]), sc_lo);
+                let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y[2 * c + 1]), sc_hi);
                 acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
-                s2[i] += m_lo as i32 * bsum32[2 * c] + m_hi as i32 * bsum32[2 * c + 1];
             }
             v[i] = acc;
         }
+        // Each row's 4 partial min sums, added up: rows 0-3 then 4-7.
+        let h = |a: __m128i, b: __m128i, c: __m128i, d: __m128i| {
+            _mm_hadd_epi32(_mm_hadd_epi32(a, b), _mm_hadd_epi32(c, d))
+        };
+        let s2 = _mm256_set_m128i(h(vm[4], vm[5], vm[6], vm[7]), h(vm[0], vm[1], vm[2], vm[3]));
         let s1 = reduce8(&v);
-        let s2 = _mm256_loadu_si256(s2.as_ptr() as *const __m256i);
         let dh = |i: usize, o: usize| (r[i].add(W * b + o) as *const i16).read_unaligned();
         let d = _mm_setr_epi16(
             dh(0, 0),
