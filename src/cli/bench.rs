@@ -103,6 +103,9 @@ pub struct Params {
     pub details: bool,
     /// Buffer size for the memcpy bandwidth measurement in MiB (`--membw-mib`, 0: skip).
     pub membw_mib: usize,
+    /// Exact Self-Extend in every test (`--self-extend G,W`, not in llama.cpp's tool):
+    /// the cost of the bi-level attention against the same tests without it.
+    pub self_extend: Option<llama::graph::self_extend::SelfExtendParams>,
 }
 
 impl Default for Params {
@@ -129,6 +132,7 @@ impl Default for Params {
             profile: false,
             details: true,
             membw_mib: 256,
+            self_extend: None,
         }
     }
 }
@@ -338,6 +342,15 @@ fn options() -> Vec<Opt<Params>> {
                     return Err("thread counts must be > 0".into());
                 }
                 p.n_threads.extend(t);
+                Ok(())
+            },
+        },
+        Opt {
+            names: &["--self-extend"],
+            value: Some("G,W"),
+            help: "exact Self-Extend (bi-level attention, flash attention off) in every test: group size G, neighbour window W",
+            apply: |p, v| {
+                p.self_extend = Some(super::common::parse_self_extend(v)?);
                 Ok(())
             },
         },
@@ -1322,7 +1335,8 @@ fn run_test(
         n_threads: inst.n_threads,
         type_k: inst.type_k,
         type_v: inst.type_v,
-        flash_attn: inst.flash_attn != FlashAttn::Off,
+        flash_attn: inst.flash_attn != FlashAttn::Off && p.self_extend.is_none(),
+        self_extend: p.self_extend,
         ..Default::default()
     };
     let mut ctx = LlamaContext::new(Arc::clone(model), &cp).map_err(|e| {
@@ -1399,6 +1413,13 @@ pub fn run(
     }
     let insts = instances(p);
     let io = |e: std::io::Error| e.to_string();
+    if let Some(se) = p.self_extend {
+        let _ = writeln!(
+            log,
+            "llama-bench: exact Self-Extend in every test: group {}, window {} (flash attention off)",
+            se.group, se.window
+        );
+    }
     let membw = (p.details && p.membw_mib > 0).then(|| {
         let threads = p.n_threads.iter().copied().max().unwrap_or(1);
         measure_bandwidth(p.membw_mib << 20, threads, 5)
@@ -1483,6 +1504,17 @@ mod tests {
         assert!(parse_int_range("1,,2").is_err());
         assert!(parse_int_range("0-4*0").is_err());
         assert!(parse_int_range("-1").is_err());
+    }
+
+    #[test]
+    fn self_extend_flag_is_checked() {
+        let p = parse_args(&args(&["-m", "a.gguf", "--self-extend", "4,128"]))
+            .unwrap()
+            .expect("params, not help");
+        let se = p.self_extend.expect("self-extend set");
+        assert_eq!((se.group, se.window), (4, 128));
+        assert!(parse_args(&args(&["-m", "a.gguf", "--self-extend", "4"])).is_err());
+        assert!(parse_args(&args(&["-m", "a.gguf", "--self-extend", "0,128"])).is_err());
     }
 
     #[test]

@@ -259,12 +259,8 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
             value: Some("G,W"),
             help: "exact Self-Extend (the paper's bi-level attention): group size G, neighbour window W; instead of --grp-attn-n/-w, which follow llama.cpp's KV-shift form",
             apply: |p, v| {
-                let (g, w) = v
-                    .split_once(',')
-                    .ok_or_else(|| format!("expected G,W (two numbers), got '{v}'"))?;
-                let (g, w): (u32, u32) = (num(g)?, num(w)?);
-                llama::graph::self_extend::SelfExtendParams::new(g, w).map_err(|e| e.to_string())?;
-                p.as_mut().self_extend = Some((g, w));
+                let se = parse_self_extend(v)?;
+                p.as_mut().self_extend = Some((se.group, se.window));
                 Ok(())
             },
         },
@@ -555,4 +551,16 @@ pub fn print_timings(
         ms(start.elapsed()),
         perf.n_prompt + perf.n_eval
     );
+}
+
+/// The value of `--self-extend G,W`: group size and neighbour window, checked.
+/// `Err` with a message for anything but two valid numbers.
+pub(crate) fn parse_self_extend(
+    v: &str,
+) -> Result<llama::graph::self_extend::SelfExtendParams, String> {
+    let (g, w) = v
+        .split_once(',')
+        .ok_or_else(|| format!("expected G,W (two numbers), got '{v}'"))?;
+    let (g, w): (u32, u32) = (num(g)?, num(w)?);
+    llama::graph::self_extend::SelfExtendParams::new(g, w).map_err(|e| e.to_string())
 }
