@@ -275,6 +275,30 @@ impl KvCache {
         Ok(())
     }
 
+    /// Runs `free` on every cell of stream `st` (`true`: it emptied the cell) and
+    /// returns the first cell it emptied.
+    fn first_freed(
+        &mut self,
+        st: usize,
+        mut free: impl FnMut(&mut KvCells, u32) -> bool,
+    ) -> Option<u32> {
+        let cells = &mut self.cells[st];
+        let mut first = None;
+        for i in 0..cells.size() {
+            if free(cells, i) && first.is_none() {
+                first = Some(i);
+            }
+        }
+        first
+    }
+
+    /// Moves the slot search of stream `st` back to the freed cell `freed`, if earlier.
+    fn lower_head(&mut self, st: usize, freed: Option<u32>) {
+        if let Some(i) = freed {
+            self.heads[st] = self.heads[st].min(i);
+        }
+    }
+
     /// Removes the cells of `seq_id` (every sequence when `None`) with positions in
     /// `[p0, p1)`; negative bounds mean open ends.
     pub fn seq_rm(&mut self, seq_id: Option<SeqId>, p0: Pos, p1: Pos) -> Result<()> {
@@ -283,36 +307,21 @@ impl KvCache {
             Some(s) => {
                 self.check_seq(s)?;
                 let st = self.stream_of(s) as usize;
-                let cells = &mut self.cells[st];
-                let mut new_head = cells.size();
-                for i in 0..cells.size() {
-                    if cells.pos_in(i, p0, p1)
-                        && cells.seq_has(i, s)
-                        && cells.seq_rm(i, s)
-                        && new_head == cells.size()
-                    {
-                        new_head = i;
-                    }
-                }
-                if new_head != cells.size() && new_head < self.heads[st] {
-                    self.heads[st] = new_head;
-                }
+                let freed = self.first_freed(st, |cells, i| {
+                    cells.pos_in(i, p0, p1) && cells.seq_has(i, s) && cells.seq_rm(i, s)
+                });
+                self.lower_head(st, freed);
             }
             None => {
                 for st in 0..self.n_stream as usize {
-                    let cells = &mut self.cells[st];
-                    let mut new_head = cells.size();
-                    for i in 0..cells.size() {
-                        if !cells.is_empty(i) && cells.pos_in(i, p0, p1) {
+                    let freed = self.first_freed(st, |cells, i| {
+                        let hit = !cells.is_empty(i) && cells.pos_in(i, p0, p1);
+                        if hit {
                             cells.rm(i);
-                            if new_head == cells.size() {
-                                new_head = i;
-                            }
                         }
-                    }
-                    if new_head != cells.size() && new_head < self.heads[st] {
-                        self.heads[st] = new_head;
-                    }
+                        hit
+                    });
+                    self.lower_head(st, freed);
                 }
             }
         }
@@ -382,16 +391,8 @@ impl KvCache {
     pub fn seq_keep(&mut self, seq_id: SeqId) -> Result<()> {
         self.check_seq(seq_id)?;
         let st = self.stream_of(seq_id) as usize;
-        let cells = &mut self.cells[st];
-        let mut new_head = cells.size();
-        for i in 0..cells.size() {
-            if cells.seq_keep(i, seq_id) && new_head == cells.size() {
-                new_head = i;
-            }
-        }
-        if new_head != cells.size() && new_head < self.heads[st] {
-            self.heads[st] = new_head;
-        }
+        let freed = self.first_freed(st, |cells, i| cells.seq_keep(i, seq_id));
+        self.lower_head(st, freed);
         Ok(())
     }
 
@@ -407,22 +408,11 @@ impl KvCache {
             return Ok(());
         }
         let st = self.stream_of(seq_id) as usize;
-        let cells = &mut self.cells[st];
-        let mut new_head = cells.size();
-        for i in 0..cells.size() {
-            if cells.pos_in(i, p0, p1)
-                && cells.seq_has(i, seq_id)
-                && cells.pos_add(i, shift)
-                && new_head == cells.size()
-            {
-                new_head = i;
-            }
-        }
-        self.heads[st] = if new_head != cells.size() {
-            new_head
-        } else {
-            0
-        };
+        let freed = self.first_freed(st, |cells, i| {
+            cells.pos_in(i, p0, p1) && cells.seq_has(i, seq_id) && cells.pos_add(i, shift)
+        });
+        // As llama.cpp: the search restarts at the first freed cell, else at 0.
+        self.heads[st] = freed.unwrap_or(0);
         Ok(())
     }
 
