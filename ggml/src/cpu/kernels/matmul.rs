@@ -17,18 +17,18 @@ fn needs_conversion(s0: &TView, s1: &TView) -> bool {
     s1.typ != vec_dot_type(s0) || !s1.dense_rows()
 }
 
-/// The GEMM-order dot product when ggml would take its llamafile path for this node:
+/// The GEMM-order kernels when ggml would take its llamafile path for this node:
 /// two or more `src1` rows, rows a multiple of the kernel width, `src0` rows a multiple
 /// of 4 (float tinyBLAS; the quantized one takes any count), and `src1` either
 /// converted to `vec_dot_type` or already contiguous in it.
-pub(super) fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::VecDotFn> {
+pub(super) fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::GemmDot> {
     let g = s0.typ.traits().gemm_dot?;
     let converted = s1.typ != vec_dot_type(s0);
     let ok = s1.ne[1] >= 2
         && s0.ne[0].is_multiple_of(g.kn)
         && (s0.ne[1].is_multiple_of(4) || s0.typ.is_quantized())
         && (converted || s1.is_contiguous());
-    ok.then_some(g.dot)
+    ok.then_some(g)
 }
 
 /// This thread's ranges of src0 rows and src1 rows: the larger of the two counts is
@@ -70,11 +70,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         });
         return;
     };
-    let gemm = s0
-        .typ
-        .traits()
-        .gemm_dot
-        .filter(|_| gemm_dot(s0, s1).is_some());
+    let gemm = gemm_dot(s0, s1);
     let vec_dot = gemm.map_or(vec_dot, |g| g.dot);
     let ne00 = s0.ne[0];
     let convert = needs_conversion(s0, s1);

@@ -18,6 +18,11 @@ mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+/// How far ahead of the current position the row dot products fetch the weight row
+/// they walk (and, across its end, the next rows): during generation each call walks
+/// one row, and the hardware prefetcher restarts at every call.
+pub(crate) const ROW_PREFETCH_BYTES: usize = 2048;
+
 /// An instruction-set level of the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SimdLevel {

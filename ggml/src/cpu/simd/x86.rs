@@ -492,9 +492,6 @@ macro_rules! vec_order_avx2 {
     };
 }
 
-/// How far ahead of the current position the row dot products fetch their first row.
-const PREFETCH_BYTES: usize = 2048;
-
 macro_rules! vec_order_avx512 {
     ($name:ident, $t:ty, $load:ident, $tail:expr) => {
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
@@ -507,7 +504,7 @@ macro_rules! vec_order_avx512 {
             // `x` is a weight row during generation, and the next rows follow it: fetch
             // ahead across the row's end, which the hardware prefetcher, restarted by
             // every call, does not (a prefetch never faults, so any address does).
-            let ahead = PREFETCH_BYTES / std::mem::size_of::<$t>();
+            let ahead = super::ROW_PREFETCH_BYTES / std::mem::size_of::<$t>();
             while i < np {
                 for k in (0..64 * std::mem::size_of::<$t>()).step_by(64) {
                     let p = (xp.wrapping_add(i + ahead) as *const u8).wrapping_add(k);

@@ -107,10 +107,15 @@ fn has_signed_values(typ: GgmlType) -> bool {
     !matches!(typ, GgmlType::Q2_K | GgmlType::Q4_K | GgmlType::Q5_K)
 }
 
+/// Whether `typ` has scales below the block's `d` (all but the 32-element types).
+fn has_scales(typ: GgmlType) -> bool {
+    !matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL)
+}
+
 /// The chunking and float chain of `path` for weights of `typ`.
 pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
     use GgmlType as T;
-    let legacy = matches!(typ, T::Q4_0 | T::IQ4_NL);
+    let legacy = !has_scales(typ);
     let ok = match path {
         Path::Tiled => tiles(typ),
         Path::RepackGemm | Path::RepackGemv => repacks(typ, 0),
@@ -240,8 +245,7 @@ fn kernel_vnni(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) 
 #[cfg(target_arch = "x86_64")]
 fn fill_vnni(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
     fill_avx2(u, typ, n, rows);
-    let scaled = !matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL);
-    u.interleave(scaled, has_signed_values(typ));
+    u.interleave(has_scales(typ), has_signed_values(typ));
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -254,17 +258,15 @@ fn gemv_avx2(
     a: &[u8],
     acc: &mut Acc,
 ) -> bool {
-    if !matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::Q4_K) {
-        return false;
-    }
     assert!(
         n.is_multiple_of(typ.blck_size())
             && w.iter().all(|w| w.len() >= typ.row_size(n))
             && a.len() >= act_row_size(p.act, n),
         "batch gemv: rows do not match"
     );
-    // SAFETY: the rows were checked to hold `n` elements; only handed out by
-    // `kernels_for` after AVX2, FMA and F16C were detected.
+    // SAFETY: the rows were checked to hold `n` elements (and it declines the types it
+    // does not take); only handed out by `kernels_for` after AVX2, FMA and F16C were
+    // detected.
     unsafe { x86::gemv_avx2(p, typ, n, w, next, a, acc) }
 }
 

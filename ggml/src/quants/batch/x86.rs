@@ -189,16 +189,12 @@ pub(super) unsafe fn tile_vnni(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], a
     // Activation rows R at a time: R independent `vpdpbusd` chains (two per row for
     // the 32-element chunks) keep the unit busy while each waits on its latency.
     const R: usize = 4;
-    let mut a4 = a.chunks_exact(R);
-    let mut acc4 = acc.chunks_exact_mut(R);
-    for (a, acc) in (&mut a4).zip(&mut acc4) {
-        let (a, acc): (&[&[u8]; R], &mut [Acc; R]) = (
-            a.try_into().unwrap_or_else(|_| unreachable!()),
-            acc.try_into().unwrap_or_else(|_| unreachable!()),
-        );
+    let (a4, a_rest) = a.as_chunks::<R>();
+    let (acc4, acc_rest) = acc.as_chunks_mut::<R>();
+    for (a, acc) in a4.iter().zip(acc4) {
         tile_vnni_rows::<R>(p, w, k0, a, acc);
     }
-    for (a, acc) in a4.remainder().iter().zip(acc4.into_remainder()) {
+    for (a, acc) in a_rest.iter().zip(acc_rest) {
         tile_vnni_rows::<1>(p, w, k0, &[*a], std::array::from_mut(acc));
     }
 }
@@ -482,6 +478,26 @@ pub(super) unsafe fn fill_avx2(u: &mut Unpacked, typ: GgmlType, n: usize, rows: 
     u.fill_with::<Avx2Values>(typ, n, rows)
 }
 
+/// The f16 at byte `off` of each of the 8 rows `r`, as 8 f32 lanes (the rows' block
+/// scales side by side).
+///
+/// # Safety
+/// Each row readable for `off + 2` bytes; AVX2 and F16C enabled in the caller.
+#[inline(always)]
+unsafe fn f16x8_at(r: &[*const u8; TILE], off: usize) -> F8 {
+    let h = |i: usize| (r[i].add(off) as *const i16).read_unaligned();
+    F8(_mm256_cvtph_ps(_mm_setr_epi16(
+        h(0),
+        h(1),
+        h(2),
+        h(3),
+        h(4),
+        h(5),
+        h(6),
+        h(7),
+    )))
+}
+
 /// The repack GEMV of the 32-element types (Q4_0, IQ4_NL) straight from the blocks of
 /// 8 weight rows: [`tile_with`]'s integer sums and float chain for one activation row,
 /// without unpacking the rows first (a generation step uses each tile once, so the
@@ -551,9 +567,7 @@ unsafe fn gemv_nibbles(
             let ba = _mm256_add_epi32(ba, _mm256_permute2x128_si256::<0x01>(ba, ba));
             s1 = _mm256_sub_epi32(s1, ba);
         }
-        let dh = |i: usize| (r[i].add(W * b) as *const i16).read_unaligned();
-        let d = _mm_setr_epi16(dh(0), dh(1), dh(2), dh(3), dh(4), dh(5), dh(6), dh(7));
-        let d = F8(_mm256_cvtph_ps(d));
+        let d = f16x8_at(&r, W * b);
         let dy = F8(_mm256_set1_ps(f16_at(ablk)));
         chunk_step(p, s1, s1, d, d, dy, &mut sum, &mut unused);
     }
@@ -648,28 +662,7 @@ unsafe fn gemv_q4k(
         };
         let s2 = _mm256_set_m128i(h(vm[4], vm[5], vm[6], vm[7]), h(vm[0], vm[1], vm[2], vm[3]));
         let s1 = reduce8(&v);
-        let dh = |i: usize, o: usize| (r[i].add(W * b + o) as *const i16).read_unaligned();
-        let d = _mm_setr_epi16(
-            dh(0, 0),
-            dh(1, 0),
-            dh(2, 0),
-            dh(3, 0),
-            dh(4, 0),
-            dh(5, 0),
-            dh(6, 0),
-            dh(7, 0),
-        );
-        let dmin = _mm_setr_epi16(
-            dh(0, 2),
-            dh(1, 2),
-            dh(2, 2),
-            dh(3, 2),
-            dh(4, 2),
-            dh(5, 2),
-            dh(6, 2),
-            dh(7, 2),
-        );
-        let (d, dmin) = (F8(_mm256_cvtph_ps(d)), F8(_mm256_cvtph_ps(dmin)));
+        let (d, dmin) = (f16x8_at(&r, W * b), f16x8_at(&r, W * b + 2));
         let dy = F8(_mm256_set1_ps(f32::from_le_bytes(
             *(ablk as *const [u8; 4]),
         )));

@@ -11,6 +11,7 @@ use std::arch::x86_64::*;
 use std::mem::offset_of;
 
 use super::x86::*;
+use crate::cpu::simd::ROW_PREFETCH_BYTES;
 use crate::quants::blocks::*;
 use crate::types::{GgmlType, VecDotFn};
 
@@ -302,7 +303,7 @@ pub(super) unsafe fn gemm_tile_kernel<const VNNI: bool>(
     })
 }
 
-/// Fetches, [`PREFETCH_BYTES`] ahead, the cache lines that begin inside the block of
+/// Fetches, [`ROW_PREFETCH_BYTES`] ahead, the cache lines that begin inside the block of
 /// `size` bytes at `xb`: `x` is a weight row during generation and the next rows follow
 /// it, which the hardware prefetcher, restarted by every call, does not run ahead into.
 /// A prefetch never faults, so any address does.
@@ -313,12 +314,9 @@ pub(super) unsafe fn gemm_tile_kernel<const VNNI: bool>(
 unsafe fn prefetch_ahead(xb: *const u8, size: usize) {
     let first = (64 - xb as usize % 64) % 64;
     for off in (first..size).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(xb.wrapping_add(PREFETCH_BYTES + off) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(xb.wrapping_add(ROW_PREFETCH_BYTES + off) as *const i8);
     }
 }
-
-/// How far ahead of the current block the row dot products fetch the weight row.
-const PREFETCH_BYTES: usize = 2048;
 
 /// `ggml_vec_dot_q4_1_q8_1` and `ggml_vec_dot_q5_1_q8_1`.
 ///

@@ -68,12 +68,12 @@ pub fn vec_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
 /// One family's kernel of `typ` at `level`: `scalar`'s, or on x86 `x86(typ, vnni)`'s
 /// (`vnni`: the AVX-512 level on a CPU with AVX-512 VNNI, else the AVX2 kernels).
 /// `None` when this CPU cannot run `level` or the level has no kernels (NEON).
-fn at_level(
+fn at_level<K>(
     typ: GgmlType,
     level: SimdLevel,
-    scalar: fn(GgmlType) -> Option<VecDotFn>,
-    #[cfg(target_arch = "x86_64")] x86: impl Fn(GgmlType, bool) -> Option<VecDotFn>,
-) -> Option<VecDotFn> {
+    scalar: fn(GgmlType) -> Option<K>,
+    #[cfg(target_arch = "x86_64")] x86: impl Fn(GgmlType, bool) -> Option<K>,
+) -> Option<K> {
     if !level.is_available() {
         return None;
     }
@@ -142,20 +142,22 @@ pub fn gemm_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
 /// bits per output. `None` where the level has no tile kernel for `typ` (the scalar
 /// level has none: `mul_mat` then calls the dot product per output).
 pub fn gemm_tile_for(typ: GgmlType, level: SimdLevel) -> Option<crate::types::GemmTileFn> {
-    if !level.is_available() {
-        return None;
-    }
-    match level {
-        // SAFETY: `is_available` checked AVX2, FMA and F16C (and AVX-512 F/BW/VL for
-        // the AVX-512 level, whose VNNI `has_vnni` checks).
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `at_level` calls this only for a level whose features it checked.
+    let x86 = |typ, vnni| unsafe {
+        if vnni {
+            avx2::gemm_tile_kernel::<true>(typ)
+        } else {
+            avx2::gemm_tile_kernel::<false>(typ)
+        }
+    };
+    at_level(
+        typ,
+        level,
+        |_| None,
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => unsafe { avx2::gemm_tile_kernel::<false>(typ) },
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 if avx512::has_vnni() => unsafe { avx2::gemm_tile_kernel::<true>(typ) },
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => unsafe { avx2::gemm_tile_kernel::<false>(typ) },
-        _ => None,
-    }
+        x86,
+    )
 }
 
 /// The tile kernel the type table uses, at the level of [`best_gemm`].
