@@ -227,17 +227,6 @@ fn fa_int(fa: FlashAttn) -> i32 {
     }
 }
 
-fn cache_type_value(v: &str) -> Result<GgmlType, String> {
-    match GgmlType::from_name(v) {
-        Some(
-            t @ (GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::Q4_0),
-        ) => Ok(t),
-        _ => Err(format!(
-            "unsupported cache type '{v}' (f32, f16, bf16, q8_0, q4_0)"
-        )),
-    }
-}
-
 fn list<T>(v: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
     v.split(',').map(f).collect()
 }
@@ -319,7 +308,7 @@ fn options() -> Vec<Opt<Params>> {
             value: Some("T"),
             help: "K cache types (default: f16)",
             apply: |p, v| {
-                p.type_k.extend(list(v, cache_type_value)?);
+                p.type_k.extend(list(v, super::common::cache_type)?);
                 Ok(())
             },
         },
@@ -328,7 +317,7 @@ fn options() -> Vec<Opt<Params>> {
             value: Some("T"),
             help: "V cache types (default: f16)",
             apply: |p, v| {
-                p.type_v.extend(list(v, cache_type_value)?);
+                p.type_v.extend(list(v, super::common::cache_type)?);
                 Ok(())
             },
         },

@@ -119,7 +119,8 @@ impl Default for CommonParams {
     }
 }
 
-fn cache_type(v: &str) -> Result<GgmlType, String> {
+/// A KV cache type name (`-ctk`, `-ctv`): one of the types the cache supports.
+pub(crate) fn cache_type(v: &str) -> Result<GgmlType, String> {
     match GgmlType::from_name(v) {
         Some(
             t @ (GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::Q4_0),
