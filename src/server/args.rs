@@ -1,0 +1,296 @@
+//! The server's command line: llama.cpp's shared flags (`-m -c -b -ub -t -ctk -ctv -fa
+//! --keep --context-shift --grp-attn-n/-w --self-extend` and the sampling defaults) from
+//! [`crate::cli::common`], plus the server's own (`--host --port -np --api-key
+//! --cache-reuse --slot-save-path --chat-template ...`) with llama.cpp's defaults.
+
+use std::path::PathBuf;
+
+use crate::cli::args::{num, parse_params, Opt};
+use crate::cli::common::{common_opts, CommonParams};
+
+/// Everything `llama-server` is started with.
+#[derive(Clone, Debug)]
+pub struct ServerParams {
+    /// Model, context, sampling defaults and the context-window flags.
+    pub common: CommonParams,
+    /// Address to listen on (`--host`, default 127.0.0.1).
+    pub host: String,
+    /// Port (`--port`, default 8080; 0 picks a free one).
+    pub port: u16,
+    /// Slots (`-np`; -1 = auto: 4 slots sharing the whole context, as llama.cpp).
+    pub n_parallel: i32,
+    /// Whether every slot may use the whole KV cache (`-kvu`); default: only for `-np auto`.
+    pub kv_unified: Option<bool>,
+    /// Built-in template name or Jinja source (`--chat-template`).
+    pub chat_template: Option<String>,
+    /// A file holding the template (`--chat-template-file`).
+    pub chat_template_file: Option<String>,
+    /// Render templates with Jinja (`--jinja`, default on as in llama.cpp).
+    pub jinja: bool,
+    /// Prompt caching default for requests (`--cache-prompt` / `--no-cache-prompt`).
+    pub cache_prompt: bool,
+    /// Smallest chunk reused from the cache by shifting (`--cache-reuse`, 0 = off).
+    pub n_cache_reuse: usize,
+    /// Folder for `POST /slots/{id}?action=save|restore` (`--slot-save-path`).
+    pub slot_save_path: Option<PathBuf>,
+    /// Accepted API keys (`--api-key`, comma-separated; empty = no check).
+    pub api_keys: Vec<String>,
+    /// Read/write timeout in seconds (`-to`, default 3600).
+    pub timeout: u64,
+    /// Least prompt similarity for picking a slot by its cache (`-sps`, default 0.1).
+    pub slot_prompt_similarity: f32,
+    /// Expose `GET /metrics` (`--metrics`).
+    pub metrics: bool,
+    /// Expose `GET /slots` (`--slots`, default on).
+    pub slots_endpoint: bool,
+    /// Serve the chat page at `/` (`--no-webui` turns it off).
+    pub webui: bool,
+    /// Model name reported by `/v1/models` (`-a`; default the file name).
+    pub alias: Option<String>,
+    /// Requests that may wait for a slot before the server answers 503 (`--max-queue`).
+    pub max_queue: usize,
+    /// Drop the oldest chat turns when a conversation outgrows a slot
+    /// (`--no-truncate-turns` answers 400 instead, as llama.cpp).
+    pub truncate_turns: bool,
+    /// Largest request body in bytes (`--max-body`, default 16 MiB).
+    pub max_body: usize,
+}
+
+impl Default for ServerParams {
+    fn default() -> Self {
+        let mut common = CommonParams::default();
+        // A server has no exactness contract with llama-cli's output for Self-Extend's
+        // KV-shift form, so grouped keys move to their true positions.
+        common.div_shift = llama::memory::DivShift::Exact;
+        ServerParams {
+            common,
+            host: "127.0.0.1".into(),
+            port: 8080,
+            n_parallel: -1,
+            kv_unified: None,
+            chat_template: None,
+            chat_template_file: None,
+            jinja: true,
+            cache_prompt: true,
+            n_cache_reuse: 0,
+            slot_save_path: None,
+            api_keys: Vec::new(),
+            timeout: 3600,
+            slot_prompt_similarity: 0.1,
+            metrics: false,
+            slots_endpoint: true,
+            webui: true,
+            alias: None,
+            max_queue: 256,
+            truncate_turns: true,
+            max_body: 16 << 20,
+        }
+    }
+}
+
+impl AsMut<CommonParams> for ServerParams {
+    fn as_mut(&mut self) -> &mut CommonParams {
+        &mut self.common
+    }
+}
+
+/// The flags `llama-server` accepts: the shared ones, then the server's.
+pub fn server_opts() -> Vec<Opt<ServerParams>> {
+    let mut opts = common_opts::<ServerParams>();
+    let server: Vec<Opt<ServerParams>> = vec![
+        Opt { names: &["--host"], value: Some("HOST"), help: "IP address to listen on (default: 127.0.0.1)", apply: |p, v| {
+            let _: () = p.host = v.trim().to_string();
+            Ok(())
+        } },
+        Opt { names: &["--port"], value: Some("PORT"), help: "port to listen on (default: 8080, 0 = any free port)", apply: |p, v| {
+            let _: () = p.port = num(v)?;
+            Ok(())
+        } },
+        Opt {
+            names: &["-np", "--parallel"],
+            value: Some("N"),
+            help: "number of server slots (default: -1 = auto: 4 slots sharing the whole context)",
+            apply: |p, v| {
+                let n: i32 = num(v)?;
+                if n == 0 || n < -1 {
+                    return Err(format!("invalid value for n_parallel: {n}"));
+                }
+                p.n_parallel = n;
+                Ok(())
+            },
+        },
+        Opt { names: &["-kvu", "--kv-unified"], value: None, help: "every slot may use the whole KV cache (default: only with -np auto)", apply: |p, _| {
+            let _: () = p.kv_unified = Some(true);
+            Ok(())
+        } },
+        Opt { names: &["-no-kvu", "--no-kv-unified"], value: None, help: "each slot gets n_ctx / n_parallel cells", apply: |p, _| {
+            let _: () = p.kv_unified = Some(false);
+            Ok(())
+        } },
+        Opt { names: &["--chat-template"], value: Some("TEMPLATE"), help: "built-in chat template name or Jinja source (default: the model's)", apply: |p, v| {
+            let _: () = p.chat_template = Some(v.to_string());
+            Ok(())
+        } },
+        Opt {
+            names: &["--chat-template-file"],
+            value: Some("FNAME"),
+            help: "file holding a Jinja chat template",
+            apply: |p, v| {
+                std::fs::metadata(v).map_err(|e| format!("cannot read '{v}': {e}"))?;
+                p.chat_template_file = Some(v.to_string());
+                Ok(())
+            },
+        },
+        Opt { names: &["--jinja"], value: None, help: "render chat templates with Jinja (default: on)", apply: |p, _| {
+            let _: () = p.jinja = true;
+            Ok(())
+        } },
+        Opt { names: &["--no-jinja"], value: None, help: "use the built-in chat formats only", apply: |p, _| {
+            let _: () = p.jinja = false;
+            Ok(())
+        } },
+        Opt { names: &["--cache-prompt"], value: None, help: "reuse the KV cache of a slot's previous prompt (default: on)", apply: |p, _| {
+            let _: () = p.cache_prompt = true;
+            Ok(())
+        } },
+        Opt { names: &["--no-cache-prompt"], value: None, help: "evaluate every prompt from scratch", apply: |p, _| {
+            let _: () = p.cache_prompt = false;
+            Ok(())
+        } },
+        Opt { names: &["--cache-reuse"], value: Some("N"), help: "min chunk size to reuse from the cache via KV shifting (default: 0 = off)", apply: |p, v| {
+            let _: () = p.n_cache_reuse = num(v)?;
+            Ok(())
+        } },
+        Opt {
+            names: &["--slot-save-path"],
+            value: Some("PATH"),
+            help: "folder where slots are saved and restored (default: disabled)",
+            apply: |p, v| {
+                let path = PathBuf::from(v);
+                if !path.is_dir() {
+                    return Err(format!("not a directory: {v}"));
+                }
+                p.slot_save_path = Some(path);
+                Ok(())
+            },
+        },
+        Opt {
+            names: &["--api-key"],
+            value: Some("KEY"),
+            help: "API key(s) required on every endpoint but /health and the web page, comma-separated (default: none)",
+            apply: |p, v| {
+                p.api_keys.extend(v.split(',').map(str::trim).filter(|k| !k.is_empty()).map(String::from));
+                Ok(())
+            },
+        },
+        Opt { names: &["-to", "--timeout"], value: Some("N"), help: "read/write timeout in seconds (default: 3600)", apply: |p, v| {
+            let _: () = p.timeout = num(v)?;
+            Ok(())
+        } },
+        Opt {
+            names: &["-sps", "--slot-prompt-similarity"],
+            value: Some("SIMILARITY"),
+            help: "how much a prompt must share with a slot's cache to pick that slot (default: 0.1, 0 = off)",
+            apply: |p, v| {
+                let s: f32 = num(v)?;
+                if !(0.0..=1.0).contains(&s) {
+                    return Err(format!("similarity must be in [0, 1], got {s}"));
+                }
+                p.slot_prompt_similarity = s;
+                Ok(())
+            },
+        },
+        Opt { names: &["--metrics"], value: None, help: "enable the Prometheus /metrics endpoint (default: off)", apply: |p, _| {
+            let _: () = p.metrics = true;
+            Ok(())
+        } },
+        Opt { names: &["--slots"], value: None, help: "expose GET /slots (default: on)", apply: |p, _| {
+            let _: () = p.slots_endpoint = true;
+            Ok(())
+        } },
+        Opt { names: &["--no-slots"], value: None, help: "hide GET /slots", apply: |p, _| {
+            let _: () = p.slots_endpoint = false;
+            Ok(())
+        } },
+        Opt { names: &["--no-webui"], value: None, help: "do not serve the chat page at /", apply: |p, _| {
+            let _: () = p.webui = false;
+            Ok(())
+        } },
+        Opt { names: &["-a", "--alias"], value: Some("NAME"), help: "model name in responses and /v1/models (default: the file name)", apply: |p, v| {
+            let _: () = p.alias = Some(v.to_string());
+            Ok(())
+        } },
+        Opt { names: &["--max-queue"], value: Some("N"), help: "requests that may wait for a free slot; more get 503 (default: 256)", apply: |p, v| {
+            let _: () = p.max_queue = num(v)?;
+            Ok(())
+        } },
+        Opt { names: &["--truncate-turns"], value: None, help: "drop the oldest chat turns when a conversation outgrows its slot (default: on)", apply: |p, _| {
+            let _: () = p.truncate_turns = true;
+            Ok(())
+        } },
+        Opt { names: &["--no-truncate-turns"], value: None, help: "answer 400 when a conversation outgrows its slot, as llama.cpp", apply: |p, _| {
+            let _: () = p.truncate_turns = false;
+            Ok(())
+        } },
+        Opt { names: &["--max-body"], value: Some("BYTES"), help: "largest request body accepted (default: 16777216)", apply: |p, v| {
+            let _: () = p.max_body = num(v)?;
+            Ok(())
+        } },
+    ];
+    opts.extend(server);
+    opts
+}
+
+/// Parses the server's command line (without the program name); `Ok(None)` for `-h`.
+/// Errors name the offending argument.
+pub fn parse_args(args: &[String]) -> Result<Option<ServerParams>, String> {
+    let params = parse_params::<ServerParams>(&server_opts(), args)?;
+    if let Some(p) = &params {
+        if p.common.self_extend.is_some() && p.common.grp_attn_n != 1 {
+            return Err(
+                "error: --self-extend (exact) and --grp-attn-n (KV-shift form) exclude each other"
+                    .into(),
+            );
+        }
+        if p.common.grp_attn_n != 1 {
+            llama::window::SelfExtend::new(p.common.grp_attn_n, p.common.grp_attn_w)
+                .map_err(|e| format!("error: {e}"))?;
+        }
+    }
+    Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn defaults_follow_llama_cpp() {
+        let p = parse_args(&args(&["-m", "x.gguf"])).unwrap().unwrap();
+        assert_eq!((p.host.as_str(), p.port, p.n_parallel), ("127.0.0.1", 8080, -1));
+        assert_eq!((p.timeout, p.n_cache_reuse, p.cache_prompt), (3600, 0, true));
+        assert!(!p.common.ctx_shift && !p.metrics && p.slots_endpoint);
+    }
+
+    #[test]
+    fn server_flags_parse_and_bad_values_are_named() {
+        let p = parse_args(&args(&[
+            "-np", "4", "--api-key", "a,b", "--cache-reuse", "32", "--port", "0", "--context-shift",
+            "--grp-attn-n", "2", "--grp-attn-w", "8",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(p.n_parallel, 4);
+        assert_eq!(p.api_keys, vec!["a", "b"]);
+        assert_eq!((p.n_cache_reuse, p.port), (32, 0));
+        assert!(p.common.ctx_shift);
+        assert!(parse_args(&args(&["-np", "0"])).unwrap_err().contains("-np"));
+        assert!(parse_args(&args(&["--grp-attn-n", "3", "--grp-attn-w", "8"])).is_err());
+        assert!(parse_args(&args(&["--self-extend", "4,64", "--grp-attn-n", "2"])).is_err());
+        assert!(parse_args(&args(&["--slot-save-path", "/no/such/dir"])).is_err());
+    }
+}
