@@ -2,8 +2,10 @@
 //! `apply(messages, add_generation_prompt)`. Until `llama::chat` (Jinja templates and
 //! llama.cpp's built-in formats) is on this branch, this module renders the two
 //! built-in formats the server's tests use, chatml and llama3, picked by name or by
-//! llama.cpp's detection markers in a template's source; anything else is refused
-//! at startup with a clear message rather than rendered wrongly.
+//! llama.cpp's detection markers in a template's source, and, with `--jinja` (on by
+//! default, as llama.cpp), a source without any Jinja tag, which renders as itself
+//! (llama.cpp with `--chat-template llama3` renders the constant text "llama3");
+//! anything else is refused at startup with a clear message rather than rendered wrongly.
 
 use super::error::ApiError;
 use super::types::ChatMessage;
@@ -15,21 +17,26 @@ pub enum ChatTemplate {
     ChatMl,
     /// `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>`.
     Llama3,
+    /// A Jinja source with no tags: the text itself, whatever the messages.
+    Constant(String),
 }
 
 impl ChatTemplate {
     /// The template for a `--chat-template` value (a built-in name or a Jinja source),
     /// or else the model's `tokenizer.chat_template`, or else chatml, as llama.cpp
     /// falls back. `Err` names a template this build cannot render.
-    pub fn resolve(given: Option<&str>, model_template: Option<&str>) -> Result<Self, String> {
+    pub fn resolve(given: Option<&str>, model_template: Option<&str>, jinja: bool) -> Result<Self, String> {
         let src = given.or(model_template);
         let Some(src) = src else {
             return Ok(ChatTemplate::ChatMl);
         };
         match src.trim() {
-            "chatml" => return Ok(ChatTemplate::ChatMl),
-            "llama3" => return Ok(ChatTemplate::Llama3),
+            "" | "chatml" => return Ok(ChatTemplate::ChatMl),
+            "llama3" if !jinja => return Ok(ChatTemplate::Llama3),
             _ => {}
+        }
+        if jinja && !src.contains("{{") && !src.contains("{%") {
+            return Ok(ChatTemplate::Constant(src.to_string()));
         }
         if src.contains("<|im_start|>") {
             Ok(ChatTemplate::ChatMl)
@@ -44,10 +51,11 @@ impl ChatTemplate {
     }
 
     /// The template's name, as `/props` reports it.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             ChatTemplate::ChatMl => "chatml",
             ChatTemplate::Llama3 => "llama3",
+            ChatTemplate::Constant(s) => s,
         }
     }
 
@@ -75,6 +83,7 @@ impl ChatTemplate {
                     s.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
                 }
             }
+            ChatTemplate::Constant(text) => s.push_str(text),
         }
         Ok(s)
     }
@@ -102,8 +111,10 @@ mod tests {
             ChatTemplate::Llama3.apply(&m, false).unwrap(),
             "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
         );
-        assert_eq!(ChatTemplate::resolve(None, None), Ok(ChatTemplate::ChatMl));
-        assert_eq!(ChatTemplate::resolve(Some("llama3"), None), Ok(ChatTemplate::Llama3));
-        assert!(ChatTemplate::resolve(Some("{{ weird }}"), None).is_err());
+        assert_eq!(ChatTemplate::resolve(None, None, true), Ok(ChatTemplate::ChatMl));
+        assert_eq!(ChatTemplate::resolve(Some("llama3"), None, false), Ok(ChatTemplate::Llama3));
+        // With Jinja, a name that is not a template renders as itself (as llama.cpp).
+        assert_eq!(ChatTemplate::resolve(Some("llama3"), None, true), Ok(ChatTemplate::Constant("llama3".into())));
+        assert!(ChatTemplate::resolve(Some("{{ weird }}"), None, true).is_err());
     }
 }

@@ -83,7 +83,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
         Some(f) => Some(std::fs::read_to_string(f).map_err(|e| format!("error: cannot read '{f}': {e}"))?),
         None => p.chat_template.clone(),
     };
-    let template = chat::ChatTemplate::resolve(given.as_deref(), model_template.as_deref())?;
+    let template = chat::ChatTemplate::resolve(given.as_deref(), model_template.as_deref(), p.jinja)?;
 
     let (n_slots, unified) = if p.n_parallel < 0 { (4u32, p.kv_unified.unwrap_or(true)) } else { (p.n_parallel as u32, p.kv_unified.unwrap_or(false)) };
     let mut cp = p.common.clone();
