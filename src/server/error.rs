@@ -18,6 +18,9 @@ pub enum ApiError {
         /// The slot's context size.
         n_ctx: usize,
     },
+    /// A request body over `--max-body` (413 `invalid_request_error`).
+    #[error("{0}")]
+    TooLarge(String),
     /// Missing or wrong API key (401 `authentication_error`).
     #[error("Invalid API Key")]
     Authentication,
@@ -40,6 +43,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest(_) | ApiError::ExceedContext { .. } => StatusCode::BAD_REQUEST,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Authentication => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::NotSupported(_) => StatusCode::NOT_IMPLEMENTED,
@@ -51,7 +55,7 @@ impl ApiError {
     /// llama.cpp's name for the error's kind.
     pub fn type_name(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest(_) => "invalid_request_error",
+            ApiError::InvalidRequest(_) | ApiError::TooLarge(_) => "invalid_request_error",
             ApiError::ExceedContext { .. } => "exceed_context_size_error",
             ApiError::Authentication => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",

@@ -136,7 +136,7 @@ async fn guard(State(st): St, req: Request, next: Next) -> Response {
 fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
     let bytes = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::InvalidRequest(format!("request body too large: {e}"))
+            ApiError::TooLarge(format!("request body too large: {e}"))
         } else {
             ApiError::InvalidRequest(format!("cannot read the request body: {e}"))
         }
@@ -282,7 +282,11 @@ async fn detokenize(State(st): St, body: Result<Bytes, BytesRejection>) -> Resul
             _ => Err(ApiError::InvalidRequest(format!("token {t} is not a valid id in [0, {n_vocab})"))),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let bytes = st.model.vocab.detokenize(&toks, false, true).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    // As llama.cpp's tokens_to_str: the pieces (special ones included) joined.
+    let mut bytes = Vec::new();
+    for &t in &toks {
+        bytes.extend_from_slice(st.model.vocab.token_to_piece(t, 0, true).map_err(|e| ApiError::InvalidRequest(e.to_string()))?);
+    }
     Ok(Json(json!({ "content": super::text::lossy(&bytes) })))
 }
 
