@@ -54,6 +54,10 @@ pub struct ServerParams {
     pub truncate_turns: bool,
     /// Largest request body in bytes (`--max-body`, default 16 MiB).
     pub max_body: usize,
+    /// After dropping turns, move the kept turns' cached keys into place (`shift`, the
+    /// default: fast, approximate) or evaluate them again (`recompute`: exactly a fresh
+    /// evaluation) (`--turn-reuse`).
+    pub turn_reuse_shift: bool,
 }
 
 impl Default for ServerParams {
@@ -84,6 +88,7 @@ impl Default for ServerParams {
             max_queue: 256,
             truncate_turns: true,
             max_body: 16 << 20,
+            turn_reuse_shift: true,
         }
     }
 }
@@ -232,6 +237,19 @@ pub fn server_opts() -> Vec<Opt<ServerParams>> {
             let _: () = p.truncate_turns = false;
             Ok(())
         } },
+        Opt {
+            names: &["--turn-reuse"],
+            value: Some("shift|recompute"),
+            help: "after dropping old chat turns, move the cached keys of the rest (shift, default) or evaluate them again (recompute: equal to a fresh evaluation)",
+            apply: |p, v| {
+                p.turn_reuse_shift = match v {
+                    "shift" => true,
+                    "recompute" => false,
+                    _ => return Err(format!("expected shift or recompute, got '{v}'")),
+                };
+                Ok(())
+            },
+        },
         Opt { names: &["--max-body"], value: Some("BYTES"), help: "largest request body accepted (default: 16777216)", apply: |p, v| {
             let _: () = p.max_body = num(v)?;
             Ok(())

@@ -143,6 +143,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
         webui: p.webui,
         truncate_turns: p.truncate_turns,
         ctx_shift: p.common.ctx_shift,
+        turn_reuse_shift: p.turn_reuse_shift,
         model_path: path.clone(),
         timeout: Duration::from_secs(p.timeout.max(1)),
         model,

@@ -54,6 +54,8 @@ pub struct AppState {
     pub truncate_turns: bool,
     /// Shift contexts during generation (chat prompts then get their turn starts).
     pub ctx_shift: bool,
+    /// Default for moving kept turns' keys after dropping turns (`--turn-reuse`).
+    pub turn_reuse_shift: bool,
     /// Path of the model file.
     pub model_path: String,
     /// Longest a request may take to be answered (`--timeout`; streams only to start).
@@ -61,6 +63,10 @@ pub struct AppState {
 }
 
 type St = State<Arc<AppState>>;
+
+/// Least chunk of a shortened conversation moved into place from the slot's cache when
+/// `--cache-reuse` is not set.
+const TRUNCATION_REUSE_MIN_CHUNK: usize = 8;
 
 /// All routes, with the API key middleware and a JSON 404.
 pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
@@ -320,13 +326,26 @@ async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection
     let b = json_body(body)?;
     let f = Fields::of(&b)?;
     check_model(st, &f)?;
-    let params = parse_gen_params(&b, &st.defaults, kind, &st.model)?;
+    let mut params = parse_gen_params(&b, &st.defaults, kind, &st.model)?;
     let (prompt, truncated_turns, turn_starts) = if kind == ResponseKind::OaiChat {
         let messages = parse_messages(f.get("messages"))?;
         let reserve = params.n_predict.max(0) as usize;
         let cp = fit_chat(&st.template, &st.model.vocab, &messages, st.n_ctx_slot, reserve, st.truncate_turns, st.ctx_shift)?;
         if cp.dropped > 0 {
             eprintln!("srv  chat: dropped the {} oldest messages to fit {} tokens in the slot's {}", cp.dropped, cp.tokens.len(), st.n_ctx_slot);
+            // The turns that remain sit later in the slot's cache than in the new
+            // prompt: move their keys into place rather than evaluate them again
+            // (unless asked to recompute them, for an exactly fresh evaluation).
+            let shift = match f.str("turn_reuse")? {
+                None => st.turn_reuse_shift,
+                Some("shift") => true,
+                Some("recompute") => false,
+                Some(o) => return Err(ApiError::InvalidRequest(format!("\"turn_reuse\" must be \"shift\" or \"recompute\", got \"{o}\""))),
+            };
+            if shift && params.n_cache_reuse == 0 {
+                params.n_cache_reuse = TRUNCATION_REUSE_MIN_CHUNK;
+            }
+            params.exact_cache = !shift;
         }
         (cp.tokens, cp.dropped, cp.turn_starts)
     } else {

@@ -54,6 +54,9 @@ pub struct GenParams {
     pub timings_per_token: bool,
     /// A slot asked for (-1: any).
     pub id_slot: i32,
+    /// Reuse only cached keys that an evaluation from position 0 would give (no keys
+    /// moved by a shift): the answer is exactly a fresh evaluation's.
+    pub exact_cache: bool,
 }
 
 impl GenParams {
@@ -76,6 +79,7 @@ impl GenParams {
             return_tokens: false,
             timings_per_token: false,
             id_slot: -1,
+            exact_cache: false,
         }
     }
 }

@@ -340,6 +340,7 @@ impl Engine {
         let s = &mut self.slots[i];
         s.cache.clear();
         s.pos_next = 0;
+        s.n_exact = 0;
     }
 
     /// One iteration of the loop; `false` when there was nothing to decode.
@@ -389,6 +390,7 @@ impl Engine {
             let slot = &mut self.slots[i];
             slot.cache.drain(n_keep..n_keep + n_discard);
             slot.pos_next = slot.cache.len() as Pos;
+            slot.n_exact = slot.n_exact.min(n_keep);
             if let Some(job) = slot.job.as_mut() {
                 job.truncated = true;
                 job.truncated_turns += turns;
@@ -411,6 +413,9 @@ impl Engine {
         let s = &mut self.slots[slot];
         self.batch.add(tok, s.pos_next, &[slot as i32], logits);
         self.owner.push(slot);
+        if s.n_exact == s.cache.len() {
+            s.n_exact += 1;
+        }
         s.cache.push(tok);
         s.pos_next += 1;
     }
@@ -492,7 +497,10 @@ impl Engine {
             slot.ga = SelfExtend::new(ga_n, ga_w).ok();
         } else if p.cache_prompt {
             n_past = common_prefix(&slot.cache, &job.task.prompt);
-            if p.n_cache_reuse > 0 {
+            if p.exact_cache {
+                n_past = n_past.min(slot.n_exact);
+            } else if p.n_cache_reuse > 0 {
+                slot.n_exact = slot.n_exact.min(n_past);
                 n_past = reuse_chunks(&mut self.ctx, i, &mut slot.cache, &job.task.prompt, n_past, p.n_cache_reuse)
                     .map_err(|e| ApiError::Server(format!("cache reuse failed: {e}")))?;
             }
@@ -503,6 +511,7 @@ impl Engine {
         kv::seq_rm_from(&mut self.ctx, i, n_past).map_err(|e| ApiError::Server(e.to_string()))?;
         slot.cache.truncate(n_past);
         slot.pos_next = n_past as Pos;
+        slot.n_exact = slot.n_exact.min(n_past);
         job.n_fed = n_past;
         job.n_cached = n_past;
         job.phase = Phase::Prompt;
@@ -750,6 +759,7 @@ impl Engine {
                         let n = tokens.len();
                         let s = &mut self.slots[id];
                         s.pos_next = n as Pos;
+                        s.n_exact = n;
                         s.cache = tokens;
                         Ok(json!({"id_slot": id, "filename": name, "n_restored": n, "n_read": bytes,
                                   "timings": {"restore_ms": t0.elapsed().as_secs_f64() * 1e3}}))

@@ -242,6 +242,9 @@ pub struct Slot {
     pub cache: Vec<Token>,
     /// Next position (differs from `cache.len()` only under Self-Extend's KV-shift form).
     pub pos_next: Pos,
+    /// How many leading cached tokens hold exactly what evaluating `cache` from
+    /// position 0 gives (keys moved by a shift after that are approximations).
+    pub n_exact: usize,
     /// Self-Extend state (`--grp-attn-n`).
     pub ga: Option<SelfExtend>,
     /// When the slot last finished a job.
@@ -260,6 +263,7 @@ impl Slot {
             n_ctx,
             cache: Vec::new(),
             pos_next: 0,
+            n_exact: 0,
             ga: None,
             t_last_used: None,
             job: None,
