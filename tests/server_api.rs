@@ -20,16 +20,25 @@ fn stories(args: &[&str]) -> Option<TestServer> {
 
 fn assert_error(code: u16, body: &str, want_code: u16, what: &str) {
     assert_eq!(code, want_code, "{what}: {body}");
-    let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{what}: not JSON: {body}"));
+    let v: Value =
+        serde_json::from_str(body).unwrap_or_else(|_| panic!("{what}: not JSON: {body}"));
     let e = &v["error"];
     assert_eq!(e["code"], want_code, "{what}: {body}");
-    assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
-    assert!(e["type"].as_str().is_some_and(|t| t.ends_with("_error")), "{what}: {body}");
+    assert!(
+        e["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{what}: {body}"
+    );
+    assert!(
+        e["type"].as_str().is_some_and(|t| t.ends_with("_error")),
+        "{what}: {body}"
+    );
 }
 
 #[test]
 fn hostile_requests_get_clear_errors_and_the_server_keeps_serving() {
-    let Some(s) = stories(&["-c", "256", "-np", "2", "--max-body", "65536"]) else { return };
+    let Some(s) = stories(&["-c", "256", "-np", "2", "--max-body", "65536"]) else {
+        return;
+    };
     let long = "Once upon a time ".repeat(200);
     let big = format!("{{\"prompt\": \"{}\"}}", "a".repeat(70_000));
     let table: Vec<(&str, String, u16)> = vec![
@@ -38,52 +47,148 @@ fn hostile_requests_get_clear_errors_and_the_server_keeps_serving() {
         ("/completion", "[1, 2, 3]".into(), 400),
         ("/completion", "{}".into(), 400),
         ("/completion", json!({"prompt": 5}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "n_predict": "many"}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "n_predict": 1.5}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "temperature": -1}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "top_p": 2}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "stop": 3}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "stop": ["a", 1]}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "logit_bias": "none"}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "logit_bias": [[99999, 1.0]]}).to_string(), 400),
-        ("/completion", json!({"prompt": [1, 2, 100000]}).to_string(), 400),
+        (
+            "/completion",
+            json!({"prompt": "x", "n_predict": "many"}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": "x", "n_predict": 1.5}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": "x", "temperature": -1}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": "x", "top_p": 2}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": "x", "stop": 3}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": "x", "stop": ["a", 1]}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": "x", "logit_bias": "none"}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": "x", "logit_bias": [[99999, 1.0]]}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": [1, 2, 100000]}).to_string(),
+            400,
+        ),
         ("/completion", json!({"prompt": [1, -2]}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "seed": "s"}).to_string(), 400),
-        ("/completion", json!({"prompt": "x", "stream": "yes"}).to_string(), 400),
+        (
+            "/completion",
+            json!({"prompt": "x", "seed": "s"}).to_string(),
+            400,
+        ),
+        (
+            "/completion",
+            json!({"prompt": "x", "stream": "yes"}).to_string(),
+            400,
+        ),
         ("/completion", json!({"prompt": long}).to_string(), 400),
         ("/completion", big, 413),
-        ("/v1/completions", json!({"prompt": "x", "model": "gpt-4"}).to_string(), 404),
-        ("/v1/chat/completions", json!({"messages": "hi"}).to_string(), 400),
-        ("/v1/chat/completions", json!({"messages": []}).to_string(), 400),
-        ("/v1/chat/completions", json!({"messages": [{"content": "x"}]}).to_string(), 400),
-        ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": 7}]}).to_string(), 400),
-        ("/v1/chat/completions", json!({"prompt": "x"}).to_string(), 400),
-        ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 5}).to_string(), 400),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "model": "gpt-4"}).to_string(),
+            404,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": "hi"}).to_string(),
+            400,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": []}).to_string(),
+            400,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"content": "x"}]}).to_string(),
+            400,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": 7}]}).to_string(),
+            400,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"prompt": "x"}).to_string(),
+            400,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 5}).to_string(),
+            400,
+        ),
         ("/tokenize", json!({"content": 1}).to_string(), 400),
         ("/detokenize", json!({"tokens": [1, "a"]}).to_string(), 400),
-        ("/detokenize", json!({"tokens": [1, 5000000]}).to_string(), 400),
+        (
+            "/detokenize",
+            json!({"tokens": [1, 5000000]}).to_string(),
+            400,
+        ),
         ("/apply-template", json!({"messages": 1}).to_string(), 400),
-        ("/slots/0?action=save", json!({"filename": "../x"}).to_string(), 400),
+        (
+            "/slots/0?action=save",
+            json!({"filename": "../x"}).to_string(),
+            400,
+        ),
         ("/slots/0?action=explode", "{}".into(), 400),
         ("/slots/abc?action=erase", "{}".into(), 400),
         ("/nope", "{}".into(), 404),
     ];
     for (path, body, want) in &table {
         let (code, _, text) = s.post_raw(path, body, &[]);
-        assert_error(code, &text, *want, &format!("POST {path} {}", &body[..body.len().min(80)]));
+        assert_error(
+            code,
+            &text,
+            *want,
+            &format!("POST {path} {}", &body[..body.len().min(80)]),
+        );
     }
     let (code, text) = s.get("/completion", &[]);
     assert_error(code, &text, 404, "GET on a POST route");
     // Still serving, and the answer is the same as on a fresh server.
-    let (code, v) = s.post("/completion", &json!({"prompt": "Once upon a time", "n_predict": 16, "temperature": 0}));
+    let (code, v) = s.post(
+        "/completion",
+        &json!({"prompt": "Once upon a time", "n_predict": 16, "temperature": 0}),
+    );
     assert_eq!(code, 200, "{v}");
-    assert!(text_of(&v).starts_with(", there was a little girl named Lily"), "{v}");
+    assert!(
+        text_of(&v).starts_with(", there was a little girl named Lily"),
+        "{v}"
+    );
 }
 
 #[test]
 fn context_overflow_is_a_400_with_the_sizes() {
-    let Some(s) = stories(&["-c", "256", "-np", "1", "--no-truncate-turns"]) else { return };
-    let (code, v) = s.post("/completion", &json!({"prompt": "Once upon a time ".repeat(100)}));
+    let Some(s) = stories(&["-c", "256", "-np", "1", "--no-truncate-turns"]) else {
+        return;
+    };
+    let (code, v) = s.post(
+        "/completion",
+        &json!({"prompt": "Once upon a time ".repeat(100)}),
+    );
     assert_eq!(code, 400);
     assert_eq!(v["error"]["type"], "exceed_context_size_error");
     assert_eq!(v["error"]["n_ctx"], 256);
@@ -95,14 +200,20 @@ fn context_overflow_is_a_400_with_the_sizes() {
 
 #[test]
 fn api_key_guards_all_but_health_and_the_page() {
-    let Some(s) = stories(&["--api-key", "k1,k2", "--metrics"]) else { return };
+    let Some(s) = stories(&["--api-key", "k1,k2", "--metrics"]) else {
+        return;
+    };
     assert_eq!(s.get("/health", &[]).0, 200);
     assert_eq!(s.get("/", &[]).0, 200);
     for path in ["/v1/models", "/props", "/slots", "/metrics"] {
         let (code, text) = s.get(path, &[]);
         assert_error(code, &text, 401, path);
         assert_eq!(s.get(path, &[("authorization", "Bearer wrong")]).0, 401);
-        assert_eq!(s.get(path, &[("authorization", "Bearer k2")]).0, 200, "{path}");
+        assert_eq!(
+            s.get(path, &[("authorization", "Bearer k2")]).0,
+            200,
+            "{path}"
+        );
     }
     let body = json!({"prompt": "Hi", "n_predict": 2}).to_string();
     let (code, _, text) = s.post_raw("/completion", &body, &[]);
@@ -113,15 +224,34 @@ fn api_key_guards_all_but_health_and_the_page() {
 
 #[test]
 fn endpoints_answer_in_llama_cpp_and_openai_shapes() {
-    let Some(s) = stories(&["-np", "2", "--metrics", "--chat-template", "chatml"]) else { return };
-    let (code, v) = s.post("/tokenize", &json!({"content": "Once upon a time", "with_pieces": true}));
+    let Some(s) = stories(&["-np", "2", "--metrics", "--chat-template", "chatml"]) else {
+        return;
+    };
+    let (code, v) = s.post(
+        "/tokenize",
+        &json!({"content": "Once upon a time", "with_pieces": true}),
+    );
     assert_eq!(code, 200);
-    let ids: Vec<i64> = v["tokens"].as_array().unwrap().iter().map(|t| t["id"].as_i64().unwrap()).collect();
-    assert_eq!(v["tokens"][0]["piece"], "\u{2581}Once".replace('\u{2581}', " "));
+    let ids: Vec<i64> = v["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        v["tokens"][0]["piece"],
+        "\u{2581}Once".replace('\u{2581}', " ")
+    );
     let (_, d) = s.post("/detokenize", &json!({"tokens": ids}));
     assert_eq!(d["content"], " Once upon a time");
-    let (_, t) = s.post("/apply-template", &json!({"messages": [{"role": "user", "content": "Hi"}]}));
-    assert_eq!(t["prompt"], "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    let (_, t) = s.post(
+        "/apply-template",
+        &json!({"messages": [{"role": "user", "content": "Hi"}]}),
+    );
+    assert_eq!(
+        t["prompt"],
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
     let (code, m) = s.get("/v1/models", &[]);
     assert_eq!(code, 200);
     let m: Value = serde_json::from_str(&m).unwrap();
@@ -131,7 +261,10 @@ fn endpoints_answer_in_llama_cpp_and_openai_shapes() {
     assert_eq!(props["total_slots"], 2);
 
     // OpenAI completion with logprobs, and the native one with stop strings.
-    let (code, v) = s.post("/v1/completions", &json!({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "logprobs": 3}));
+    let (code, v) = s.post(
+        "/v1/completions",
+        &json!({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "logprobs": 3}),
+    );
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["object"], "text_completion");
     assert_eq!(v["choices"][0]["finish_reason"], "length");
@@ -140,16 +273,34 @@ fn endpoints_answer_in_llama_cpp_and_openai_shapes() {
     assert_eq!(lp.len(), 8);
     assert_eq!(lp[0]["top_logprobs"].as_array().unwrap().len(), 3);
     assert!(lp[0]["logprob"].as_f64().unwrap() <= 0.0);
-    let (_, v) = s.post("/completion", &json!({"prompt": "Once upon a time", "n_predict": 64, "temperature": 0, "stop": ["Lily"]}));
+    let (_, v) = s.post(
+        "/completion",
+        &json!({"prompt": "Once upon a time", "n_predict": 64, "temperature": 0, "stop": ["Lily"]}),
+    );
     assert_eq!(v["content"], ", there was a little girl named ");
     assert_eq!(v["stop_type"], "word");
     assert_eq!(v["stopping_word"], "Lily");
 
     // Streams: chunks add up to the non-streamed text; OpenAI ones end with [DONE].
-    let whole = text_of(&s.post("/completion", &json!({"prompt": "The sun was", "n_predict": 24, "temperature": 0})).1);
-    let chunks = s.stream("/completion", &json!({"prompt": "The sun was", "n_predict": 24, "temperature": 0, "stream": true}));
-    let parsed: Vec<Value> = chunks.iter().map(|c| serde_json::from_str(c).unwrap()).collect();
-    let streamed: String = parsed.iter().map(|c| c["content"].as_str().unwrap().to_string()).collect();
+    let whole = text_of(
+        &s.post(
+            "/completion",
+            &json!({"prompt": "The sun was", "n_predict": 24, "temperature": 0}),
+        )
+        .1,
+    );
+    let chunks = s.stream(
+        "/completion",
+        &json!({"prompt": "The sun was", "n_predict": 24, "temperature": 0, "stream": true}),
+    );
+    let parsed: Vec<Value> = chunks
+        .iter()
+        .map(|c| serde_json::from_str(c).unwrap())
+        .collect();
+    let streamed: String = parsed
+        .iter()
+        .map(|c| c["content"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(streamed, whole);
     assert_eq!(parsed.last().unwrap()["stop"], true);
     let chunks = s.stream(
@@ -157,7 +308,10 @@ fn endpoints_answer_in_llama_cpp_and_openai_shapes() {
         &json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0, "stream": true, "stream_options": {"include_usage": true}}),
     );
     assert_eq!(chunks.last().unwrap(), "[DONE]");
-    let parsed: Vec<Value> = chunks[..chunks.len() - 1].iter().map(|c| serde_json::from_str(c).unwrap()).collect();
+    let parsed: Vec<Value> = chunks[..chunks.len() - 1]
+        .iter()
+        .map(|c| serde_json::from_str(c).unwrap())
+        .collect();
     assert_eq!(parsed[0]["choices"][0]["delta"]["role"], "assistant");
     let usage = parsed.last().unwrap();
     assert_eq!(usage["choices"].as_array().unwrap().len(), 0);
@@ -182,7 +336,9 @@ fn endpoints_answer_in_llama_cpp_and_openai_shapes() {
 fn slots_save_restore_and_erase() {
     let dir = std::env::temp_dir().join(format!("llamars-slots-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let Some(s) = stories(&["-np", "1", "--slot-save-path", dir.to_str().unwrap()]) else { return };
+    let Some(s) = stories(&["-np", "1", "--slot-save-path", dir.to_str().unwrap()]) else {
+        return;
+    };
     let body = json!({"prompt": "Once upon a time, there was", "n_predict": 8, "temperature": 0});
     let (_, first) = s.post("/completion", &body);
     let (code, v) = s.post("/slots/0?action=save", &json!({"filename": "s0.bin"}));
@@ -198,7 +354,10 @@ fn slots_save_restore_and_erase() {
     let (_, again) = s.post("/completion", &body);
     assert_eq!(text_of(&again), text_of(&first));
     assert_eq!(again["timings"]["prompt_n"], 1, "{again}");
-    let (code, v) = s.post("/slots/0?action=restore", &json!({"filename": "missing.bin"}));
+    let (code, v) = s.post(
+        "/slots/0?action=restore",
+        &json!({"filename": "missing.bin"}),
+    );
     assert_eq!(code, 404, "{v}");
     let (code, v) = s.post("/slots/7?action=erase", &json!({}));
     assert_eq!(code, 400, "{v}");
@@ -208,7 +367,10 @@ fn slots_save_restore_and_erase() {
 fn slot_busy(s: &TestServer) -> bool {
     let (_, text) = s.get("/slots", &[]);
     let v: Value = serde_json::from_str(&text).unwrap();
-    v.as_array().unwrap().iter().any(|s| s["is_processing"] == true)
+    v.as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["is_processing"] == true)
 }
 
 /// Sends a long generation on a raw connection, then closes it before the answer.
@@ -223,32 +385,56 @@ fn abandon(s: &TestServer, stream: bool) {
     }
     let t0 = Instant::now();
     while !slot_busy(s) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "the request never started");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the request never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(c);
     let t0 = Instant::now();
     while slot_busy(s) {
-        assert!(t0.elapsed() < Duration::from_secs(5), "the slot was not freed after the client went away (stream = {stream})");
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the slot was not freed after the client went away (stream = {stream})"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 #[test]
 fn a_client_that_goes_away_frees_its_slot() {
-    let Some(s) = stories(&["-np", "1", "-c", "4096", "--context-shift", "--metrics"]) else { return };
+    let Some(s) = stories(&["-np", "1", "-c", "4096", "--context-shift", "--metrics"]) else {
+        return;
+    };
     abandon(&s, true);
     abandon(&s, false);
     let (_, text) = s.get("/metrics", &[]);
-    assert!(text.contains("llamacpp:requests_cancelled_total 2"), "{text}");
+    assert!(
+        text.contains("llamacpp:requests_cancelled_total 2"),
+        "{text}"
+    );
     // And the slot serves the next request.
-    let (code, v) = s.post("/completion", &json!({"prompt": "Once upon a time", "n_predict": 4, "temperature": 0}));
+    let (code, v) = s.post(
+        "/completion",
+        &json!({"prompt": "Once upon a time", "n_predict": 4, "temperature": 0}),
+    );
     assert_eq!(code, 200, "{v}");
 }
 
 #[test]
 fn a_full_queue_answers_503() {
-    let Some(s) = stories(&["-np", "1", "-c", "4096", "--context-shift", "--max-queue", "1"]) else { return };
+    let Some(s) = stories(&[
+        "-np",
+        "1",
+        "-c",
+        "4096",
+        "--context-shift",
+        "--max-queue",
+        "1",
+    ]) else {
+        return;
+    };
     let long = json!({"prompt": "Once upon a time", "n_predict": 400, "ignore_eos": true});
     std::thread::scope(|sc| {
         let a = sc.spawn(|| s.post("/completion", &long));

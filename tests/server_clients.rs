@@ -27,20 +27,36 @@ fn python() -> PathBuf {
 
 /// Whether `python` imports `modules` and `files` exist; a loud skip (or a CI failure) if not.
 fn have(modules: &str, files: &[&str]) -> bool {
-    let ok = Command::new(python()).args(["-c", &format!("import {modules}")]).output().is_ok_and(|o| o.status.success())
+    let ok = Command::new(python())
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
         && files.iter().all(|f| std::path::Path::new(f).exists());
     if !ok {
         let msg = format!("python modules '{modules}' or {files:?} missing (run .ci/run's setup, or set LLAMARS_PYTHON)");
-        assert!(std::env::var_os("CI").is_none(), "{msg} (CI is set, so this is a failure)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{msg} (CI is set, so this is a failure)"
+        );
         eprintln!("\n!!! SKIPPING: {msg}\n");
     }
     ok
 }
 
 fn run_script(script: &str, args: &[&str]) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join(script);
-    let out = Command::new(python()).arg(&path).args(args).output().expect("python runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(script);
+    let out = Command::new(python())
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("python runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "{script} failed:\n{text}");
     eprintln!("{text}");
 }
@@ -50,7 +66,9 @@ fn official_openai_client() {
     if !have("openai", &[]) {
         return;
     }
-    let Some(model) = common::shared_file("models/stories260K.gguf") else { return };
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
     let s = TestServer::start(&model, &["--chat-template", "chatml", "--seed", "1"]);
     run_script("openai_client.py", &[&s.url, "stories260K.gguf"]);
 }
@@ -60,7 +78,12 @@ fn chat_page_in_a_browser() {
     if !have("selenium", &["/usr/bin/chromium", "/usr/bin/chromedriver"]) {
         return;
     }
-    let Some(model) = common::shared_file("models/stories260K.gguf") else { return };
-    let s = TestServer::start(&model, &["-c", "4096", "--context-shift", "--chat-template", "chatml"]);
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let s = TestServer::start(
+        &model,
+        &["-c", "4096", "--context-shift", "--chat-template", "chatml"],
+    );
     run_script("web_ui.py", &[&s.url]);
 }

@@ -12,8 +12,18 @@ use serde_json::{json, Value};
 use srv::{text_of, TestServer};
 
 const TOPICS: [&str; 12] = [
-    "a cat", "a dog", "the sun", "a red ball", "a big tree", "the park", "a little bird", "a boat", "the rain",
-    "a happy girl", "a toy car", "the moon",
+    "a cat",
+    "a dog",
+    "the sun",
+    "a red ball",
+    "a big tree",
+    "the park",
+    "a little bird",
+    "a boat",
+    "the rain",
+    "a happy girl",
+    "a toy car",
+    "the moon",
 ];
 
 fn chat(s: &TestServer, messages: &[Value], extra: Value) -> (u16, Option<String>, Value) {
@@ -22,12 +32,18 @@ fn chat(s: &TestServer, messages: &[Value], extra: Value) -> (u16, Option<String
         b.extend(e.clone());
     }
     let (code, dropped, text) = s.post_raw("/v1/chat/completions", &body.to_string(), &[]);
-    (code, dropped, serde_json::from_str(&text).unwrap_or(Value::Null))
+    (
+        code,
+        dropped,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
 }
 
 #[test]
 fn a_long_conversation_drops_whole_turns_and_reuses_the_rest() {
-    let Some(model) = common::shared_file("models/stories260K.gguf") else { return };
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
     let args = ["-np", "1", "-c", "256", "--chat-template", "chatml"];
     let s = TestServer::start(&model, &args);
     let mut messages = vec![json!({"role": "system", "content": "You are a storyteller."})];
@@ -48,15 +64,28 @@ fn a_long_conversation_drops_whole_turns_and_reuses_the_rest() {
             assert!(prompt_tokens + 24 <= 256, "{v}");
             // Only the new user turn (and the re-tokenized end of the last answer) is
             // evaluated: the kept turns' keys were moved, not recomputed.
-            let (_, t) = s.post("/apply-template", &json!({"messages": [messages.last().unwrap()]}));
+            let (_, t) = s.post(
+                "/apply-template",
+                &json!({"messages": [messages.last().unwrap()]}),
+            );
             let (_, toks) = s.post("/tokenize", &json!({"content": t["prompt"]}));
             let new_turn = toks["tokens"].as_array().unwrap().len() as u64;
-            assert!(evaluated <= new_turn + 20, "evaluated {evaluated}, new turn {new_turn}: {v}");
-            assert!(reused > prompt_tokens / 2, "reused {reused} of {prompt_tokens}: {v}");
+            assert!(
+                evaluated <= new_turn + 20,
+                "evaluated {evaluated}, new turn {new_turn}: {v}"
+            );
+            assert!(
+                reused > prompt_tokens / 2,
+                "reused {reused} of {prompt_tokens}: {v}"
+            );
             assert_eq!(reused + evaluated, prompt_tokens);
 
             // The same shortened conversation on a fresh server, without any cache.
-            let kept: Vec<Value> = messages[..1].iter().chain(&messages[1 + dropped..]).cloned().collect();
+            let kept: Vec<Value> = messages[..1]
+                .iter()
+                .chain(&messages[1 + dropped..])
+                .cloned()
+                .collect();
             let fresh = TestServer::start(&model, &args);
             let probs = json!({"max_tokens": 24, "logprobs": true, "top_logprobs": 5, "cache_prompt": false});
             let (code, h2, f) = chat(&fresh, &kept, probs.clone());
@@ -71,7 +100,13 @@ fn a_long_conversation_drops_whole_turns_and_reuses_the_rest() {
             let shifted = v["choices"][0]["logprobs"]["content"][0].clone();
             let fresh0 = &f["choices"][0]["logprobs"]["content"][0];
             assert_eq!(shifted["id"], fresh0["id"], "first token");
-            for (a, b) in shifted["top_logprobs"].as_array().unwrap().iter().zip(fresh0["top_logprobs"].as_array().unwrap()).take(3) {
+            for (a, b) in shifted["top_logprobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(fresh0["top_logprobs"].as_array().unwrap())
+                .take(3)
+            {
                 assert_eq!(a["id"], b["id"], "{shifted}\n{fresh0}");
                 let d = (a["logprob"].as_f64().unwrap() - b["logprob"].as_f64().unwrap()).abs();
                 assert!(d < 0.5, "{shifted}\n{fresh0}");
@@ -84,7 +119,10 @@ fn a_long_conversation_drops_whole_turns_and_reuses_the_rest() {
             again["cache_prompt"] = json!(true);
             let (_, _, r) = chat(&s, &messages, again);
             assert_eq!(r["truncated_turns"].as_u64(), Some(dropped as u64));
-            assert_eq!(r["choices"][0]["logprobs"], f["choices"][0]["logprobs"], "recompute equals a fresh evaluation");
+            assert_eq!(
+                r["choices"][0]["logprobs"], f["choices"][0]["logprobs"],
+                "recompute equals a fresh evaluation"
+            );
             assert_eq!(text_of(&r), text_of(&f));
             seen_truncation = true;
             break;
@@ -96,15 +134,32 @@ fn a_long_conversation_drops_whole_turns_and_reuses_the_rest() {
 
 #[test]
 fn chat_context_shift_during_generation_drops_whole_turns() {
-    let Some(model) = common::shared_file("models/stories260K.gguf") else { return };
-    let s = TestServer::start(&model, &["-np", "1", "-c", "256", "--chat-template", "chatml", "--context-shift"]);
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let s = TestServer::start(
+        &model,
+        &[
+            "-np",
+            "1",
+            "-c",
+            "256",
+            "--chat-template",
+            "chatml",
+            "--context-shift",
+        ],
+    );
     let mut messages = vec![json!({"role": "system", "content": "You are a storyteller."})];
     for topic in &TOPICS[..4] {
         messages.push(json!({"role": "user", "content": format!("Tell me about {topic}.")}));
         messages.push(json!({"role": "assistant", "content": format!("Once upon a time there was {topic}. It was very nice and everyone liked it a lot.")}));
     }
     messages.push(json!({"role": "user", "content": "Tell me a long story."}));
-    let (code, _, v) = chat(&s, &messages, json!({"max_tokens": 200, "ignore_eos": true}));
+    let (code, _, v) = chat(
+        &s,
+        &messages,
+        json!({"max_tokens": 200, "ignore_eos": true}),
+    );
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["usage"]["completion_tokens"], 200, "{v}");
     // The conversation fitted at first; the shifts during generation dropped whole turns.
@@ -117,27 +172,62 @@ fn cli_text(args: &[String]) -> String {
     let mut log = Vec::new();
     let code = llamars::cli::completion::main_with(args, &mut std::io::empty(), &mut out, &mut log);
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&log));
-    String::from_utf8(out).unwrap().trim_end_matches('\n').to_string()
+    String::from_utf8(out)
+        .unwrap()
+        .trim_end_matches('\n')
+        .to_string()
 }
 
 /// A prompt past stories260K's trained 512 positions, through both Self-Extend forms:
 /// the server's tokens are llama-cli's with the same flags.
 #[test]
 fn self_extend_matches_llama_cli() {
-    let Some(model) = common::shared_file("models/stories260K.gguf") else { return };
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
     let m = model.display().to_string();
     let prompt = "Once upon a time, there was a little dog named Max. Max loved to play with his ball in the park. ".repeat(30);
-    for extend in [vec!["--self-extend", "4,64"], vec!["--grp-attn-n", "4", "--grp-attn-w", "128", "--grp-attn-shift", "exact"]] {
-        let mut cli: Vec<String> = ["-m", &m, "-c", "4096", "-t", "2", "--temp", "0", "-n", "24", "--ignore-eos", "--no-display-prompt", "-p"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    for extend in [
+        vec!["--self-extend", "4,64"],
+        vec![
+            "--grp-attn-n",
+            "4",
+            "--grp-attn-w",
+            "128",
+            "--grp-attn-shift",
+            "exact",
+        ],
+    ] {
+        let mut cli: Vec<String> = [
+            "-m",
+            &m,
+            "-c",
+            "4096",
+            "-t",
+            "2",
+            "--temp",
+            "0",
+            "-n",
+            "24",
+            "--ignore-eos",
+            "--no-display-prompt",
+            "-p",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         cli.push(prompt.clone());
         cli.extend(extend.iter().map(|s| s.to_string()));
         let want = cli_text(&cli);
-        let server_args: Vec<&str> = ["-np", "1", "-c", "4096"].into_iter().chain(extend.iter().copied()).collect();
+        let server_args: Vec<&str> = ["-np", "1", "-c", "4096"]
+            .into_iter()
+            .chain(extend.iter().copied())
+            .collect();
         let s = TestServer::start(&model, &server_args);
-        let (code, v) = s.post("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "ignore_eos": true}));
+        let (code, v) = s.post(
+            "/completion",
+            &json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "ignore_eos": true}),
+        );
         assert_eq!(code, 200, "{v}");
         assert!(v["tokens_evaluated"].as_u64().unwrap() > 600, "{v}");
         assert_eq!(text_of(&v), want, "{extend:?}");

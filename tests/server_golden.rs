@@ -11,14 +11,29 @@ use serde_json::Value;
 use srv::{text_of, TestServer};
 
 fn run_case(name: &str) {
-    let Some(path) = common::shared_file(&format!("golden/server/{name}.json")) else { return };
+    let Some(path) = common::shared_file(&format!("golden/server/{name}.json")) else {
+        return;
+    };
     let case: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let Some(model) = common::shared_file(&format!("models/{}", case["model"].as_str().unwrap())) else { return };
-    let mut args: Vec<&str> = case["server_args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let Some(model) = common::shared_file(&format!("models/{}", case["model"].as_str().unwrap()))
+    else {
+        return;
+    };
+    let mut args: Vec<&str> = case["server_args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
     args.extend(["--seed", "1"]);
     let server = TestServer::start(&model, &args);
     let requests = case["requests"].as_array().unwrap();
-    let want: Vec<&str> = case["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let want: Vec<&str> = case["texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
     let got: Vec<String> = if case["parallel"].as_bool().unwrap() {
         std::thread::scope(|s| {
             let hs: Vec<_> = requests

@@ -62,12 +62,13 @@ pub struct ServerParams {
 
 impl Default for ServerParams {
     fn default() -> Self {
-        let mut common = CommonParams::default();
-        // A server has no exactness contract with llama-cli's output for Self-Extend's
-        // KV-shift form, so grouped keys move to their true positions.
-        common.div_shift = llama::memory::DivShift::Exact;
         ServerParams {
-            common,
+            // A server has no exactness contract with llama-cli's output for
+            // Self-Extend's KV-shift form, so grouped keys move to their true positions.
+            common: CommonParams {
+                div_shift: llama::memory::DivShift::Exact,
+                ..Default::default()
+            },
             host: "127.0.0.1".into(),
             port: 8080,
             n_parallel: -1,
@@ -289,16 +290,33 @@ mod tests {
     #[test]
     fn defaults_follow_llama_cpp() {
         let p = parse_args(&args(&["-m", "x.gguf"])).unwrap().unwrap();
-        assert_eq!((p.host.as_str(), p.port, p.n_parallel), ("127.0.0.1", 8080, -1));
-        assert_eq!((p.timeout, p.n_cache_reuse, p.cache_prompt), (3600, 0, true));
+        assert_eq!(
+            (p.host.as_str(), p.port, p.n_parallel),
+            ("127.0.0.1", 8080, -1)
+        );
+        assert_eq!(
+            (p.timeout, p.n_cache_reuse, p.cache_prompt),
+            (3600, 0, true)
+        );
         assert!(!p.common.ctx_shift && !p.metrics && p.slots_endpoint);
     }
 
     #[test]
     fn server_flags_parse_and_bad_values_are_named() {
         let p = parse_args(&args(&[
-            "-np", "4", "--api-key", "a,b", "--cache-reuse", "32", "--port", "0", "--context-shift",
-            "--grp-attn-n", "2", "--grp-attn-w", "8",
+            "-np",
+            "4",
+            "--api-key",
+            "a,b",
+            "--cache-reuse",
+            "32",
+            "--port",
+            "0",
+            "--context-shift",
+            "--grp-attn-n",
+            "2",
+            "--grp-attn-w",
+            "8",
         ]))
         .unwrap()
         .unwrap();
@@ -306,7 +324,9 @@ mod tests {
         assert_eq!(p.api_keys, vec!["a", "b"]);
         assert_eq!((p.n_cache_reuse, p.port), (32, 0));
         assert!(p.common.ctx_shift);
-        assert!(parse_args(&args(&["-np", "0"])).unwrap_err().contains("-np"));
+        assert!(parse_args(&args(&["-np", "0"]))
+            .unwrap_err()
+            .contains("-np"));
         assert!(parse_args(&args(&["--grp-attn-n", "3", "--grp-attn-w", "8"])).is_err());
         assert!(parse_args(&args(&["--self-extend", "4,64", "--grp-attn-n", "2"])).is_err());
         assert!(parse_args(&args(&["--slot-save-path", "/no/such/dir"])).is_err());

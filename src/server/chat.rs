@@ -25,7 +25,11 @@ impl ChatTemplate {
     /// The template for a `--chat-template` value (a built-in name or a Jinja source),
     /// or else the model's `tokenizer.chat_template`, or else chatml, as llama.cpp
     /// falls back. `Err` names a template this build cannot render.
-    pub fn resolve(given: Option<&str>, model_template: Option<&str>, jinja: bool) -> Result<Self, String> {
+    pub fn resolve(
+        given: Option<&str>,
+        model_template: Option<&str>,
+        jinja: bool,
+    ) -> Result<Self, String> {
         let src = given.or(model_template);
         let Some(src) = src else {
             return Ok(ChatTemplate::ChatMl);
@@ -60,12 +64,19 @@ impl ChatTemplate {
     }
 
     /// Renders `messages`; with `add_generation_prompt` the assistant's header follows.
-    pub fn apply(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String, ApiError> {
+    pub fn apply(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, ApiError> {
         let mut s = String::new();
         match self {
             ChatTemplate::ChatMl => {
                 for m in messages {
-                    s.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content));
+                    s.push_str(&format!(
+                        "<|im_start|>{}\n{}<|im_end|>\n",
+                        m.role, m.content
+                    ));
                 }
                 if add_generation_prompt {
                     s.push_str("<|im_start|>assistant\n");
@@ -111,10 +122,19 @@ mod tests {
             ChatTemplate::Llama3.apply(&m, false).unwrap(),
             "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
         );
-        assert_eq!(ChatTemplate::resolve(None, None, true), Ok(ChatTemplate::ChatMl));
-        assert_eq!(ChatTemplate::resolve(Some("llama3"), None, false), Ok(ChatTemplate::Llama3));
+        assert_eq!(
+            ChatTemplate::resolve(None, None, true),
+            Ok(ChatTemplate::ChatMl)
+        );
+        assert_eq!(
+            ChatTemplate::resolve(Some("llama3"), None, false),
+            Ok(ChatTemplate::Llama3)
+        );
         // With Jinja, a name that is not a template renders as itself (as llama.cpp).
-        assert_eq!(ChatTemplate::resolve(Some("llama3"), None, true), Ok(ChatTemplate::Constant("llama3".into())));
+        assert_eq!(
+            ChatTemplate::resolve(Some("llama3"), None, true),
+            Ok(ChatTemplate::Constant("llama3".into()))
+        );
         assert!(ChatTemplate::resolve(Some("{{ weird }}"), None, true).is_err());
     }
 }

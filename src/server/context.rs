@@ -26,14 +26,23 @@ pub struct ChatPrompt {
     pub turn_starts: Vec<(usize, usize)>,
 }
 
-fn render(t: &ChatTemplate, vocab: &Vocab, msgs: &[ChatMessage], gen: bool) -> Result<Vec<Token>, ApiError> {
+fn render(
+    t: &ChatTemplate,
+    vocab: &Vocab,
+    msgs: &[ChatMessage],
+    gen: bool,
+) -> Result<Vec<Token>, ApiError> {
     Ok(vocab.tokenize(&t.apply(msgs, gen)?, true, true))
 }
 
 /// The kept conversation when the messages before `cut` (and after the `n_sys` system
 /// messages) are dropped.
 fn without(messages: &[ChatMessage], n_sys: usize, cut: usize) -> Vec<ChatMessage> {
-    messages[..n_sys].iter().chain(&messages[cut..]).cloned().collect()
+    messages[..n_sys]
+        .iter()
+        .chain(&messages[cut..])
+        .cloned()
+        .collect()
 }
 
 /// Renders `messages` for generation and fits them into `n_ctx` tokens with room for
@@ -53,7 +62,9 @@ pub fn fit_chat(
 ) -> Result<ChatPrompt, ApiError> {
     let n_sys = messages.iter().take_while(|m| m.role == "system").count();
     // Cut points: where a user turn starts; the first keeps everything.
-    let mut cuts: Vec<usize> = (n_sys..messages.len()).filter(|&j| messages[j].role == "user").collect();
+    let mut cuts: Vec<usize> = (n_sys..messages.len())
+        .filter(|&j| messages[j].role == "user")
+        .collect();
     if cuts.first() != Some(&n_sys) {
         cuts.insert(0, n_sys);
     }
@@ -69,7 +80,11 @@ pub fn fit_chat(
         full.clone()
     };
     // The answer's room is only worth dropping turns for when it can be had at all.
-    let reserve = if shortest.len() + reserve <= n_ctx { reserve } else { 0 };
+    let reserve = if shortest.len() + reserve <= n_ctx {
+        reserve
+    } else {
+        0
+    };
     let fits = |n: usize| n < n_ctx && n + reserve <= n_ctx;
     let (tokens, cut) = if fits(full.len()) {
         (full, n_sys)

@@ -49,27 +49,83 @@ impl MetricsSnapshot {
         let m = &self.metrics;
         let per = |n: u64, t: f64| if t > 0.0 { n as f64 / t } else { 0.0 };
         let counters = [
-            ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", m.n_prompt_tokens as f64),
-            ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", m.n_prompt_cached as f64),
-            ("prompt_seconds_total", "Total time spent processing prompts", m.t_prompt),
-            ("tokens_predicted_total", "Number of generation tokens processed", m.n_predicted as f64),
-            ("tokens_predicted_seconds_total", "Total time spent generating tokens", m.t_predicted),
-            ("n_decode_total", "Total number of llama_decode() calls", m.n_decode as f64),
-            ("n_tokens_max", "Largest observed sequence length (prompt + generation)", m.n_tokens_max as f64),
-            ("requests_total", "Number of requests answered", m.n_requests as f64),
-            ("requests_cancelled_total", "Number of requests cancelled because the client went away", m.n_cancelled as f64),
+            (
+                "prompt_tokens_total",
+                "Number of prompt tokens processed, excluding cached tokens",
+                m.n_prompt_tokens as f64,
+            ),
+            (
+                "prompt_tokens_cached_total",
+                "Number of prompt tokens reused from the cache",
+                m.n_prompt_cached as f64,
+            ),
+            (
+                "prompt_seconds_total",
+                "Total time spent processing prompts",
+                m.t_prompt,
+            ),
+            (
+                "tokens_predicted_total",
+                "Number of generation tokens processed",
+                m.n_predicted as f64,
+            ),
+            (
+                "tokens_predicted_seconds_total",
+                "Total time spent generating tokens",
+                m.t_predicted,
+            ),
+            (
+                "n_decode_total",
+                "Total number of llama_decode() calls",
+                m.n_decode as f64,
+            ),
+            (
+                "n_tokens_max",
+                "Largest observed sequence length (prompt + generation)",
+                m.n_tokens_max as f64,
+            ),
+            (
+                "requests_total",
+                "Number of requests answered",
+                m.n_requests as f64,
+            ),
+            (
+                "requests_cancelled_total",
+                "Number of requests cancelled because the client went away",
+                m.n_cancelled as f64,
+            ),
         ];
         let gauges = [
-            ("prompt_tokens_seconds", "Average prompt throughput in tokens/s", per(m.n_prompt_tokens, m.t_prompt)),
-            ("predicted_tokens_seconds", "Average generation throughput in tokens/s", per(m.n_predicted, m.t_predicted)),
-            ("requests_processing", "Number of requests processing", self.n_processing as f64),
-            ("requests_deferred", "Number of requests deferred", self.n_deferred as f64),
+            (
+                "prompt_tokens_seconds",
+                "Average prompt throughput in tokens/s",
+                per(m.n_prompt_tokens, m.t_prompt),
+            ),
+            (
+                "predicted_tokens_seconds",
+                "Average generation throughput in tokens/s",
+                per(m.n_predicted, m.t_predicted),
+            ),
+            (
+                "requests_processing",
+                "Number of requests processing",
+                self.n_processing as f64,
+            ),
+            (
+                "requests_deferred",
+                "Number of requests deferred",
+                self.n_deferred as f64,
+            ),
             (
                 "n_busy_slots_per_decode",
                 "Average number of busy slots per llama_decode() call",
                 m.n_busy_slots as f64 / (m.n_decode.max(1)) as f64,
             ),
-            ("kv_cache_tokens", "KV cache cells in use", self.kv_used as f64),
+            (
+                "kv_cache_tokens",
+                "KV cache cells in use",
+                self.kv_used as f64,
+            ),
             (
                 "kv_cache_usage_ratio",
                 "KV cache usage: 1 means full",
@@ -103,7 +159,9 @@ mod tests {
             ..Default::default()
         }
         .to_prometheus();
-        assert!(s.contains("# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 10\n"));
+        assert!(s.contains(
+            "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 10\n"
+        ));
         assert!(s.contains("llamacpp:prompt_tokens_seconds 5\n"));
         assert!(s.contains("llamacpp:kv_cache_usage_ratio 0.25\n"));
     }

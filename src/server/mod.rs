@@ -60,7 +60,11 @@ impl RunningServer {
 /// it); with `-np N` each gets `n_ctx / N`, padded to 256.
 fn slot_ctx(p: &ServerParams, n_ctx: u32, n_ctx_train: u32, n_slots: u32, unified: bool) -> u32 {
     let extended = p.common.self_extend.is_some() || p.common.grp_attn_n != 1;
-    let per = if unified { n_ctx } else { (n_ctx / n_slots).next_multiple_of(256) };
+    let per = if unified {
+        n_ctx
+    } else {
+        (n_ctx / n_slots).next_multiple_of(256)
+    };
     if extended {
         per
     } else {
@@ -75,26 +79,42 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
     let mut log = std::io::stderr();
     eprintln!("main: llamars llama-server {}", env!("CARGO_PKG_VERSION"));
     let path = p.common.model.clone();
-    let (model, t_load) = tokio::task::block_in_place(|| crate::cli::common::load(&path, &mut log))?;
-    let model_template = ggml::gguf::GgufFile::open(&path)
-        .ok()
-        .and_then(|g| g.gguf().get("tokenizer.chat_template").and_then(|v| v.as_str()).map(String::from));
+    let (model, t_load) =
+        tokio::task::block_in_place(|| crate::cli::common::load(&path, &mut log))?;
+    let model_template = ggml::gguf::GgufFile::open(&path).ok().and_then(|g| {
+        g.gguf()
+            .get("tokenizer.chat_template")
+            .and_then(|v| v.as_str())
+            .map(String::from)
+    });
     let given = match &p.chat_template_file {
-        Some(f) => Some(std::fs::read_to_string(f).map_err(|e| format!("error: cannot read '{f}': {e}"))?),
+        Some(f) => {
+            Some(std::fs::read_to_string(f).map_err(|e| format!("error: cannot read '{f}': {e}"))?)
+        }
         None => p.chat_template.clone(),
     };
-    let template = chat::ChatTemplate::resolve(given.as_deref(), model_template.as_deref(), p.jinja)?;
+    let template =
+        chat::ChatTemplate::resolve(given.as_deref(), model_template.as_deref(), p.jinja)?;
 
-    let (n_slots, unified) = if p.n_parallel < 0 { (4u32, p.kv_unified.unwrap_or(true)) } else { (p.n_parallel as u32, p.kv_unified.unwrap_or(false)) };
+    let (n_slots, unified) = if p.n_parallel < 0 {
+        (4u32, p.kv_unified.unwrap_or(true))
+    } else {
+        (p.n_parallel as u32, p.kv_unified.unwrap_or(false))
+    };
     let mut cp = p.common.clone();
-    cp.n_ctx = if cp.n_ctx == 0 { model.hparams.n_ctx_train } else { cp.n_ctx };
+    cp.n_ctx = if cp.n_ctx == 0 {
+        model.hparams.n_ctx_train
+    } else {
+        cp.n_ctx
+    };
     if !unified {
         cp.n_ctx = (cp.n_ctx / n_slots).next_multiple_of(256) * n_slots;
     }
     let mut ctx_params = cp.context_params();
     ctx_params.n_seq_max = n_slots;
     ctx_params.kv_unified = true;
-    let ctx = llama::LlamaContext::new(Arc::clone(&model), &ctx_params).map_err(|e| format!("error: failed to create context: {e}"))?;
+    let ctx = llama::LlamaContext::new(Arc::clone(&model), &ctx_params)
+        .map_err(|e| format!("error: failed to create context: {e}"))?;
     let n_ctx = ctx.n_ctx();
     let n_ctx_slot = slot_ctx(&p, n_ctx, model.hparams.n_ctx_train, n_slots, unified);
     {
@@ -106,7 +126,10 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
         eprintln!("srv  self-extend (exact, bi-level attention): group = {g}, window = {w}");
     }
     if p.common.grp_attn_n != 1 {
-        eprintln!("srv  self-extend (KV-shift form): grp_attn_n = {}, grp_attn_w = {}", p.common.grp_attn_n, p.common.grp_attn_w);
+        eprintln!(
+            "srv  self-extend (KV-shift form): grp_attn_n = {}, grp_attn_w = {}",
+            p.common.grp_attn_n, p.common.grp_attn_w
+        );
     }
     eprintln!("srv  init: initializing slots, n_slots = {n_slots}, n_ctx_slot = {n_ctx_slot}, kv_unified = {unified}");
     eprintln!("srv  init: chat template: {}", template.name());
@@ -121,19 +144,33 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
         max_queue: p.max_queue,
         shutdown_grace: Duration::from_secs(10),
     };
-    let (engine, engine_thread) = engine::spawn(ctx, cfg).map_err(|e| format!("error: cannot start the engine thread: {e}"))?;
+    let (engine, engine_thread) = engine::spawn(ctx, cfg)
+        .map_err(|e| format!("error: cannot start the engine thread: {e}"))?;
 
     let mut sampling = p.common.sampling.clone();
     if sampling.penalty_last_n == usize::MAX {
         sampling.penalty_last_n = n_ctx_slot as usize;
     }
-    let file_name = std::path::Path::new(&path).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let file_name = std::path::Path::new(&path)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut model_names: Vec<String> = p.alias.iter().cloned().collect();
-    model_names.extend([file_name.clone(), file_name.trim_end_matches(".gguf").to_string(), path.clone()]);
+    model_names.extend([
+        file_name.clone(),
+        file_name.trim_end_matches(".gguf").to_string(),
+        path.clone(),
+    ]);
     let state = Arc::new(AppState {
         engine: engine.clone(),
         template,
-        defaults: GenParams::defaults(&sampling, p.common.n_predict, p.cache_prompt, p.n_cache_reuse, p.common.n_keep),
+        defaults: GenParams::defaults(
+            &sampling,
+            p.common.n_predict,
+            p.cache_prompt,
+            p.n_cache_reuse,
+            p.common.n_keep,
+        ),
         model_names,
         n_ctx_slot: n_ctx_slot as usize,
         n_slots: n_slots as usize,
@@ -150,7 +187,9 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
     });
     let app = routes::router(state, p.max_body);
     let addr = format!("{}:{}", p.host, p.port);
-    let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|e| format!("error: cannot listen on {addr}: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| format!("error: cannot listen on {addr}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("main: model loaded in {:.2} ms", t_load.as_secs_f64() * 1e3);
     eprintln!("main: server is listening on http://{addr} - starting the main loop");
@@ -166,7 +205,10 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
                 }
             }
         };
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
             eprintln!("srv  http server error: {e}");
         }
     });
@@ -186,10 +228,11 @@ async fn wait_signal(enabled: bool) {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -201,23 +244,32 @@ async fn wait_signal(enabled: bool) {
     }
 }
 
-const ABOUT: &str = "An OpenAI-compatible HTTP server for llama and qwen2 GGUF models (llama.cpp's llama-server).";
+const ABOUT: &str =
+    "An OpenAI-compatible HTTP server for llama and qwen2 GGUF models (llama.cpp's llama-server).";
 
 /// Runs `llama-server` with `args` (without the program name) until a signal; returns
 /// the exit code (0 on a clean stop, 1 on an error, whose message goes to stderr).
 pub fn main_with(args: &[String]) -> i32 {
     let opts = args::server_opts();
-    crate::cli::args::run_main("llama-server", ABOUT, &opts, args::parse_args(args), &mut std::io::stdout(), &mut std::io::stderr(), |p, _, _| {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("error: cannot start the async runtime: {e}"))?;
-        rt.block_on(async {
-            let server = start(p.clone(), true).await?;
-            server.wait().await;
-            eprintln!("main: server stopped");
-            Ok(())
-        })
-    })
+    crate::cli::args::run_main(
+        "llama-server",
+        ABOUT,
+        &opts,
+        args::parse_args(args),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+        |p, _, _| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| format!("error: cannot start the async runtime: {e}"))?;
+            rt.block_on(async {
+                let server = start(p.clone(), true).await?;
+                server.wait().await;
+                eprintln!("main: server stopped");
+                Ok(())
+            })
+        },
+    )
 }

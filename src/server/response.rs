@@ -33,7 +33,11 @@ pub fn completion_id(prefix: &str, task_id: u64) -> String {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    format!("{prefix}-{:016x}{:04x}", t ^ 0x9e37_79b9_7f4a_7c15, task_id & 0xffff)
+    format!(
+        "{prefix}-{:016x}{:04x}",
+        t ^ 0x9e37_79b9_7f4a_7c15,
+        task_id & 0xffff
+    )
 }
 
 /// Unix seconds now.
@@ -142,7 +146,11 @@ pub fn final_json(m: &ResponseMeta, f: &Final, n_ctx: usize) -> Vec<Value> {
             vec![v]
         }
         ResponseKind::OaiCompletion => {
-            let logprobs = if has_probs { json!({"content": probs_json(&f.probs, post)}) } else { Value::Null };
+            let logprobs = if has_probs {
+                json!({"content": probs_json(&f.probs, post)})
+            } else {
+                Value::Null
+            };
             vec![json!({
                 "choices": [{"text": f.content, "index": 0, "logprobs": logprobs, "finish_reason": f.stop.finish_reason()}],
                 "created": m.created,
@@ -183,9 +191,13 @@ pub fn final_json(m: &ResponseMeta, f: &Final, n_ctx: usize) -> Vec<Value> {
             };
             let mut out = Vec::new();
             if !f.content.is_empty() {
-                out.push(chunk(json!([{"finish_reason": null, "index": 0, "delta": {"content": f.content}}])));
+                out.push(chunk(
+                    json!([{"finish_reason": null, "index": 0, "delta": {"content": f.content}}]),
+                ));
             }
-            out.push(chunk(json!([{"finish_reason": f.stop.finish_reason(), "index": 0, "delta": {}}])));
+            out.push(chunk(
+                json!([{"finish_reason": f.stop.finish_reason(), "index": 0, "delta": {}}]),
+            ));
             if f.params.include_usage {
                 let mut u = chunk(json!([]));
                 u["usage"] = usage(f);
@@ -203,7 +215,10 @@ pub fn final_json(m: &ResponseMeta, f: &Final, n_ctx: usize) -> Vec<Value> {
 /// text and is not the first).
 pub fn partial_json(m: &ResponseMeta, p: &Partial) -> Vec<Value> {
     let post = m.post_sampling_probs;
-    let probs = p.probs.as_ref().map(|x| probs_json(std::slice::from_ref(x), post));
+    let probs = p
+        .probs
+        .as_ref()
+        .map(|x| probs_json(std::slice::from_ref(x), post));
     let timings = p.timings.map(|t| t.to_json());
     match m.kind {
         ResponseKind::Native => {

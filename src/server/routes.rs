@@ -22,9 +22,13 @@ use super::chat::ChatTemplate;
 use super::context::fit_chat;
 use super::engine::{EngineHandle, SlotAction};
 use super::error::ApiError;
-use super::response::{completion_id, final_json, generation_settings, now_secs, partial_json, ResponseMeta};
+use super::response::{
+    completion_id, final_json, generation_settings, now_secs, partial_json, ResponseMeta,
+};
 use super::task::{Event, Task};
-use super::types::{parse_gen_params, parse_messages, tokenize_prompt, Fields, GenParams, ResponseKind};
+use super::types::{
+    parse_gen_params, parse_messages, tokenize_prompt, Fields, GenParams, ResponseKind,
+};
 
 /// What the handlers share.
 pub struct AppState {
@@ -70,8 +74,19 @@ const TRUNCATION_REUSE_MIN_CHUNK: usize = 8;
 
 /// All routes, with the API key middleware and a JSON 404.
 pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
-    Router::new()
-        .route("/", get(index))
+    let completion_routes = [
+        ("/completion", ResponseKind::Native),
+        ("/completions", ResponseKind::Native),
+        ("/v1/completions", ResponseKind::OaiCompletion),
+        ("/chat/completions", ResponseKind::OaiChat),
+        ("/v1/chat/completions", ResponseKind::OaiChat),
+    ];
+    let app = completion_routes
+        .into_iter()
+        .fold(Router::new(), |r, (path, kind)| {
+            r.route(path, post(move |s: St, b| completions(s, b, kind)))
+        });
+    app.route("/", get(index))
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/v1/models", get(models))
@@ -80,11 +95,6 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/slots", get(slots))
         .route("/slots/{id}", post(slot_action))
         .route("/metrics", get(metrics))
-        .route("/completion", post(|s: St, b| completions(s, b, ResponseKind::Native)))
-        .route("/completions", post(|s: St, b| completions(s, b, ResponseKind::Native)))
-        .route("/v1/completions", post(|s: St, b| completions(s, b, ResponseKind::OaiCompletion)))
-        .route("/chat/completions", post(|s: St, b| completions(s, b, ResponseKind::OaiChat)))
-        .route("/v1/chat/completions", post(|s: St, b| completions(s, b, ResponseKind::OaiChat)))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/apply-template", post(apply_template))
@@ -92,7 +102,10 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::NotFound("method not allowed on this path".into())
         })
-        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), guard))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .with_state(state)
 }
@@ -123,18 +136,33 @@ async fn guard(State(st): St, req: Request, next: Next) -> Response {
     let mut res = if method == Method::OPTIONS {
         let mut r = StatusCode::OK.into_response();
         let h = r.headers_mut();
-        h.insert("access-control-allow-methods", HeaderValue::from_static("GET, POST, OPTIONS"));
-        h.insert("access-control-allow-headers", HeaderValue::from_static("*"));
+        h.insert(
+            "access-control-allow-methods",
+            HeaderValue::from_static("GET, POST, OPTIONS"),
+        );
+        h.insert(
+            "access-control-allow-headers",
+            HeaderValue::from_static("*"),
+        );
         r
     } else {
         match tokio::time::timeout(st.timeout, next.run(req)).await {
             Ok(r) => r,
-            Err(_) => (StatusCode::REQUEST_TIMEOUT, axum::Json(ApiError::Unavailable("request timed out".into()).body())).into_response(),
+            Err(_) => (
+                StatusCode::REQUEST_TIMEOUT,
+                axum::Json(ApiError::Unavailable("request timed out".into()).body()),
+            )
+                .into_response(),
         }
     };
-    res.headers_mut().insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    res.headers_mut()
+        .insert("access-control-allow-origin", HeaderValue::from_static("*"));
     if path != "/health" {
-        eprintln!("srv  log_server_r: request: {method} {path} {} ({:.1} ms)", res.status().as_u16(), t0.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "srv  log_server_r: request: {method} {path} {} ({:.1} ms)",
+            res.status().as_u16(),
+            t0.elapsed().as_secs_f64() * 1e3
+        );
     }
     res
 }
@@ -147,7 +175,8 @@ fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
             ApiError::InvalidRequest(format!("cannot read the request body: {e}"))
         }
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidRequest(format!("invalid JSON in the request body: {e}")))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON in the request body: {e}")))
 }
 
 async fn index(State(st): St) -> Response {
@@ -204,17 +233,25 @@ async fn props(State(st): St) -> Json<Value> {
 
 async fn slots(State(st): St) -> Result<Json<Value>, ApiError> {
     if !st.slots {
-        return Err(ApiError::NotSupported("This server does not support slots endpoint.".into()));
+        return Err(ApiError::NotSupported(
+            "This server does not support slots endpoint.".into(),
+        ));
     }
     Ok(Json(st.engine.slots().await?))
 }
 
 async fn metrics(State(st): St) -> Result<Response, ApiError> {
     if !st.metrics {
-        return Err(ApiError::NotSupported("This server does not support metrics endpoint. Start it with `--metrics`".into()));
+        return Err(ApiError::NotSupported(
+            "This server does not support metrics endpoint. Start it with `--metrics`".into(),
+        ));
     }
     let m = st.engine.metrics().await?;
-    Ok(([("content-type", "text/plain; version=0.0.4")], m.to_prometheus()).into_response())
+    Ok((
+        [("content-type", "text/plain; version=0.0.4")],
+        m.to_prometheus(),
+    )
+        .into_response())
 }
 
 /// llama.cpp's `fs_validate_filename`, strictly: a plain file name of safe characters.
@@ -222,7 +259,9 @@ fn valid_filename(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !name.contains("..")
 }
 
@@ -232,11 +271,15 @@ async fn slot_action(
     Query(q): Query<std::collections::HashMap<String, String>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let id: usize = id.parse().map_err(|_| ApiError::InvalidRequest(format!("invalid slot id '{id}'")))?;
+    let id: usize = id
+        .parse()
+        .map_err(|_| ApiError::InvalidRequest(format!("invalid slot id '{id}'")))?;
     let filename = || -> Result<String, ApiError> {
         let b = json_body(body)?;
         let f = Fields::of(&b)?;
-        let name = f.str("filename")?.ok_or_else(|| ApiError::InvalidRequest("\"filename\" is required".into()))?;
+        let name = f
+            .str("filename")?
+            .ok_or_else(|| ApiError::InvalidRequest("\"filename\" is required".into()))?;
         if !valid_filename(name) {
             return Err(ApiError::InvalidRequest("Invalid filename".into()));
         }
@@ -246,12 +289,19 @@ async fn slot_action(
         Some("save") => SlotAction::Save(filename()?),
         Some("restore") => SlotAction::Restore(filename()?),
         Some("erase") => SlotAction::Erase,
-        other => return Err(ApiError::InvalidRequest(format!("invalid action {other:?}: save, restore or erase"))),
+        other => {
+            return Err(ApiError::InvalidRequest(format!(
+                "invalid action {other:?}: save, restore or erase"
+            )))
+        }
     };
     Ok(Json(st.engine.slot_action(id, action).await?))
 }
 
-async fn tokenize(State(st): St, body: Result<Bytes, BytesRejection>) -> Result<Json<Value>, ApiError> {
+async fn tokenize(
+    State(st): St,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
     let b = json_body(body)?;
     let f = Fields::of(&b)?;
     let content = f.str("content")?.unwrap_or("");
@@ -276,32 +326,52 @@ async fn tokenize(State(st): St, body: Result<Bytes, BytesRejection>) -> Result<
     Ok(Json(json!({ "tokens": tokens })))
 }
 
-async fn detokenize(State(st): St, body: Result<Bytes, BytesRejection>) -> Result<Json<Value>, ApiError> {
+async fn detokenize(
+    State(st): St,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
     let b = json_body(body)?;
-    let v = Fields::of(&b)?.get("tokens").cloned().unwrap_or(Value::Array(Vec::new()));
-    let arr = v.as_array().ok_or_else(|| ApiError::InvalidRequest("\"tokens\" must be an array of token ids".into()))?;
+    let v = Fields::of(&b)?
+        .get("tokens")
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
+    let arr = v.as_array().ok_or_else(|| {
+        ApiError::InvalidRequest("\"tokens\" must be an array of token ids".into())
+    })?;
     let n_vocab = st.model.vocab.n_tokens() as i64;
     let toks = arr
         .iter()
         .map(|t| match t.as_i64() {
             Some(i) if (0..n_vocab).contains(&i) => Ok(i as llama::Token),
-            _ => Err(ApiError::InvalidRequest(format!("token {t} is not a valid id in [0, {n_vocab})"))),
+            _ => Err(ApiError::InvalidRequest(format!(
+                "token {t} is not a valid id in [0, {n_vocab})"
+            ))),
         })
         .collect::<Result<Vec<_>, _>>()?;
     // As llama.cpp's tokens_to_str: the pieces (special ones included) joined.
     let mut bytes = Vec::new();
     for &t in &toks {
-        bytes.extend_from_slice(st.model.vocab.token_to_piece(t, 0, true).map_err(|e| ApiError::InvalidRequest(e.to_string()))?);
+        bytes.extend_from_slice(
+            st.model
+                .vocab
+                .token_to_piece(t, 0, true)
+                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?,
+        );
     }
     Ok(Json(json!({ "content": super::text::lossy(&bytes) })))
 }
 
-async fn apply_template(State(st): St, body: Result<Bytes, BytesRejection>) -> Result<Json<Value>, ApiError> {
+async fn apply_template(
+    State(st): St,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
     let b = json_body(body)?;
     let f = Fields::of(&b)?;
     let messages = parse_messages(f.get("messages"))?;
     let add_gen = f.bool("add_generation_prompt")?.unwrap_or(true);
-    Ok(Json(json!({ "prompt": st.template.apply(&messages, add_gen)? })))
+    Ok(Json(
+        json!({ "prompt": st.template.apply(&messages, add_gen)? }),
+    ))
 }
 
 fn check_model(st: &AppState, f: &Fields) -> Result<(), ApiError> {
@@ -314,14 +384,22 @@ fn check_model(st: &AppState, f: &Fields) -> Result<(), ApiError> {
     }
 }
 
-async fn completions(State(st): St, body: Result<Bytes, BytesRejection>, kind: ResponseKind) -> Response {
+async fn completions(
+    State(st): St,
+    body: Result<Bytes, BytesRejection>,
+    kind: ResponseKind,
+) -> Response {
     match start_completion(&st, body, kind).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection>, kind: ResponseKind) -> Result<Response, ApiError> {
+async fn start_completion(
+    st: &Arc<AppState>,
+    body: Result<Bytes, BytesRejection>,
+    kind: ResponseKind,
+) -> Result<Response, ApiError> {
     let t_arrival = Instant::now();
     let b = json_body(body)?;
     let f = Fields::of(&b)?;
@@ -330,9 +408,22 @@ async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection
     let (prompt, truncated_turns, turn_starts) = if kind == ResponseKind::OaiChat {
         let messages = parse_messages(f.get("messages"))?;
         let reserve = params.n_predict.max(0) as usize;
-        let cp = fit_chat(&st.template, &st.model.vocab, &messages, st.n_ctx_slot, reserve, st.truncate_turns, st.ctx_shift)?;
+        let cp = fit_chat(
+            &st.template,
+            &st.model.vocab,
+            &messages,
+            st.n_ctx_slot,
+            reserve,
+            st.truncate_turns,
+            st.ctx_shift,
+        )?;
         if cp.dropped > 0 {
-            eprintln!("srv  chat: dropped the {} oldest messages to fit {} tokens in the slot's {}", cp.dropped, cp.tokens.len(), st.n_ctx_slot);
+            eprintln!(
+                "srv  chat: dropped the {} oldest messages to fit {} tokens in the slot's {}",
+                cp.dropped,
+                cp.tokens.len(),
+                st.n_ctx_slot
+            );
             // The turns that remain sit later in the slot's cache than in the new
             // prompt: move their keys into place rather than evaluate them again
             // (unless asked to recompute them, for an exactly fresh evaluation).
@@ -340,7 +431,11 @@ async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection
                 None => st.turn_reuse_shift,
                 Some("shift") => true,
                 Some("recompute") => false,
-                Some(o) => return Err(ApiError::InvalidRequest(format!("\"turn_reuse\" must be \"shift\" or \"recompute\", got \"{o}\""))),
+                Some(o) => {
+                    return Err(ApiError::InvalidRequest(format!(
+                        "\"turn_reuse\" must be \"shift\" or \"recompute\", got \"{o}\""
+                    )))
+                }
             };
             if shift && params.n_cache_reuse == 0 {
                 params.n_cache_reuse = TRUNCATION_REUSE_MIN_CHUNK;
@@ -349,7 +444,9 @@ async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection
         }
         (cp.tokens, cp.dropped, cp.turn_starts)
     } else {
-        let p = f.get("prompt").ok_or_else(|| ApiError::InvalidRequest("\"prompt\" is required".into()))?;
+        let p = f
+            .get("prompt")
+            .ok_or_else(|| ApiError::InvalidRequest("\"prompt\" is required".into()))?;
         let tokens = tokenize_prompt(p, &st.model)?;
         if tokens.len() >= st.n_ctx_slot {
             return Err(ApiError::ExceedContext {
@@ -366,7 +463,14 @@ async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection
     let meta = ResponseMeta {
         kind,
         model: st.model_names[0].clone(),
-        id: completion_id(if kind == ResponseKind::OaiChat { "chatcmpl" } else { "cmpl" }, id),
+        id: completion_id(
+            if kind == ResponseKind::OaiChat {
+                "chatcmpl"
+            } else {
+                "cmpl"
+            },
+            id,
+        ),
         created: now_secs(),
         post_sampling_probs: params.post_sampling_probs,
     };
@@ -384,7 +488,10 @@ async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection
     })?;
     let mut headers = HeaderMap::new();
     if truncated_turns > 0 {
-        headers.insert("x-context-dropped-turns", HeaderValue::from(truncated_turns));
+        headers.insert(
+            "x-context-dropped-turns",
+            HeaderValue::from(truncated_turns),
+        );
     }
     if stream {
         // Wait for the slot to take the task, so that an early error is an HTTP error.
@@ -399,9 +506,15 @@ async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection
         match rx.recv().await {
             Some(Event::Final(fin)) => {
                 if fin.truncated_turns > 0 {
-                    headers.insert("x-context-dropped-turns", HeaderValue::from(fin.truncated_turns));
+                    headers.insert(
+                        "x-context-dropped-turns",
+                        HeaderValue::from(fin.truncated_turns),
+                    );
                 }
-                let body = final_json(&meta, &fin, st.n_ctx_slot).into_iter().next().unwrap_or(Value::Null);
+                let body = final_json(&meta, &fin, st.n_ctx_slot)
+                    .into_iter()
+                    .next()
+                    .unwrap_or(Value::Null);
                 return Ok((headers, Json(body)).into_response());
             }
             Some(Event::Error(e)) => return Err(e),
@@ -415,7 +528,12 @@ async fn start_completion(st: &Arc<AppState>, body: Result<Bytes, BytesRejection
 /// `data: [DONE]` for the OpenAI endpoints. A forwarding task turns events into chunks;
 /// when the client goes away the SSE body is dropped, the forwarder sees its channel
 /// closed (even while no token comes) and drops the task's receiver, which cancels it.
-fn sse(meta: ResponseMeta, n_ctx: usize, first: Event, mut rx: UnboundedReceiver<Event>) -> impl IntoResponse {
+fn sse(
+    meta: ResponseMeta,
+    n_ctx: usize,
+    first: Event,
+    mut rx: UnboundedReceiver<Event>,
+) -> impl IntoResponse {
     let (out, body) = tokio::sync::mpsc::channel::<Result<SseEvent, std::convert::Infallible>>(64);
     tokio::spawn(async move {
         let oai = meta.kind != ResponseKind::Native;
@@ -433,9 +551,15 @@ fn sse(meta: ResponseMeta, n_ctx: usize, first: Event, mut rx: UnboundedReceiver
             };
             let chunks: Vec<String> = match ev {
                 Event::Started { .. } => Vec::new(),
-                Event::Partial(p) => partial_json(&meta, &p).iter().map(Value::to_string).collect(),
+                Event::Partial(p) => partial_json(&meta, &p)
+                    .iter()
+                    .map(Value::to_string)
+                    .collect(),
                 Event::Final(f) => {
-                    let mut v: Vec<String> = final_json(&meta, &f, n_ctx).iter().map(Value::to_string).collect();
+                    let mut v: Vec<String> = final_json(&meta, &f, n_ctx)
+                        .iter()
+                        .map(Value::to_string)
+                        .collect();
                     if oai {
                         v.push("[DONE]".into());
                     }

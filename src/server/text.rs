@@ -40,7 +40,10 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     if needle.is_empty() || from > hay.len() {
         return None;
     }
-    hay[from..].windows(needle.len()).position(|w| w == needle).map(|p| p + from)
+    hay[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|p| p + from)
 }
 
 /// What looking for stop strings in the unsent text found.
@@ -72,7 +75,10 @@ pub fn find_stop(text: &[u8], stops: &[String], last_token_len: usize, partial: 
         return StopMatch::Full(pos, w.clone());
     }
     if partial {
-        let p = stops.iter().filter_map(|w| find_partial_stop(text, w.as_bytes())).min();
+        let p = stops
+            .iter()
+            .filter_map(|w| find_partial_stop(text, w.as_bytes()))
+            .min();
         if let Some(p) = p {
             return StopMatch::Partial(p);
         }
@@ -104,14 +110,20 @@ mod tests {
     #[test]
     fn stops_full_and_partial() {
         let stops = vec!["STOP".to_string(), "\n\n".to_string()];
-        assert_eq!(find_stop(b"hello ST", &stops, 2, true), StopMatch::Partial(6));
+        assert_eq!(
+            find_stop(b"hello ST", &stops, 2, true),
+            StopMatch::Partial(6)
+        );
         assert_eq!(find_stop(b"hello ST", &stops, 2, false), StopMatch::None);
         assert_eq!(
             find_stop(b"hello STOP now", &stops, 6, true),
             StopMatch::Full(6, "STOP".into())
         );
         // Only the tail that the last token could have completed is searched.
-        assert_eq!(find_stop(b"STOP and then more", &stops, 1, true), StopMatch::None);
+        assert_eq!(
+            find_stop(b"STOP and then more", &stops, 1, true),
+            StopMatch::None
+        );
         assert_eq!(find_partial_stop(b"abc", b"cd"), Some(2));
         assert_eq!(find_partial_stop(b"abc", b"xy"), None);
         assert_eq!(lossy(&[b'a', 0xff]), "a\u{fffd}");

@@ -61,7 +61,13 @@ pub struct GenParams {
 
 impl GenParams {
     /// The server's defaults for a request (from the command line).
-    pub fn defaults(sampling: &SamplerParams, n_predict: i32, cache_prompt: bool, n_cache_reuse: usize, n_keep: i32) -> Self {
+    pub fn defaults(
+        sampling: &SamplerParams,
+        n_predict: i32,
+        cache_prompt: bool,
+        n_cache_reuse: usize,
+        n_keep: i32,
+    ) -> Self {
         GenParams {
             n_predict,
             sampling: sampling.clone(),
@@ -111,9 +117,9 @@ fn type_err(key: &str, want: &str, v: &Value) -> ApiError {
 impl<'a> Fields<'a> {
     /// The body as an object: 400 for anything else.
     pub fn of(body: &'a Value) -> Result<Self, ApiError> {
-        body.as_object()
-            .map(Fields)
-            .ok_or_else(|| ApiError::InvalidRequest("the request body must be a JSON object".into()))
+        body.as_object().map(Fields).ok_or_else(|| {
+            ApiError::InvalidRequest("the request body must be a JSON object".into())
+        })
     }
 
     /// The raw value (`None` for absent or null).
@@ -123,17 +129,23 @@ impl<'a> Fields<'a> {
 
     /// A number within `lo..=hi`.
     pub fn f32(&self, key: &str, lo: f32, hi: f32) -> Result<Option<f32>, ApiError> {
-        let Some(v) = self.get(key) else { return Ok(None) };
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
         let x = v.as_f64().ok_or_else(|| type_err(key, "a number", v))?;
         if !(lo as f64..=hi as f64).contains(&x) {
-            return Err(ApiError::InvalidRequest(format!("\"{key}\" = {x} is out of range [{lo}, {hi}]")));
+            return Err(ApiError::InvalidRequest(format!(
+                "\"{key}\" = {x} is out of range [{lo}, {hi}]"
+            )));
         }
         Ok(Some(x as f32))
     }
 
     /// An integer within `lo..=hi`.
     pub fn int(&self, key: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
-        let Some(v) = self.get(key) else { return Ok(None) };
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
         let x = match v.as_i64() {
             Some(x) => x,
             // 3.0 is an integer too; 3.5 is not.
@@ -143,21 +155,31 @@ impl<'a> Fields<'a> {
             },
         };
         if !(lo..=hi).contains(&x) {
-            return Err(ApiError::InvalidRequest(format!("\"{key}\" = {x} is out of range [{lo}, {hi}]")));
+            return Err(ApiError::InvalidRequest(format!(
+                "\"{key}\" = {x} is out of range [{lo}, {hi}]"
+            )));
         }
         Ok(Some(x))
     }
 
     /// A boolean.
     pub fn bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
-        let Some(v) = self.get(key) else { return Ok(None) };
-        v.as_bool().map(Some).ok_or_else(|| type_err(key, "a boolean", v))
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        v.as_bool()
+            .map(Some)
+            .ok_or_else(|| type_err(key, "a boolean", v))
     }
 
     /// A string.
     pub fn str(&self, key: &str) -> Result<Option<&'a str>, ApiError> {
-        let Some(v) = self.get(key) else { return Ok(None) };
-        v.as_str().map(Some).ok_or_else(|| type_err(key, "a string", v))
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        v.as_str()
+            .map(Some)
+            .ok_or_else(|| type_err(key, "a string", v))
     }
 }
 
@@ -165,7 +187,12 @@ impl<'a> Fields<'a> {
 /// OpenAI's aliases; `n_predict` wins over `max_tokens`). `kind` decides OpenAI's
 /// `logprobs`/`top_logprobs` meaning. Token ids and strings in `logit_bias` are checked
 /// against `model`'s vocabulary.
-pub fn parse_gen_params(body: &Value, base: &GenParams, kind: ResponseKind, model: &Model) -> Result<GenParams, ApiError> {
+pub fn parse_gen_params(
+    body: &Value,
+    base: &GenParams,
+    kind: ResponseKind,
+    model: &Model,
+) -> Result<GenParams, ApiError> {
     let f = Fields::of(body)?;
     let mut p = base.clone();
     let max = i32::MAX as i64;
@@ -206,7 +233,11 @@ pub fn parse_gen_params(body: &Value, base: &GenParams, kind: ResponseKind, mode
         s.min_keep = v as usize;
     }
     if let Some(v) = f.int("seed", -1, u32::MAX as i64)? {
-        s.seed = if v < 0 { llama::sampling::DEFAULT_SEED } else { v as u32 };
+        s.seed = if v < 0 {
+            llama::sampling::DEFAULT_SEED
+        } else {
+            v as u32
+        };
     }
     if let Some(v) = f.int("n_keep", -1, max)? {
         p.n_keep = v as i32;
@@ -224,7 +255,9 @@ pub fn parse_gen_params(body: &Value, base: &GenParams, kind: ResponseKind, mode
         p.stream = v;
     }
     if let Some(o) = f.get("stream_options") {
-        let o = o.as_object().ok_or_else(|| type_err("stream_options", "an object", o))?;
+        let o = o
+            .as_object()
+            .ok_or_else(|| type_err("stream_options", "an object", o))?;
         if let Some(v) = Fields(o).bool("include_usage")? {
             p.include_usage = v;
         }
@@ -250,7 +283,9 @@ pub fn parse_gen_params(body: &Value, base: &GenParams, kind: ResponseKind, mode
         if f.bool("logprobs")? == Some(true) {
             p.n_probs = f.int("top_logprobs", 0, 20)?.unwrap_or(20) as usize;
         } else if f.get("top_logprobs").is_some() {
-            return Err(ApiError::InvalidRequest("\"top_logprobs\" requires \"logprobs\": true".into()));
+            return Err(ApiError::InvalidRequest(
+                "\"top_logprobs\" requires \"logprobs\": true".into(),
+            ));
         }
         if let Some(n) = f.int("n_probs", 0, 1000)? {
             p.n_probs = n as usize;
@@ -263,7 +298,11 @@ pub fn parse_gen_params(body: &Value, base: &GenParams, kind: ResponseKind, mode
             Value::String(s) => vec![s.clone()],
             Value::Array(a) => a
                 .iter()
-                .map(|w| w.as_str().map(String::from).ok_or_else(|| type_err("stop", "a string or an array of strings", w)))
+                .map(|w| {
+                    w.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| type_err("stop", "a string or an array of strings", w))
+                })
                 .collect::<Result<Vec<_>, _>>()?,
             v => return Err(type_err("stop", "a string or an array of strings", v)),
         };
@@ -277,7 +316,10 @@ pub fn parse_gen_params(body: &Value, base: &GenParams, kind: ResponseKind, mode
 
 fn parse_bias_value(v: &Value) -> Result<f32, ApiError> {
     match v {
-        Value::Number(n) => n.as_f64().map(|x| x as f32).ok_or_else(|| type_err("logit_bias", "numbers", v)),
+        Value::Number(n) => n
+            .as_f64()
+            .map(|x| x as f32)
+            .ok_or_else(|| type_err("logit_bias", "numbers", v)),
         Value::Bool(false) => Ok(f32::NEG_INFINITY),
         v => Err(type_err("logit_bias value", "a number or false", v)),
     }
@@ -307,7 +349,9 @@ fn parse_logit_bias(v: &Value, model: &Model) -> Result<Vec<(Token, f32)>, ApiEr
                 out.push((i as Token, bias));
                 Ok(())
             }
-            _ => Err(ApiError::InvalidRequest(format!("logit_bias: token {key} is out of range [0, {n_vocab})"))),
+            _ => Err(ApiError::InvalidRequest(format!(
+                "logit_bias: token {key} is out of range [0, {n_vocab})"
+            ))),
         }
     };
     match v {
@@ -372,9 +416,13 @@ pub fn tokenize_prompt(v: &Value, model: &Model) -> Result<Vec<Token>, ApiError>
 /// an array of `{"type": "text", "text": ...}` parts.
 pub fn parse_messages(v: Option<&Value>) -> Result<Vec<ChatMessage>, ApiError> {
     let v = v.ok_or_else(|| ApiError::InvalidRequest("\"messages\" is required".into()))?;
-    let a = v.as_array().ok_or_else(|| type_err("messages", "an array", v))?;
+    let a = v
+        .as_array()
+        .ok_or_else(|| type_err("messages", "an array", v))?;
     if a.is_empty() {
-        return Err(ApiError::InvalidRequest("\"messages\" must not be empty".into()));
+        return Err(ApiError::InvalidRequest(
+            "\"messages\" must not be empty".into(),
+        ));
     }
     a.iter()
         .map(|m| {
@@ -418,11 +466,23 @@ mod tests {
         let body = json!({"a": 1.5, "b": 3, "c": "x", "d": true, "e": 2.0, "n": null});
         let f = Fields::of(&body).unwrap();
         assert_eq!(f.f32("a", 0.0, 2.0).unwrap(), Some(1.5));
-        assert!(f.f32("a", 0.0, 1.0).unwrap_err().to_string().contains("out of range"));
+        assert!(f
+            .f32("a", 0.0, 1.0)
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
         assert_eq!(f.int("b", 0, 5).unwrap(), Some(3));
         assert_eq!(f.int("e", 0, 5).unwrap(), Some(2));
-        assert!(f.int("a", 0, 5).unwrap_err().to_string().contains("integer"));
-        assert!(f.bool("c").unwrap_err().to_string().contains("\"c\" must be a boolean, got a string"));
+        assert!(f
+            .int("a", 0, 5)
+            .unwrap_err()
+            .to_string()
+            .contains("integer"));
+        assert!(f
+            .bool("c")
+            .unwrap_err()
+            .to_string()
+            .contains("\"c\" must be a boolean, got a string"));
         assert_eq!(f.int("n", 0, 5).unwrap(), None);
         assert!(Fields::of(&json!([1])).is_err());
     }
@@ -438,6 +498,9 @@ mod tests {
         assert!(parse_messages(Some(&json!([{"content": "x"}]))).is_err());
         assert!(parse_messages(Some(&json!([]))).is_err());
         assert!(parse_messages(Some(&json!("hi"))).is_err());
-        assert!(parse_messages(Some(&json!([{"role": "user", "content": [{"type": "image_url"}]}]))).is_err());
+        assert!(parse_messages(Some(
+            &json!([{"role": "user", "content": [{"type": "image_url"}]}])
+        ))
+        .is_err());
     }
 }

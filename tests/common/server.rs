@@ -21,7 +21,14 @@ impl TestServer {
     /// Starts a server on `model` (a path) with `args` (llama-server flags; `--port 0`
     /// and `-t 2` are added).
     pub fn start(model: &std::path::Path, args: &[&str]) -> TestServer {
-        let mut a: Vec<String> = vec!["-m".into(), model.display().to_string(), "--port".into(), "0".into(), "-t".into(), "2".into()];
+        let mut a: Vec<String> = vec![
+            "-m".into(),
+            model.display().to_string(),
+            "--port".into(),
+            "0".into(),
+            "-t".into(),
+            "2".into(),
+        ];
         a.extend(args.iter().map(|s| s.to_string()));
         let p = parse_args(&a).expect("valid args").expect("not -h");
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -38,21 +45,36 @@ impl TestServer {
     }
 
     fn agent() -> ureq::Agent {
-        ureq::AgentBuilder::new().timeout(Duration::from_secs(600)).build()
+        ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(600))
+            .build()
     }
 
     /// POSTs raw `body` to `path`: status, headers we look at, and the body.
-    pub fn post_raw(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Option<String>, String) {
-        let mut r = Self::agent().post(&format!("{}{path}", self.url)).set("content-type", "application/json");
+    pub fn post_raw(
+        &self,
+        path: &str,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, Option<String>, String) {
+        let mut r = Self::agent()
+            .post(&format!("{}{path}", self.url))
+            .set("content-type", "application/json");
         for (k, v) in headers {
             r = r.set(k, v);
         }
         match r.send_string(body) {
             Ok(resp) => {
                 let dropped = resp.header("x-context-dropped-turns").map(String::from);
-                (resp.status(), dropped, resp.into_string().unwrap_or_default())
+                (
+                    resp.status(),
+                    dropped,
+                    resp.into_string().unwrap_or_default(),
+                )
             }
-            Err(ureq::Error::Status(code, resp)) => (code, None, resp.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(code, resp)) => {
+                (code, None, resp.into_string().unwrap_or_default())
+            }
             Err(e) => panic!("request to {path} failed: {e}"),
         }
     }
@@ -60,7 +82,10 @@ impl TestServer {
     /// POSTs JSON, returns status and parsed body.
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let (code, _, text) = self.post_raw(path, &body.to_string(), &[]);
-        (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// GETs `path`: status and body text.
@@ -106,5 +131,9 @@ pub fn text_of(v: &Value) -> String {
         return c.to_string();
     }
     let ch = &v["choices"][0];
-    ch["text"].as_str().or(ch["message"]["content"].as_str()).unwrap_or_else(|| panic!("no text in {v}")).to_string()
+    ch["text"]
+        .as_str()
+        .or(ch["message"]["content"].as_str())
+        .unwrap_or_else(|| panic!("no text in {v}"))
+        .to_string()
 }

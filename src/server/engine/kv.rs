@@ -22,12 +22,19 @@ pub fn seq_rm_from(ctx: &mut LlamaContext, seq: usize, p0: usize) -> Result<()> 
 /// Moves the cells of `seq` with positions in `range` by `delta` (the K-shift runs
 /// before the next decode).
 pub fn seq_add(ctx: &mut LlamaContext, seq: usize, range: Range<Pos>, delta: Pos) -> Result<()> {
-    ctx.kv_mut().seq_add(seq as SeqId, range.start, range.end, delta)
+    ctx.kv_mut()
+        .seq_add(seq as SeqId, range.start, range.end, delta)
 }
 
 /// Drops `n_discard` cells of `seq` after position `n_keep` and slides the rest
 /// (`n_past` in all) down: llama.cpp's context shift.
-pub fn shift_out(ctx: &mut LlamaContext, seq: usize, n_keep: usize, n_discard: usize, n_past: usize) -> Result<()> {
+pub fn shift_out(
+    ctx: &mut LlamaContext,
+    seq: usize,
+    n_keep: usize,
+    n_discard: usize,
+    n_past: usize,
+) -> Result<()> {
     let (k, d, n) = (n_keep as Pos, n_discard as Pos, n_past as Pos);
     seq_rm(ctx, seq, k..k + d)?;
     seq_add(ctx, seq, k + d..n, -d)
@@ -35,7 +42,12 @@ pub fn shift_out(ctx: &mut LlamaContext, seq: usize, n_keep: usize, n_discard: u
 
 /// One Self-Extend (KV-shift form) pass over `seq` before tokens at `n_past` are added;
 /// returns the new `n_past`.
-pub fn self_extend(ctx: &mut LlamaContext, se: &mut SelfExtend, seq: usize, n_past: Pos) -> Result<Pos> {
+pub fn self_extend(
+    ctx: &mut LlamaContext,
+    se: &mut SelfExtend,
+    seq: usize,
+    n_past: Pos,
+) -> Result<Pos> {
     Ok(se.apply(ctx.kv_mut(), seq as SeqId, n_past)?.0)
 }
 

@@ -99,13 +99,18 @@ impl EngineHandle {
                 "the server is busy: {n} requests are waiting for a slot; retry later"
             )));
         }
-        self.tx.send(Command::Complete(Box::new(task))).map_err(|_| {
-            self.pending.fetch_sub(1, Ordering::SeqCst);
-            gone()
-        })
+        self.tx
+            .send(Command::Complete(Box::new(task)))
+            .map_err(|_| {
+                self.pending.fetch_sub(1, Ordering::SeqCst);
+                gone()
+            })
     }
 
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, ApiError> {
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, ApiError> {
         let (tx, rx) = oneshot::channel();
         self.tx.send(make(tx)).map_err(|_| gone())?;
         rx.await.map_err(|_| gone())
@@ -134,7 +139,10 @@ impl EngineHandle {
 }
 
 /// Starts the engine thread on `ctx`. Returns its handle and the thread.
-pub fn spawn(ctx: LlamaContext, cfg: EngineConfig) -> std::io::Result<(EngineHandle, std::thread::JoinHandle<()>)> {
+pub fn spawn(
+    ctx: LlamaContext,
+    cfg: EngineConfig,
+) -> std::io::Result<(EngineHandle, std::thread::JoinHandle<()>)> {
     let (tx, rx) = std::sync::mpsc::channel();
     let pending = Arc::new(AtomicUsize::new(0));
     let handle = EngineHandle {
@@ -171,8 +179,15 @@ macro_rules! slt {
 }
 
 impl Engine {
-    fn new(ctx: LlamaContext, cfg: EngineConfig, rx: Receiver<Command>, pending: Arc<AtomicUsize>) -> Self {
-        let slots = (0..cfg.n_slots).map(|i| Slot::new(i, cfg.n_ctx_slot)).collect();
+    fn new(
+        ctx: LlamaContext,
+        cfg: EngineConfig,
+        rx: Receiver<Command>,
+        pending: Arc<AtomicUsize>,
+    ) -> Self {
+        let slots = (0..cfg.n_slots)
+            .map(|i| Slot::new(i, cfg.n_ctx_slot))
+            .collect();
         Engine {
             model: Arc::clone(ctx.model()),
             ctx,
@@ -214,7 +229,10 @@ impl Engine {
             if let Some(t) = self.shutdown_at {
                 if Instant::now() >= t {
                     for i in 0..self.slots.len() {
-                        self.fail(i, ApiError::Unavailable("the server is shutting down".into()));
+                        self.fail(
+                            i,
+                            ApiError::Unavailable("the server is shutting down".into()),
+                        );
                     }
                 }
             }
@@ -259,7 +277,10 @@ impl Engine {
                 let _ = tx.send(self.slot_action(id, action));
             }
             Command::Shutdown => {
-                eprintln!("srv  engine: shutting down, {} waiting requests refused", self.queue.len());
+                eprintln!(
+                    "srv  engine: shutting down, {} waiting requests refused",
+                    self.queue.len()
+                );
                 self.shutdown_at = Some(Instant::now() + self.cfg.shutdown_grace);
                 for t in self.queue.drain(..) {
                     self.pending.fetch_sub(1, Ordering::SeqCst);
@@ -297,7 +318,11 @@ impl Engine {
                 }
             }
             if let Some((sim, id)) = best {
-                slt!(id, "selected slot by LCP similarity, sim_best = {sim:.3} (> {:.3} thold)", self.cfg.slot_prompt_similarity);
+                slt!(
+                    id,
+                    "selected slot by LCP similarity, sim_best = {sim:.3} (> {:.3} thold)",
+                    self.cfg.slot_prompt_similarity
+                );
                 return Some(id);
             }
         }
@@ -307,12 +332,21 @@ impl Engine {
 
     fn launch_waiting(&mut self) {
         while let Some(task) = self.queue.front() {
-            let Some(id) = self.pick_slot(task) else { break };
-            let Some(task) = self.queue.pop_front() else { break };
+            let Some(id) = self.pick_slot(task) else {
+                break;
+            };
+            let Some(task) = self.queue.pop_front() else {
+                break;
+            };
             self.pending.fetch_sub(1, Ordering::SeqCst);
             match sampling::build_sampler(&task.params, &self.model.vocab) {
                 Ok(sampler) => {
-                    slt!(id, "processing task {}, {} prompt tokens", task.id, task.prompt.len());
+                    slt!(
+                        id,
+                        "processing task {}, {} prompt tokens",
+                        task.id,
+                        task.prompt.len()
+                    );
                     self.slots[id].last_task = Some(task.id);
                     self.slots[id].job = Some(Job::new(task, sampler));
                 }
@@ -346,7 +380,11 @@ impl Engine {
     /// One iteration of the loop; `false` when there was nothing to decode.
     fn step(&mut self) -> bool {
         for i in 0..self.slots.len() {
-            if self.slots[i].job.as_ref().is_some_and(|j| j.task.events.is_closed()) {
+            if self.slots[i]
+                .job
+                .as_ref()
+                .is_some_and(|j| j.task.events.is_closed())
+            {
                 if let Some(j) = self.slots[i].job.take() {
                     slt!(i, "task {} cancelled: the client went away", j.task.id);
                     self.slots[i].t_last_used = Some(Instant::now());
@@ -370,7 +408,9 @@ impl Engine {
     fn context_shift(&mut self) {
         for i in 0..self.slots.len() {
             let slot = &self.slots[i];
-            let Some(job) = slot.job.as_ref() else { continue };
+            let Some(job) = slot.job.as_ref() else {
+                continue;
+            };
             if job.phase != Phase::Generating || slot.cache.len() + 1 < slot.n_ctx {
                 continue;
             }
@@ -395,7 +435,9 @@ impl Engine {
                 job.truncated = true;
                 job.truncated_turns += turns;
                 job.turn_starts.retain(|&(t, _)| t >= n_keep + n_discard);
-                job.turn_starts.iter_mut().for_each(|(t, _)| *t -= n_discard);
+                job.turn_starts
+                    .iter_mut()
+                    .for_each(|(t, _)| *t -= n_discard);
             }
         }
     }
@@ -425,7 +467,12 @@ impl Engine {
         self.owner.clear();
         let n_batch = self.ctx.cparams().n_batch as usize;
         for i in 0..self.slots.len() {
-            let Some(tok) = self.slots[i].job.as_ref().filter(|j| j.phase == Phase::Generating).and_then(|j| j.sampled) else {
+            let Some(tok) = self.slots[i]
+                .job
+                .as_ref()
+                .filter(|j| j.phase == Phase::Generating)
+                .and_then(|j| j.sampled)
+            else {
                 continue;
             };
             if self.batch.len() >= n_batch {
@@ -460,7 +507,9 @@ impl Engine {
                 self.fail(i, ApiError::Server(format!("self-extend failed: {e}")));
                 continue;
             }
-            let Some(job) = self.slots[i].job.as_mut() else { continue };
+            let Some(job) = self.slots[i].job.as_mut() else {
+                continue;
+            };
             let prompt = std::mem::take(&mut job.task.prompt);
             let from = job.n_fed;
             let n = (prompt.len() - from).min(n_batch - self.batch.len());
@@ -479,7 +528,9 @@ impl Engine {
     /// rest of the cache, keep at least one token to evaluate.
     fn start_prompt(&mut self, i: usize) -> Result<(), ApiError> {
         let slot = &mut self.slots[i];
-        let Some(job) = slot.job.as_mut() else { return Ok(()) };
+        let Some(job) = slot.job.as_mut() else {
+            return Ok(());
+        };
         let n_prompt = job.task.prompt.len();
         if n_prompt == 0 {
             return Err(ApiError::InvalidRequest("the prompt is empty".into()));
@@ -501,8 +552,15 @@ impl Engine {
                 n_past = n_past.min(slot.n_exact);
             } else if p.n_cache_reuse > 0 {
                 slot.n_exact = slot.n_exact.min(n_past);
-                n_past = reuse_chunks(&mut self.ctx, i, &mut slot.cache, &job.task.prompt, n_past, p.n_cache_reuse)
-                    .map_err(|e| ApiError::Server(format!("cache reuse failed: {e}")))?;
+                n_past = reuse_chunks(
+                    &mut self.ctx,
+                    i,
+                    &mut slot.cache,
+                    &job.task.prompt,
+                    n_past,
+                    p.n_cache_reuse,
+                )
+                .map_err(|e| ApiError::Server(format!("cache reuse failed: {e}")))?;
             }
         }
         if n_past == n_prompt {
@@ -517,8 +575,15 @@ impl Engine {
         job.phase = Phase::Prompt;
         job.t_start = Instant::now();
         self.metrics.n_prompt_cached += n_past as u64;
-        slt!(i, "new prompt, n_ctx_slot = {}, task.n_tokens = {n_prompt}, cached = {n_past}", slot.n_ctx);
-        let _ = job.send(Event::Started { id_slot: i, n_cached: n_past });
+        slt!(
+            i,
+            "new prompt, n_ctx_slot = {}, task.n_tokens = {n_prompt}, cached = {n_past}",
+            slot.n_ctx
+        );
+        let _ = job.send(Event::Started {
+            id_slot: i,
+            n_cached: n_past,
+        });
         Ok(())
     }
 
@@ -538,13 +603,23 @@ impl Engine {
                 LlamaError::NoKvSlot { .. } => {
                     // Free an idle slot's cache first, as llama.cpp; else fail the job
                     // holding the most cells and go on without it.
-                    if let Some(idle) = self.slots.iter().position(|s| !s.is_processing() && !s.cache.is_empty()) {
+                    if let Some(idle) = self
+                        .slots
+                        .iter()
+                        .position(|s| !s.is_processing() && !s.cache.is_empty())
+                    {
                         eprintln!("srv  decode: KV cache full, purging idle slot {idle}");
                         self.clear_slot(idle);
                         continue;
                     }
-                    let Some(&victim) = in_batch.iter().max_by_key(|&&s| self.slots[s].cache.len()) else { break };
-                    self.fail(victim, ApiError::Server("Context size has been exceeded.".into()));
+                    let Some(&victim) = in_batch.iter().max_by_key(|&&s| self.slots[s].cache.len())
+                    else {
+                        break;
+                    };
+                    self.fail(
+                        victim,
+                        ApiError::Server("Context size has been exceeded.".into()),
+                    );
                     self.clear_slot(victim);
                     self.remove_from_batch(victim);
                 }
@@ -579,12 +654,18 @@ impl Engine {
         let n_prompt_rows = self
             .owner
             .iter()
-            .filter(|&&s| self.slots[s].job.as_ref().is_some_and(|j| j.phase == Phase::Prompt))
+            .filter(|&&s| {
+                self.slots[s]
+                    .job
+                    .as_ref()
+                    .is_some_and(|j| j.phase == Phase::Prompt)
+            })
             .count();
         let n_rows = self.batch.len().max(1);
         self.metrics.n_prompt_tokens += n_prompt_rows as u64;
         self.metrics.t_prompt += dt * n_prompt_rows as f64 / n_rows as f64;
-        self.metrics.t_predicted += dt * (n_rows - n_prompt_rows.min(n_rows)) as f64 / n_rows as f64;
+        self.metrics.t_predicted +=
+            dt * (n_rows - n_prompt_rows.min(n_rows)) as f64 / n_rows as f64;
         for s in &self.slots {
             self.metrics.n_tokens_max = self.metrics.n_tokens_max.max(s.cache.len() as u64);
         }
@@ -614,7 +695,10 @@ impl Engine {
 
     /// Decodes each slot's rows on their own; a slot whose rows fail gets the error.
     fn decode_each(&mut self, slots: &[usize]) {
-        let (all, owner) = (std::mem::take(&mut self.batch), std::mem::take(&mut self.owner));
+        let (all, owner) = (
+            std::mem::take(&mut self.batch),
+            std::mem::take(&mut self.owner),
+        );
         let mut kept = Batch::new();
         let mut kept_owner = Vec::new();
         for &s in slots {
@@ -662,7 +746,9 @@ impl Engine {
     fn sample_slot(&mut self, i: usize, row: usize) -> Result<(), ApiError> {
         let vocab = &self.model.vocab;
         let slot = &mut self.slots[i];
-        let Some(job) = slot.job.as_mut() else { return Ok(()) };
+        let Some(job) = slot.job.as_mut() else {
+            return Ok(());
+        };
         if job.phase == Phase::Prompt {
             if job.n_fed < job.task.prompt.len() {
                 return Ok(());
@@ -689,8 +775,20 @@ impl Engine {
                 sampling::probs_from_logits(logits, n_probs, tok, vocab)
             }
         });
-        let piece = vocab.token_to_piece(tok, 0, false).map(<[u8]>::to_vec).unwrap_or_default();
-        let go_on = job.process_token(tok, &piece, vocab.is_eog(tok), probs, i, slot.cache.len(), slot.n_ctx, self.cfg.ctx_shift);
+        let piece = vocab
+            .token_to_piece(tok, 0, false)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        let go_on = job.process_token(
+            tok,
+            &piece,
+            vocab.is_eog(tok),
+            probs,
+            i,
+            slot.cache.len(),
+            slot.n_ctx,
+            self.cfg.ctx_shift,
+        );
         if job.task.events.is_closed() {
             return Ok(());
         }
@@ -706,16 +804,36 @@ impl Engine {
     fn finish(&mut self, i: usize) {
         let vocab = &self.model.vocab;
         let slot = &mut self.slots[i];
-        let Some(mut job) = slot.job.take() else { return };
-        let prompt_text = vocab.detokenize(&job.task.prompt, false, true).map(|b| crate::server::text::lossy(&b)).unwrap_or_default();
-        let n_stop_tokens = if job.stop == StopType::Word { vocab.tokenize(&job.stopping_word, false, false).len() } else { 0 };
+        let Some(mut job) = slot.job.take() else {
+            return;
+        };
+        let prompt_text = vocab
+            .detokenize(&job.task.prompt, false, true)
+            .map(|b| crate::server::text::lossy(&b))
+            .unwrap_or_default();
+        let n_stop_tokens = if job.stop == StopType::Word {
+            vocab.tokenize(&job.stopping_word, false, false).len()
+        } else {
+            0
+        };
         let seed = job.sampler.seed().unwrap_or(0);
         let fin = job.finish(i, slot.cache.len(), prompt_text, seed, n_stop_tokens);
         let t = fin.timings;
         slt!(i, "prompt eval time = {:10.2} ms / {:5} tokens ({:8.2} ms per token, {:8.2} tokens per second)", t.prompt_ms, t.prompt_n, t.prompt_ms / t.prompt_n.max(1) as f64, 1e3 * t.prompt_n as f64 / t.prompt_ms.max(1e-9));
         slt!(i, "       eval time = {:10.2} ms / {:5} tokens ({:8.2} ms per token, {:8.2} tokens per second)", t.predicted_ms, t.predicted_n, t.predicted_ms / t.predicted_n.max(1) as f64, 1e3 * t.predicted_n as f64 / t.predicted_ms.max(1e-9));
-        slt!(i, "      total time = {:10.2} ms / {:5} tokens", t.prompt_ms + t.predicted_ms, t.prompt_n + t.predicted_n);
-        slt!(i, "stop processing: n_tokens = {}, truncated = {}, stop = {}", slot.cache.len(), fin.truncated, fin.stop.name());
+        slt!(
+            i,
+            "      total time = {:10.2} ms / {:5} tokens",
+            t.prompt_ms + t.predicted_ms,
+            t.prompt_n + t.predicted_n
+        );
+        slt!(
+            i,
+            "stop processing: n_tokens = {}, truncated = {}, stop = {}",
+            slot.cache.len(),
+            fin.truncated,
+            fin.stop.name()
+        );
         self.metrics.n_predicted += fin.n_decoded as u64;
         self.metrics.n_requests += 1;
         let _ = job.send(Event::Final(Box::new(fin)));
@@ -724,14 +842,21 @@ impl Engine {
 
     fn slot_action(&mut self, id: usize, action: SlotAction) -> Result<Value, ApiError> {
         if id >= self.slots.len() {
-            return Err(ApiError::InvalidRequest(format!("invalid slot id {id}: there are {} slots", self.slots.len())));
+            return Err(ApiError::InvalidRequest(format!(
+                "invalid slot id {id}: there are {} slots",
+                self.slots.len()
+            )));
         }
         if self.slots[id].is_processing() {
-            return Err(ApiError::Unavailable(format!("slot {id} is processing a request; retry when it is idle")));
+            return Err(ApiError::Unavailable(format!(
+                "slot {id} is processing a request; retry when it is idle"
+            )));
         }
         let path = |name: &str| -> Result<PathBuf, ApiError> {
             let dir = self.cfg.slot_save_path.as_ref().ok_or_else(|| {
-                ApiError::NotSupported("slot save and restore need the server started with --slot-save-path".into())
+                ApiError::NotSupported(
+                    "slot save and restore need the server started with --slot-save-path".into(),
+                )
             })?;
             Ok(dir.join(name))
         };
@@ -745,8 +870,10 @@ impl Engine {
                     .state_seq_save_file(&p, id as i32, &tokens)
                     .map_err(|e| ApiError::Server(format!("failed to save slot {id}: {e}")))?;
                 let bytes = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-                Ok(json!({"id_slot": id, "filename": name, "n_saved": n, "n_written": bytes,
-                          "timings": {"save_ms": t0.elapsed().as_secs_f64() * 1e3}}))
+                Ok(
+                    json!({"id_slot": id, "filename": name, "n_saved": n, "n_written": bytes,
+                          "timings": {"save_ms": t0.elapsed().as_secs_f64() * 1e3}}),
+                )
             }
             SlotAction::Restore(name) => {
                 let p = path(&name)?;
@@ -761,12 +888,16 @@ impl Engine {
                         s.pos_next = n as Pos;
                         s.n_exact = n;
                         s.cache = tokens;
-                        Ok(json!({"id_slot": id, "filename": name, "n_restored": n, "n_read": bytes,
-                                  "timings": {"restore_ms": t0.elapsed().as_secs_f64() * 1e3}}))
+                        Ok(
+                            json!({"id_slot": id, "filename": name, "n_restored": n, "n_read": bytes,
+                                  "timings": {"restore_ms": t0.elapsed().as_secs_f64() * 1e3}}),
+                        )
                     }
                     Err(e) => {
                         self.clear_slot(id);
-                        Err(ApiError::InvalidRequest(format!("failed to restore slot {id} from '{name}': {e}")))
+                        Err(ApiError::InvalidRequest(format!(
+                            "failed to restore slot {id} from '{name}': {e}"
+                        )))
                     }
                 }
             }
@@ -790,18 +921,28 @@ fn shift_plan(job: &Job, n_cells: usize, n_ctx: usize, add_bos: bool) -> (usize,
     if starts.len() >= 2 {
         let (first, m0) = starts[0];
         let want = (n_ctx / 4).max(1);
-        let k = (1..starts.len()).find(|&k| starts[k].0 - first >= want).unwrap_or(starts.len() - 1);
+        let k = (1..starts.len())
+            .find(|&k| starts[k].0 - first >= want)
+            .unwrap_or(starts.len() - 1);
         let (end, m1) = starts[k];
         return (first, end - first, m1 - m0);
     }
     let n_prompt = job.task.prompt.len();
-    let mut n_keep = if p.n_keep < 0 { n_prompt } else { p.n_keep as usize };
+    let mut n_keep = if p.n_keep < 0 {
+        n_prompt
+    } else {
+        p.n_keep as usize
+    };
     if add_bos {
         n_keep += 1;
     }
     let n_keep = n_keep.min(n_ctx.saturating_sub(4));
     let n_left = n_cells.saturating_sub(n_keep);
-    let n_discard = if p.n_discard > 0 { p.n_discard as usize } else { n_left / 2 };
+    let n_discard = if p.n_discard > 0 {
+        p.n_discard as usize
+    } else {
+        n_left / 2
+    };
     (n_keep, n_discard.min(n_left.saturating_sub(1)), 0)
 }
 
@@ -812,7 +953,7 @@ fn shift_plan(job: &Job, n_cells: usize, n_ctx: usize, add_bos: bool) -> (usize,
 fn reuse_chunks(
     ctx: &mut LlamaContext,
     seq: usize,
-    cache: &mut Vec<Token>,
+    cache: &mut [Token],
     prompt: &[Token],
     mut n_past: usize,
     min_chunk: usize,

@@ -30,7 +30,10 @@ pub fn build_sampler(p: &GenParams, vocab: &Vocab) -> Result<SamplerChain, ApiEr
 fn prob(vocab: &Vocab, id: Token, p: f32) -> TokenProb {
     TokenProb {
         id,
-        piece: vocab.token_to_piece(id, 0, false).map(<[u8]>::to_vec).unwrap_or_default(),
+        piece: vocab
+            .token_to_piece(id, 0, false)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default(),
         p,
     }
 }
@@ -53,13 +56,21 @@ pub fn probs_from_logits(logits: &[f32], n: usize, chosen: Token, vocab: &Vocab)
     let chosen_p = logits.get(chosen as usize).map_or(0.0, |&l| p(l));
     TokenProbs {
         chosen: prob(vocab, chosen, chosen_p),
-        top: idx.iter().map(|&i| prob(vocab, i as Token, p(logits[i]))).collect(),
+        top: idx
+            .iter()
+            .map(|&i| prob(vocab, i as Token, p(logits[i])))
+            .collect(),
     }
 }
 
 /// The top `n` candidates after the sampler chain (`post_sampling_probs`), zero
 /// probabilities left out as llama.cpp does.
-pub fn probs_after_sampling(chain: &SamplerChain, n: usize, chosen: Token, vocab: &Vocab) -> TokenProbs {
+pub fn probs_after_sampling(
+    chain: &SamplerChain,
+    n: usize,
+    chosen: Token,
+    vocab: &Vocab,
+) -> TokenProbs {
     let data = &chain.candidates().data;
     let chosen_p = data.iter().find(|d| d.id == chosen).map_or(0.0, |d| d.p);
     let mut sorted: Vec<_> = data.to_vec();

@@ -166,7 +166,11 @@ impl Job {
                 let partial = Partial {
                     text: lossy(&sent),
                     tokens: vec![tok],
-                    probs: self.probs.last().cloned().filter(|_| self.task.params.n_probs > 0),
+                    probs: self
+                        .probs
+                        .last()
+                        .cloned()
+                        .filter(|_| self.task.params.n_probs > 0),
                     n_decoded: self.n_decoded(),
                     n_prompt: self.task.prompt.len(),
                     timings: self.task.params.timings_per_token.then(|| self.timings()),
@@ -199,21 +203,36 @@ impl Job {
 
     /// The final event: the whole text when not streaming, else what was held back.
     /// `n_stop_tokens`: how many tokens the stop string found tokenizes to.
-    pub fn finish(&mut self, id_slot: usize, n_cached_after: usize, prompt_text: String, seed: u32, n_stop_tokens: usize) -> Final {
+    pub fn finish(
+        &mut self,
+        id_slot: usize,
+        n_cached_after: usize,
+        prompt_text: String,
+        seed: u32,
+        n_stop_tokens: usize,
+    ) -> Final {
         let stream = self.task.params.stream;
         let content = if stream {
             lossy(&self.generated[self.n_sent.min(self.generated.len())..])
         } else {
             lossy(&self.generated)
         };
-        let mut probs = if stream { Vec::new() } else { std::mem::take(&mut self.probs) };
+        let mut probs = if stream {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.probs)
+        };
         if self.stop == StopType::Word {
             // As llama.cpp: the stop string's own tokens are not reported.
             probs.truncate(probs.len().saturating_sub(n_stop_tokens));
         }
         Final {
             content,
-            tokens: if stream || !self.task.params.return_tokens { Vec::new() } else { self.tokens.clone() },
+            tokens: if stream || !self.task.params.return_tokens {
+                Vec::new()
+            } else {
+                self.tokens.clone()
+            },
             stop: self.stop,
             stopping_word: self.stopping_word.clone(),
             n_decoded: self.n_decoded(),
