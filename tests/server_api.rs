@@ -453,3 +453,64 @@ fn a_full_queue_answers_503() {
         assert_eq!(b.join().unwrap().0, 200);
     });
 }
+
+#[test]
+fn shutdown_finishes_then_cancels_running_requests() {
+    let Some(s) = stories(&[
+        "-np",
+        "2",
+        "-c",
+        "4096",
+        "--context-shift",
+        "--shutdown-grace",
+        "1",
+    ]) else {
+        return;
+    };
+    let url = s.url.clone();
+    let short = std::thread::spawn({
+        let url = url.clone();
+        move || {
+            let body = json!({"prompt": "Once upon a time", "n_predict": 8, "temperature": 0});
+            ureq::post(&format!("{url}/completion"))
+                .send_string(&body.to_string())
+                .map(|r| r.status())
+        }
+    });
+    let long = std::thread::spawn(move || {
+        let body = json!({"prompt": "The sun was", "n_predict": 100000, "ignore_eos": true, "stream": true});
+        let r = ureq::post(&format!("{url}/completion"))
+            .send_string(&body.to_string())
+            .unwrap();
+        let mut text = String::new();
+        std::io::BufReader::new(r.into_reader())
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    });
+    let t0 = Instant::now();
+    while !slot_busy(&s) {
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    s.shutdown();
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "shutdown took {:?}",
+        t0.elapsed()
+    );
+    // The short request finished normally; the endless one ended with an error chunk.
+    assert_eq!(short.join().unwrap().unwrap(), 200);
+    let text = long.join().unwrap();
+    let last = text
+        .lines()
+        .filter(|l| l.starts_with("data: "))
+        .last()
+        .unwrap();
+    assert!(
+        last.contains("\"unavailable_error\"") && last.contains("shutting down"),
+        "{last}"
+    );
+}

@@ -58,6 +58,8 @@ pub struct ServerParams {
     /// default: fast, approximate) or evaluate them again (`recompute`: exactly a fresh
     /// evaluation) (`--turn-reuse`).
     pub turn_reuse_shift: bool,
+    /// Seconds running requests may go on after SIGINT/SIGTERM (`--shutdown-grace`).
+    pub shutdown_grace: u64,
 }
 
 impl Default for ServerParams {
@@ -90,6 +92,7 @@ impl Default for ServerParams {
             truncate_turns: true,
             max_body: 16 << 20,
             turn_reuse_shift: true,
+            shutdown_grace: 10,
         }
     }
 }
@@ -251,6 +254,10 @@ pub fn server_opts() -> Vec<Opt<ServerParams>> {
                 Ok(())
             },
         },
+        Opt { names: &["--shutdown-grace"], value: Some("SECONDS"), help: "how long running requests may finish after SIGINT/SIGTERM (default: 10)", apply: |p, v| {
+            let _: () = p.shutdown_grace = num(v)?;
+            Ok(())
+        } },
         Opt { names: &["--max-body"], value: Some("BYTES"), help: "largest request body accepted (default: 16777216)", apply: |p, v| {
             let _: () = p.max_body = num(v)?;
             Ok(())

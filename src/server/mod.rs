@@ -142,7 +142,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
         slot_save_path: p.slot_save_path.clone(),
         grp_attn: (p.common.grp_attn_n != 1).then_some((p.common.grp_attn_n, p.common.grp_attn_w)),
         max_queue: p.max_queue,
-        shutdown_grace: Duration::from_secs(10),
+        shutdown_grace: Duration::from_secs(p.shutdown_grace),
     };
     let (engine, engine_thread) = engine::spawn(ctx, cfg)
         .map_err(|e| format!("error: cannot start the engine thread: {e}"))?;

@@ -116,6 +116,16 @@ impl TestServer {
     }
 }
 
+impl TestServer {
+    /// Stops the server as a signal would, waiting for it to end.
+    pub fn shutdown(mut self) {
+        if let (Some(rt), Some(s)) = (self.rt.take(), self.server.take()) {
+            rt.block_on(s.shutdown());
+            rt.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         if let (Some(rt), Some(s)) = (self.rt.take(), self.server.take()) {
