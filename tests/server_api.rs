@@ -475,6 +475,7 @@ fn shutdown_finishes_then_cancels_running_requests() {
             ureq::post(&format!("{url}/completion"))
                 .send_string(&body.to_string())
                 .map(|r| r.status())
+                .map_err(|e| e.to_string())
         }
     });
     let long = std::thread::spawn(move || {
@@ -504,11 +505,7 @@ fn shutdown_finishes_then_cancels_running_requests() {
     // The short request finished normally; the endless one ended with an error chunk.
     assert_eq!(short.join().unwrap().unwrap(), 200);
     let text = long.join().unwrap();
-    let last = text
-        .lines()
-        .filter(|l| l.starts_with("data: "))
-        .last()
-        .unwrap();
+    let last = text.lines().rfind(|l| l.starts_with("data: ")).unwrap();
     assert!(
         last.contains("\"unavailable_error\"") && last.contains("shutting down"),
         "{last}"
