@@ -233,3 +233,67 @@ fn self_extend_matches_llama_cli() {
         assert_eq!(text_of(&v), want, "{extend:?}");
     }
 }
+
+/// Generation past a 256-token slot with `--context-shift` shifts as llama-cli does
+/// (keep BOS, drop half of the rest): the same tokens.
+#[test]
+fn raw_context_shift_matches_llama_cli() {
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let m = model.display().to_string();
+    let args = [
+        "-m",
+        &m,
+        "-c",
+        "256",
+        "-t",
+        "2",
+        "--temp",
+        "0",
+        "-n",
+        "400",
+        "--ignore-eos",
+        "--no-display-prompt",
+        "--context-shift",
+        "-p",
+        "Once upon a time",
+    ];
+    let want = cli_text(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let s = TestServer::start(&model, &["-np", "1", "-c", "256", "--context-shift"]);
+    let (code, v) = s.post("/completion", &json!({"prompt": "Once upon a time", "n_predict": 400, "temperature": 0, "ignore_eos": true}));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["truncated"], true);
+    assert_eq!(v["tokens_predicted"], 400);
+    assert_eq!(text_of(&v), want);
+}
+
+/// Slots sharing the whole cache (`-kvu`) can run it out of cells: the request holding
+/// the most fails alone, the other finishes, and the server goes on.
+#[test]
+fn a_full_kv_cache_fails_one_request_only() {
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let s = TestServer::start(&model, &["-np", "2", "-kvu", "-c", "256"]);
+    let body =
+        |p: &str| json!({"prompt": p, "n_predict": 200, "temperature": 0, "ignore_eos": true});
+    let (a, b) = std::thread::scope(|sc| {
+        let a = sc.spawn(|| s.post("/completion", &body("Once upon a time")));
+        let b = sc.spawn(|| s.post("/completion", &body("The sun was shining and the birds")));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let mut codes = [a.0, b.0];
+    codes.sort();
+    assert_eq!(codes, [200, 500], "{} / {}", a.1, b.1);
+    let failed = if a.0 == 500 { &a.1 } else { &b.1 };
+    assert_eq!(failed["error"]["type"], "server_error");
+    assert!(failed["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Context size has been exceeded"));
+    let ok = if a.0 == 200 { &a.1 } else { &b.1 };
+    assert!(ok["tokens_predicted"].as_u64().unwrap() > 100, "{ok}");
+    let (code, _) = s.post("/completion", &json!({"prompt": "Hi", "n_predict": 4}));
+    assert_eq!(code, 200);
+}
