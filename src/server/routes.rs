@@ -395,12 +395,21 @@ async fn completions(
     }
 }
 
-async fn start_completion(
-    st: &Arc<AppState>,
+/// A completion request read and tokenized, ready for the engine.
+struct Prepared {
+    prompt: Vec<llama::Token>,
+    params: GenParams,
+    truncated_turns: usize,
+    turn_starts: Vec<(usize, usize)>,
+}
+
+/// Reads a completion request and renders and tokenizes its prompt (chats fitted to a
+/// slot). Runs on a blocking thread: a long prompt takes a while to tokenize.
+fn prepare(
+    st: &AppState,
     body: Result<Bytes, BytesRejection>,
     kind: ResponseKind,
-) -> Result<Response, ApiError> {
-    let t_arrival = Instant::now();
+) -> Result<Prepared, ApiError> {
     let b = json_body(body)?;
     let f = Fields::of(&b)?;
     check_model(st, &f)?;
@@ -456,6 +465,29 @@ async fn start_completion(
         }
         (tokens, 0, Vec::new())
     };
+    Ok(Prepared {
+        prompt,
+        params,
+        truncated_turns,
+        turn_starts,
+    })
+}
+
+async fn start_completion(
+    st: &Arc<AppState>,
+    body: Result<Bytes, BytesRejection>,
+    kind: ResponseKind,
+) -> Result<Response, ApiError> {
+    let t_arrival = Instant::now();
+    let st2 = Arc::clone(st);
+    let Prepared {
+        prompt,
+        params,
+        truncated_turns,
+        turn_starts,
+    } = tokio::task::spawn_blocking(move || prepare(&st2, body, kind))
+        .await
+        .map_err(|e| ApiError::Server(format!("request preparation failed: {e}")))??;
     if prompt.is_empty() {
         return Err(ApiError::InvalidRequest("the prompt is empty".into()));
     }

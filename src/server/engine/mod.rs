@@ -330,12 +330,16 @@ impl Engine {
         idle().min_by_key(|s| s.t_last_used).map(|s| s.id)
     }
 
+    /// Starts waiting tasks on free slots, oldest first; a task waiting for a named
+    /// busy slot does not hold up the ones behind it.
     fn launch_waiting(&mut self) {
-        while let Some(task) = self.queue.front() {
-            let Some(id) = self.pick_slot(task) else {
-                break;
+        let mut k = 0;
+        while k < self.queue.len() && self.slots.iter().any(|s| !s.is_processing()) {
+            let Some(id) = self.pick_slot(&self.queue[k]) else {
+                k += 1;
+                continue;
             };
-            let Some(task) = self.queue.pop_front() else {
+            let Some(task) = self.queue.remove(k) else {
                 break;
             };
             self.pending.fetch_sub(1, Ordering::SeqCst);
