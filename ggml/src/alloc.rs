@@ -54,7 +54,12 @@ impl GraphAllocator {
     }
 
     /// Plans the memory of `graph` without placing anything.
+    ///
+    /// # Panics
+    /// When `graph` holds tensors of another context than `ctx`.
+    #[track_caller]
     pub fn plan(&self, ctx: &Context, graph: &Graph) -> AllocPlan {
+        graph.check_context(ctx);
         plan(ctx, graph, self.buffer.as_ref())
     }
 

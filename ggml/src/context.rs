@@ -1,5 +1,7 @@
 //! The arena that owns tensors, and moving data in and out of them.
 
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::buffer::{Buffer, DataRef};
@@ -13,16 +15,33 @@ use crate::types::GgmlType;
 /// One made with [`Context::new_no_alloc`] holds metadata only: data is placed later by
 /// the graph allocator ([`crate::GraphAllocator`]), by [`Context::alloc_tensors`], or
 /// from outside with [`Context::set_data`] (file mappings, a KV cache).
-#[derive(Default)]
 pub struct Context {
+    id: NonZeroU32,
     tensors: Vec<Tensor>,
     no_alloc: bool,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context::new()
+    }
+}
+
+/// A context id that no live context has (unless 2^32 - 1 contexts were made since).
+fn next_context_id() -> NonZeroU32 {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    loop {
+        if let Some(id) = NonZeroU32::new(NEXT.fetch_add(1, Ordering::Relaxed)) {
+            return id;
+        }
+    }
 }
 
 impl Context {
     /// A context whose tensors get their own memory when created.
     pub fn new() -> Self {
         Context {
+            id: next_context_id(),
             tensors: Vec::new(),
             no_alloc: false,
         }
@@ -31,6 +50,7 @@ impl Context {
     /// A context that holds metadata only; data is placed later.
     pub fn new_no_alloc() -> Self {
         Context {
+            id: next_context_id(),
             tensors: Vec::new(),
             no_alloc: true,
         }
@@ -39,9 +59,16 @@ impl Context {
     /// A metadata-only context with room for `n` tensors before it grows.
     pub fn with_capacity_no_alloc(n: usize) -> Self {
         Context {
+            id: next_context_id(),
             tensors: Vec::with_capacity(n),
             no_alloc: true,
         }
+    }
+
+    /// This context's id, unique in the process: every [`TensorId`] it hands out
+    /// carries it ([`TensorId::context_id`]).
+    pub fn id(&self) -> u32 {
+        self.id.get()
     }
 
     /// Whether tensors are created without data.
@@ -59,29 +86,59 @@ impl Context {
         self.tensors.is_empty()
     }
 
-    /// Forgets every tensor (handles become invalid) but keeps the arena's memory.
+    /// Forgets every tensor but keeps the arena's memory. The context takes a new id,
+    /// so that handles from before are refused rather than read as new tensors.
     pub fn clear(&mut self) {
         self.tensors.clear();
+        self.id = next_context_id();
     }
 
     /// The tensor behind `id`.
+    ///
+    /// # Panics
+    /// When `id` was made by another context (a programming error, like ggml's
+    /// asserts): import the tensor with [`Context::import`] first.
     #[track_caller]
     pub fn tensor(&self, id: TensorId) -> &Tensor {
+        self.check_owner(id);
         &self.tensors[id.index()]
     }
 
+    #[track_caller]
     pub(crate) fn tensor_mut(&mut self, id: TensorId) -> &mut Tensor {
+        self.check_owner(id);
         &mut self.tensors[id.index()]
+    }
+
+    /// Whether `id` is a handle of this context.
+    pub fn owns(&self, id: TensorId) -> bool {
+        id.context_id() == self.id.get() && id.index() < self.tensors.len()
+    }
+
+    #[inline]
+    #[track_caller]
+    fn check_owner(&self, id: TensorId) {
+        if id.context_id() != self.id.get() {
+            panic!(
+                "tensor #{} belongs to context {}, not to context {}: a handle is valid only \
+                 in the context that made it (use Context::import to bring a tensor over)",
+                id.index(),
+                id.context_id(),
+                self.id
+            );
+        }
     }
 
     /// All tensor handles, in creation order.
     pub fn ids(&self) -> impl Iterator<Item = TensorId> {
-        (0..self.tensors.len() as u32).map(TensorId)
+        let ctx = self.id;
+        (0..self.tensors.len() as u32).map(move |i| TensorId::new(ctx, i))
     }
 
     /// Adds a tensor description to the arena and returns its handle (no allocation).
     pub(crate) fn push(&mut self, t: Tensor) -> TensorId {
-        let id = TensorId(
+        let id = TensorId::new(
+            self.id,
             u32::try_from(self.tensors.len()).expect("more than 2^32 tensors in one context"),
         );
         self.tensors.push(t);
@@ -266,7 +323,7 @@ impl Context {
         self.tensors
             .iter()
             .position(|t| t.name == name)
-            .map(|i| TensorId(i as u32))
+            .map(|i| TensorId::new(self.id, i as u32))
     }
 
     /// Marks `id` as a graph input (filled from outside before each compute).
@@ -637,5 +694,81 @@ pub fn f32_to_bytes(typ: GgmlType, values: &[f32]) -> Result<Vec<u8>> {
             }
             Ok(out)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Graph;
+
+    fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+        let e = std::panic::catch_unwind(f).expect_err("expected a panic");
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
+    /// A handle of one context used in another is refused, naming both contexts,
+    /// instead of reading an unrelated tensor with the same index.
+    #[test]
+    fn handles_are_tied_to_their_context() {
+        let mut weights = Context::new();
+        let w = weights.new_tensor_2d(GgmlType::F32, 4, 4);
+        let mut graph_ctx = Context::new_no_alloc();
+        let x = graph_ctx.new_tensor_2d(GgmlType::F32, 4, 1);
+        assert_eq!(w.index(), x.index(), "same index, different contexts");
+        assert!(weights.owns(w) && !graph_ctx.owns(w));
+        let (wid, gid) = (weights.id(), graph_ctx.id());
+        assert_ne!(wid, gid);
+
+        let msg = panic_message(move || {
+            graph_ctx.mul_mat(w, x);
+        });
+        assert!(
+            msg.contains(&format!("context {wid}")) && msg.contains(&format!("context {gid}")),
+            "{msg}"
+        );
+        assert!(msg.contains("Context::import"), "{msg}");
+
+        // The import step is the way over.
+        let mut graph_ctx = Context::new_no_alloc();
+        let x = graph_ctx.new_tensor_2d(GgmlType::F32, 4, 1);
+        let w_here = graph_ctx.import(&weights, w).unwrap();
+        assert!(graph_ctx.owns(w_here));
+        graph_ctx.mul_mat(w_here, x);
+    }
+
+    #[test]
+    fn a_graph_belongs_to_one_context() {
+        let mut a = Context::new();
+        let x = a.new_tensor_1d(GgmlType::F32, 4);
+        let y = a.sqr(x);
+        let mut g = Graph::new();
+        g.build_forward_expand(&a, y);
+        let mut b = Context::new();
+        let xb = b.new_tensor_1d(GgmlType::F32, 4);
+        let yb = b.sqr(xb);
+        let msg = panic_message(std::panic::AssertUnwindSafe(|| {
+            crate::compute(&b, &g, 1).unwrap();
+        }));
+        assert!(msg.contains("context"), "{msg}");
+        let msg = panic_message(std::panic::AssertUnwindSafe(|| {
+            g.build_forward_expand(&b, yb);
+        }));
+        assert!(msg.contains("context"), "{msg}");
+    }
+
+    /// `clear` gives the context a new id: handles from before are refused.
+    #[test]
+    fn clear_invalidates_old_handles() {
+        let mut ctx = Context::new();
+        let old = ctx.new_tensor_1d(GgmlType::F32, 2);
+        ctx.clear();
+        let new = ctx.new_tensor_1d(GgmlType::F32, 2);
+        assert_eq!(old.index(), new.index());
+        assert!(!ctx.owns(old) && ctx.owns(new));
+        assert!(std::panic::catch_unwind(|| ctx.tensor(old).ne).is_err());
     }
 }

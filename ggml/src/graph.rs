@@ -13,6 +13,8 @@ pub struct Graph {
     nodes: Vec<TensorId>,
     leafs: Vec<TensorId>,
     visited: Vec<bool>,
+    /// The context whose tensors the graph holds (set by the first expansion).
+    ctx: Option<u32>,
 }
 
 impl Graph {
@@ -25,7 +27,15 @@ impl Graph {
     /// before consumers (a depth-first walk over `src`, left to right, with a visited
     /// set). Calling it for several tensors appends in call order, which is how an
     /// in-place write (a KV store) is placed before the nodes that read its memory.
+    ///
+    /// # Panics
+    /// When `t` is not a tensor of `ctx`, or the graph already holds tensors of another
+    /// context.
+    #[track_caller]
     pub fn build_forward_expand(&mut self, ctx: &Context, t: TensorId) {
+        self.check_context(ctx);
+        self.ctx = Some(ctx.id());
+        ctx.tensor(t);
         if self.visited.len() < ctx.len() {
             self.visited.resize(ctx.len(), false);
         }
@@ -57,6 +67,18 @@ impl Graph {
             } else {
                 self.nodes.push(id);
             }
+        }
+    }
+
+    /// Panics when the graph holds tensors of a context other than `ctx`.
+    #[track_caller]
+    pub(crate) fn check_context(&self, ctx: &Context) {
+        if let Some(id) = self.ctx {
+            assert!(
+                id == ctx.id(),
+                "the graph holds tensors of context {id}, not of context {}",
+                ctx.id()
+            );
         }
     }
 

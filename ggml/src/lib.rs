@@ -23,6 +23,9 @@
 //! assert_eq!(ctx.get_f32(c).unwrap(), vec![-2., -2.]);
 //! ```
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod alloc;
 pub mod buffer;
 pub mod context;

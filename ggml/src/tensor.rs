@@ -1,6 +1,8 @@
 //! Tensor metadata: type, shape `ne`, byte strides `nb`, the op that makes it and
 //! where its bytes are.
 
+use std::num::NonZeroU32;
+
 use bitflags::bitflags;
 
 use crate::buffer::DataRef;
@@ -12,14 +14,38 @@ pub const MAX_DIMS: usize = 4;
 /// Most sources an op takes.
 pub const MAX_SRC: usize = 4;
 
-/// A cheap handle to a tensor of one [`crate::Context`] (an index into its arena).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TensorId(pub(crate) u32);
+/// A cheap handle to a tensor of one [`crate::Context`]: the context's id and an index
+/// into its arena.
+///
+/// A handle is valid only in the context that made it: [`crate::Context::tensor`] (and
+/// every op constructor) panics, naming both contexts, when given a handle of another
+/// one. To use a tensor of one context in another (model weights in a per-batch graph
+/// context), [`crate::Context::import`] it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId {
+    ctx: NonZeroU32,
+    index: u32,
+}
 
 impl TensorId {
-    /// The arena index.
+    pub(crate) fn new(ctx: NonZeroU32, index: u32) -> Self {
+        TensorId { ctx, index }
+    }
+
+    /// The index in its context's arena (creation order, from 0).
     pub fn index(self) -> usize {
-        self.0 as usize
+        self.index as usize
+    }
+
+    /// The id of the context that made this handle (see [`crate::Context::id`]).
+    pub fn context_id(self) -> u32 {
+        self.ctx.get()
+    }
+}
+
+impl std::fmt::Debug for TensorId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TensorId(#{} of context {})", self.index, self.ctx)
     }
 }
 

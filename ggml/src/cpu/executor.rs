@@ -104,9 +104,11 @@ impl Executor {
     /// error a kernel reports (for example [`Error::RowIndex`] for an index out of range).
     ///
     /// # Panics
-    /// When a kernel panics (a bug): the other workers abandon the computation and the
-    /// panic is resumed on the calling thread.
+    /// When `graph` holds tensors of another context than `ctx`, and when a kernel
+    /// panics (a bug): the other workers abandon the computation and the panic is
+    /// resumed on the calling thread.
     pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
+        graph.check_context(ctx);
         // Taken for the computation and put back empty (the guards dropped, their
         // buffers released), so that steady computations allocate nothing.
         let mut guards = std::mem::take(&mut self.guards);
