@@ -15,6 +15,28 @@ use crate::types::GgmlType;
 /// One made with [`Context::new_no_alloc`] holds metadata only: data is placed later by
 /// the graph allocator ([`crate::GraphAllocator`]), by [`Context::alloc_tensors`], or
 /// from outside with [`Context::set_data`] (file mappings, a KV cache).
+///
+/// Tensors are named by [`TensorId`] handles, valid only in the context that made
+/// them. The op constructors (`add`, `mul_mat`, `soft_max_ext`, ...) are grouped below
+/// by family; each has a `try_` form that returns [`Error::InvalidOp`] instead of
+/// panicking when the sources do not fit.
+///
+/// ```
+/// use ggml::random::Distribution;
+/// use ggml::{Context, GgmlType};
+///
+/// let mut ctx = Context::new();
+/// let x = ctx.new_tensor_from_f32(GgmlType::F32, &[3, 2], &[1., 2., 3., 4., 5., 6.])?;
+/// let w = ctx.new_tensor_random(GgmlType::F16, &[3, 4], Distribution::Uniform { low: -1.0, high: 1.0 }, 1)?;
+/// let y = ctx.mul_mat(w, x); // [4, 2]: each of x's 2 rows against w's 4 rows
+/// assert_eq!(ctx.tensor(y).ne, [4, 2, 1, 1]);
+///
+/// // A shape that does not fit: a typed error from the try_ form, a panic otherwise.
+/// let bad = ctx.new_tensor_1d(GgmlType::F32, 5);
+/// let err = ctx.try_mul_mat(w, bad).unwrap_err();
+/// assert!(err.to_string().starts_with("mul_mat: '#1 (NONE)' [3, 4, 1, 1] and '#3 (NONE)'"));
+/// # Ok::<(), ggml::Error>(())
+/// ```
 pub struct Context {
     id: NonZeroU32,
     tensors: Vec<Tensor>,
@@ -145,33 +167,52 @@ impl Context {
         id
     }
 
-    /// A new dense tensor with `ne.len()` (1 to 4) dimensions; zero-filled memory
-    /// unless the context is `no_alloc`.
+    /// A new dense tensor of type `typ` with `ne.len()` (1 to 4) dimensions, `ne[0]`
+    /// innermost; zero-filled memory unless the context is `no_alloc`.
+    ///
+    /// # Panics
+    /// When [`Context::try_new_tensor`] returns an error.
     #[track_caller]
     pub fn new_tensor(&mut self, typ: GgmlType, ne: &[usize]) -> TensorId {
-        assert!(
-            (1..=MAX_DIMS).contains(&ne.len()),
-            "a tensor has 1 to 4 dimensions, got {}",
-            ne.len()
-        );
+        match self.try_new_tensor(typ, ne) {
+            Ok(id) => id,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`Context::new_tensor`] for shapes known only at run time:
+    /// [`Error::InvalidOp`] when `ne` has no or more than 4 dimensions or `ne[0]` is not
+    /// a multiple of the type's block size, [`Error::Alloc`] when an allocating context
+    /// cannot get the memory.
+    pub fn try_new_tensor(&mut self, typ: GgmlType, ne: &[usize]) -> Result<TensorId> {
+        let invalid = |reason: String| Error::InvalidOp {
+            op: "new_tensor",
+            reason,
+        };
+        if !(1..=MAX_DIMS).contains(&ne.len()) {
+            return Err(invalid(format!(
+                "a tensor has 1 to 4 dimensions, got {}",
+                ne.len()
+            )));
+        }
         let mut full = [1usize; MAX_DIMS];
         full[..ne.len()].copy_from_slice(ne);
-        assert!(
-            full[0] % typ.blck_size() == 0,
-            "ne0 = {} is not a multiple of the {} block size {}",
-            full[0],
-            typ,
-            typ.blck_size()
-        );
+        if full[0] % typ.blck_size() != 0 {
+            return Err(invalid(format!(
+                "ne0 = {} is not a multiple of the {} block size {}",
+                full[0],
+                typ,
+                typ.blck_size()
+            )));
+        }
         let mut t = Tensor::new(typ, full);
         if !self.no_alloc {
-            let buf = Buffer::new_zeroed(t.nbytes()).unwrap_or_else(|e| panic!("{e}"));
             t.data = Some(DataRef {
-                buffer: buf,
+                buffer: Buffer::new_zeroed(t.nbytes())?,
                 offset: 0,
             });
         }
-        self.push(t)
+        Ok(self.push(t))
     }
 
     /// `new_tensor` with one dimension.
@@ -243,7 +284,7 @@ impl Context {
             .is_none_or(|end| end > data.buffer.len())
         {
             return Err(Error::OutOfRange {
-                name: t.name.clone(),
+                name: self.label(id),
                 index: data.offset.saturating_add(need),
                 limit: data.buffer.len(),
             });
@@ -258,7 +299,7 @@ impl Context {
     pub fn import(&mut self, other: &Context, id: TensorId) -> Result<TensorId> {
         let src = other.tensor(id);
         let data = src.data.clone().ok_or_else(|| Error::NoData {
-            name: src.name.clone(),
+            name: other.label(id),
         })?;
         let mut t = Tensor::new(src.typ, src.ne);
         t.nb = src.nb;
@@ -313,9 +354,20 @@ impl Context {
         id
     }
 
-    /// The tensor's name.
+    /// The tensor's name (empty when it has none).
     pub fn name(&self, id: TensorId) -> &str {
         &self.tensor(id).name
+    }
+
+    /// The tensor's name, or `#index (OP)` when it has none (`#7 (MUL_MAT)`): how
+    /// error messages, the executor and [`Context::display`] name a tensor.
+    pub fn label(&self, id: TensorId) -> String {
+        let t = self.tensor(id);
+        if t.name.is_empty() {
+            format!("#{} ({})", id.index(), t.op.name())
+        } else {
+            t.name.clone()
+        }
     }
 
     /// The first tensor with this name, if any.
@@ -347,7 +399,7 @@ impl Context {
     fn data_of(&self, id: TensorId) -> Result<&DataRef> {
         let t = self.tensor(id);
         t.data.as_ref().ok_or_else(|| Error::NoData {
-            name: t.name.clone(),
+            name: self.label(id),
         })
     }
 
@@ -382,20 +434,44 @@ impl Context {
         let rs = t.row_size();
         let mut out = vec![0u8; rs * t.nrows()];
         for (r, off) in Self::row_offsets(t).enumerate() {
-            let dst = &mut out[r * rs..(r + 1) * rs];
-            if t.nb[0] == t.typ.type_size() || t.ne[0] <= 1 {
-                data.buffer.read(data.offset + off, dst)?;
-            } else {
-                let es = t.typ.type_size();
-                for i0 in 0..t.ne[0] {
-                    data.buffer.read(
-                        data.offset + off + i0 * t.nb[0],
-                        &mut dst[i0 * es..(i0 + 1) * es],
-                    )?;
-                }
-            }
+            Self::read_row(t, data, off, &mut out[r * rs..(r + 1) * rs])?;
         }
         Ok(out)
+    }
+
+    /// Reads the row at byte offset `off` from the tensor's first byte into `dst`
+    /// (one dense row), whatever `nb[0]`.
+    fn read_row(t: &Tensor, data: &DataRef, off: usize, dst: &mut [u8]) -> Result<()> {
+        if t.nb[0] == t.typ.type_size() || t.ne[0] <= 1 {
+            data.buffer.read(data.offset + off, dst)
+        } else {
+            let es = t.typ.type_size();
+            for i0 in 0..t.ne[0] {
+                data.buffer.read(
+                    data.offset + off + i0 * t.nb[0],
+                    &mut dst[i0 * es..(i0 + 1) * es],
+                )?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Row `(i1, i2, i3)` as dense bytes of the tensor's type. Errors as
+    /// [`Context::get_row_f32`].
+    pub(crate) fn get_row_bytes(
+        &self,
+        id: TensorId,
+        i1: usize,
+        i2: usize,
+        i3: usize,
+    ) -> Result<Vec<u8>> {
+        let t = self.tensor(id);
+        let off = self.row_offset(id, i1, i2, i3)?;
+        let data = self.data_of(id)?;
+        self.check_dense_rows(id)?;
+        let mut row = vec![0u8; t.row_size()];
+        Self::read_row(t, data, off, &mut row)?;
+        Ok(row)
     }
 
     /// Writes dense bytes into the tensor, row by row in ggml order.
@@ -408,7 +484,7 @@ impl Context {
         let rs = t.row_size();
         if bytes.len() != rs * t.nrows() {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: rs * t.nrows(),
                 got: bytes.len(),
                 unit: "bytes",
@@ -416,7 +492,7 @@ impl Context {
         }
         if !data.buffer.is_writable() {
             return Err(Error::ReadOnly {
-                name: t.name.clone(),
+                name: self.label(id),
             });
         }
         for (r, off) in Self::row_offsets(t).enumerate() {
@@ -452,7 +528,7 @@ impl Context {
         let data = self.data_of(id)?;
         if values.len() * N != t.nbytes() {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: t.nbytes() / N,
                 got: values.len(),
                 unit: "elements",
@@ -479,7 +555,7 @@ impl Context {
         let t = self.tensor(id);
         if out.len() != t.nelements() {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: t.nelements(),
                 got: out.len(),
                 unit: "elements",
@@ -516,7 +592,7 @@ impl Context {
         let t = self.tensor(id);
         if values.len() != t.nelements() {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: t.nelements(),
                 got: values.len(),
                 unit: "elements",
@@ -531,22 +607,8 @@ impl Context {
 
     /// Row `(i1, i2, i3)` as f32. [`Error::OutOfRange`] for an index past the shape.
     pub fn get_row_f32(&self, id: TensorId, i1: usize, i2: usize, i3: usize) -> Result<Vec<f32>> {
+        let row = self.get_row_bytes(id, i1, i2, i3)?;
         let t = self.tensor(id);
-        let off = self.row_offset(id, i1, i2, i3)?;
-        let data = self.data_of(id)?;
-        self.check_dense_rows(id)?;
-        let mut row = vec![0u8; t.row_size()];
-        if t.nb[0] == t.typ.type_size() || t.ne[0] <= 1 {
-            data.buffer.read(data.offset + off, &mut row)?;
-        } else {
-            let es = t.typ.type_size();
-            for i0 in 0..t.ne[0] {
-                data.buffer.read(
-                    data.offset + off + i0 * t.nb[0],
-                    &mut row[i0 * es..(i0 + 1) * es],
-                )?;
-            }
-        }
         bytes_to_f32(t.typ, &row, t.ne[0])
     }
 
@@ -563,7 +625,7 @@ impl Context {
         let t = self.tensor(id);
         if values.len() != t.ne[0] {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: t.ne[0],
                 got: values.len(),
                 unit: "elements",
@@ -592,7 +654,7 @@ impl Context {
         for (i, (&idx, &n)) in [i1, i2, i3].iter().zip(&t.ne[1..]).enumerate() {
             if idx >= n {
                 return Err(Error::OutOfRange {
-                    name: format!("{} (dim {})", t.name, i + 1),
+                    name: format!("{} (dim {})", self.label(id), i + 1),
                     index: idx,
                     limit: n,
                 });

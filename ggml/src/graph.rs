@@ -7,7 +7,22 @@ use crate::op::Op;
 use crate::tensor::{TensorFlags, TensorId};
 
 /// The tensors to compute, in an order where every node comes after its sources
-/// (ggml_cgraph). Leafs (no op: weights, inputs, constants) are kept apart.
+/// (ggml_cgraph). Leafs (no op: weights, inputs, constants) are kept apart. A graph
+/// holds tensors of one [`Context`] and is computed with it.
+///
+/// ```
+/// use ggml::{Context, GgmlType, Graph};
+/// let mut ctx = Context::new();
+/// let a = ctx.new_tensor_from_f32(GgmlType::F32, &[2], &[3., 4.])?;
+/// let b = ctx.sqr(a);
+/// let c = ctx.add(b, a);
+/// let mut g = Graph::new();
+/// g.build_forward_expand(&ctx, c);
+/// assert_eq!((g.nodes(), g.leafs()), (&[b, c][..], &[a][..]));
+/// ggml::compute(&ctx, &g, 1)?;
+/// assert_eq!(ctx.get_f32(c)?, vec![12., 20.]);
+/// # Ok::<(), ggml::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     nodes: Vec<TensorId>,

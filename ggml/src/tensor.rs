@@ -68,6 +68,19 @@ bitflags! {
 /// `ne[i]` counts elements along dimension `i` (0 is innermost); `nb[i]` is the
 /// distance in bytes between consecutive indices along `i`. For a contiguous tensor
 /// `nb[0] = type_size`, `nb[1] = nb[0] * ne[0] / blck_size`, `nb[i] = nb[i-1] * ne[i-1]`.
+///
+/// Read it through [`crate::Context::tensor`]:
+///
+/// ```
+/// use ggml::{Context, GgmlType};
+/// let mut ctx = Context::new_no_alloc();
+/// let a = ctx.new_tensor_2d(GgmlType::F16, 8, 3);
+/// let t = ctx.transpose(a);
+/// let t = ctx.tensor(t);
+/// assert_eq!((t.ne, t.nb), ([3, 8, 1, 1], [16, 2, 48, 48]));
+/// assert!(t.is_transposed() && !t.is_contiguous());
+/// assert_eq!((t.nelements(), t.nrows(), t.shape_string().as_str()), (24, 8, "[3, 8, 1, 1]"));
+/// ```
 #[derive(Clone, Debug)]
 pub struct Tensor {
     /// Element type.
