@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml::testing::Fill;
-use ggml::{Context, Executor, GgmlType, Graph, RopeMode, RopeParams, TensorId};
+use ggml::{Context, Executor, GgmlType, Graph, RopeMode, RopeParams, SoftMaxParams, TensorId};
 
 const HEAD_DIM: usize = 64;
 const N_HEAD: usize = 14;
@@ -47,7 +47,14 @@ fn build(op: &str, n_tok: usize) -> (Context, Graph, TensorId) {
                 })
                 .collect();
             ctx.set_f32(mask, &causal).unwrap();
-            ctx.soft_max_ext(kq, Some(mask), 0.125, 0.0)
+            ctx.soft_max_ext(
+                kq,
+                Some(mask),
+                SoftMaxParams {
+                    scale: 0.125,
+                    ..Default::default()
+                },
+            )
         }
         _ => {
             let x = input(&mut ctx, &[D_MODEL, n_tok]);

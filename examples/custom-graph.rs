@@ -1,33 +1,39 @@
 //! Builds and runs a small attention block by hand: one fused QKV projection, rope on
 //! the Q and K views of it, K·Q scores, a causal `soft_max_ext`, V·KQ, and the output
 //! projection. Prints the graph (node list with op and shape), the result, and how far
-//! it is from the f64 reference evaluator.
+//! it is from the f64 reference evaluator (`ggml::testing`, a dev-dependency here).
+//! `mlp-graph.rs` is the gentler first example.
 //!
 //! `cargo run --release --example custom-graph`
 
-use ggml::testing::{nmse, Fill, Reference};
-use ggml::{Context, GgmlType, Graph, RopeMode, RopeParams, TensorId};
+use ggml::random::Distribution;
+use ggml::testing::{nmse, Reference};
+use ggml::{Context, GgmlType, Graph, RopeMode, RopeParams, SoftMaxParams, TensorId};
 
 const N_HEAD: usize = 4;
 const HEAD_DIM: usize = 8;
 const D: usize = N_HEAD * HEAD_DIM;
 const N_TOK: usize = 5;
 
+fn uniform(low: f32, high: f32) -> Distribution {
+    Distribution::Uniform { low, high }
+}
+
 fn weight(ctx: &mut Context, ne0: usize, ne1: usize, seed: u64, name: &str) -> TensorId {
-    let t = ctx.new_tensor_2d(GgmlType::F16, ne0, ne1);
-    Fill::uniform(seed, -0.3, 0.3)
-        .apply(ctx, t)
+    let t = ctx
+        .new_tensor_random(GgmlType::F16, &[ne0, ne1], uniform(-0.3, 0.3), seed)
         .expect("f16 weights");
     ctx.set_name(t, name)
 }
 
 /// The block; returns the output `[D, N_TOK]`.
 fn attention(ctx: &mut Context) -> TensorId {
-    let x = ctx.new_tensor_2d(GgmlType::F32, D, N_TOK);
-    Fill::uniform(1, -1.0, 1.0).apply(ctx, x).expect("input");
+    let x = ctx
+        .new_tensor_random(GgmlType::F32, &[D, N_TOK], uniform(-1.0, 1.0), 1)
+        .expect("input");
     ctx.set_name(x, "x");
-    let pos = ctx.new_tensor_1d(GgmlType::I32, N_TOK);
-    ctx.set_i32(pos, &(0..N_TOK as i32).collect::<Vec<_>>())
+    let pos = ctx
+        .new_tensor_from_i32(&[N_TOK], &(0..N_TOK as i32).collect::<Vec<_>>())
         .expect("positions");
     ctx.set_name(pos, "pos");
     let w_qkv = weight(ctx, D, 3 * D, 2, "w_qkv");
@@ -63,14 +69,22 @@ fn attention(ctx: &mut Context) -> TensorId {
     ctx.set_name(kq, "kq");
 
     // Causal mask: key j is hidden from query i when j > i.
-    let mask = ctx.new_tensor_2d(GgmlType::F16, N_TOK, N_TOK);
     let causal: Vec<f32> = (0..N_TOK)
         .flat_map(|i| (0..N_TOK).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
         .collect();
-    ctx.set_f32(mask, &causal).expect("mask");
+    let mask = ctx
+        .new_tensor_from_f32(GgmlType::F16, &[N_TOK, N_TOK], &causal)
+        .expect("mask");
     ctx.set_name(mask, "causal_mask");
     let scale = 1.0 / (HEAD_DIM as f32).sqrt();
-    let kq = ctx.soft_max_ext(kq, Some(mask), scale, 0.0);
+    let kq = ctx.soft_max_ext(
+        kq,
+        Some(mask),
+        SoftMaxParams {
+            scale,
+            ..Default::default()
+        },
+    );
     ctx.set_name(kq, "kq_soft_max");
 
     // V·KQ: V transposed to [N_TOK (keys), HEAD_DIM, N_HEAD] so its rows meet KQ's.
@@ -105,12 +119,8 @@ fn main() -> ggml::Result<()> {
     let reference = Reference::evaluate(&ctx, &graph)?;
     ggml::compute(&ctx, &graph, 2)?;
 
+    println!("\n{}", ctx.display(out).threshold(0).edge_items(4));
     let y = ctx.get_f32(out)?;
-    println!("\nattention output [{D}, {N_TOK}], first values of each token:");
-    for (t, row) in y.chunks(D).enumerate() {
-        let head: Vec<String> = row[..6].iter().map(|v| format!("{v:+.4}")).collect();
-        println!("  token {t}: {} ...", head.join(" "));
-    }
     let want = reference.get(out).expect("output is in the graph").data;
     println!("\nNMSE against the f64 reference: {:.2e}", nmse(&y, &want));
     Ok(())

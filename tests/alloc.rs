@@ -5,7 +5,7 @@
 
 use ggml::testing::strategies as st;
 use ggml::testing::{config, expect_same_bits, max_abs_err, Fill, Output, Rng};
-use ggml::{Context, GgmlType, Graph, GraphAllocator, TensorId};
+use ggml::{Context, GgmlType, Graph, GraphAllocator, SoftMaxParams, TensorId};
 use proptest::prelude::*;
 
 /// One step of a random graph program; sources are indices into the values so far
@@ -82,7 +82,14 @@ fn build(
                 _ => ctx.scale_inplace(pick(a), 0.75),
             },
             Step::Norm(a) => ctx.rms_norm(pick(a), 1e-5),
-            Step::SoftMax(a) => ctx.soft_max_ext(pick(a), None, 0.5, 0.0),
+            Step::SoftMax(a) => ctx.soft_max_ext(
+                pick(a),
+                None,
+                SoftMaxParams {
+                    scale: 0.5,
+                    ..Default::default()
+                },
+            ),
             Step::TransposeBack(a) => {
                 let t = ctx.transpose(pick(a));
                 let t = ctx.cont(t);
@@ -136,17 +143,7 @@ fn fill_inputs(ctx: &Context, inputs: &[TensorId], seed: u64) {
 fn read(ctx: &Context, outputs: &[TensorId]) -> Vec<Output> {
     outputs
         .iter()
-        .map(|&id| {
-            let t = ctx.tensor(id);
-            Output {
-                id,
-                op: t.op.name(),
-                typ: t.typ,
-                ne: t.ne,
-                actual: ctx.get_f32(id).unwrap(),
-                reference: Vec::new(),
-            }
-        })
+        .map(|&id| Output::read(ctx, id).unwrap())
         .collect()
 }
 

@@ -2,7 +2,9 @@
 //! threads and stays within the reference; profiling records every node.
 
 use ggml::testing::{check, Fill, Tolerance};
-use ggml::{Context, Dispatch, Executor, GgmlType, Graph, RopeMode, RopeParams, TensorId};
+use ggml::{
+    Context, Dispatch, Executor, GgmlType, Graph, RopeMode, RopeParams, SoftMaxParams, TensorId,
+};
 
 /// Attention and a SwiGLU MLP over `n_tok` tokens, sizes large enough that every
 /// kernel splits its rows across threads.
@@ -44,7 +46,14 @@ fn block(ctx: &mut Context, n_tok: usize) -> Vec<TensorId> {
     let kp = ctx.permute(k, [0, 2, 1, 3]);
     let kq = ctx.mul_mat(kp, qp);
     let kq = ctx.diag_mask_inf(kq, 0);
-    let kq = ctx.soft_max_ext(kq, None, 0.25, 0.0);
+    let kq = ctx.soft_max_ext(
+        kq,
+        None,
+        SoftMaxParams {
+            scale: 0.25,
+            ..Default::default()
+        },
+    );
     let vt = ctx.permute(v, [1, 2, 0, 3]);
     let vt = ctx.cont(vt);
     let o = ctx.mul_mat(vt, kq);

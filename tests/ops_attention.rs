@@ -5,7 +5,7 @@
 
 use ggml::testing::strategies::{self as st, LayoutKind};
 use ggml::testing::{check, config, new_index_tensor, Fill, Layout, Rng, Tolerance};
-use ggml::{Context, GgmlType, RopeMode, RopeParams, TensorId};
+use ggml::{Context, FlashAttnParams, GgmlType, RopeMode, RopeParams, SoftMaxParams, TensorId};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -86,7 +86,14 @@ fn build_soft_max(ctx: &mut Context, c: &SoftMaxCase, seed: u64) -> TensorId {
             seed ^ 4,
         )
     });
-    ctx.soft_max_ext(a, mask, c.scale, c.max_bias)
+    ctx.soft_max_ext(
+        a,
+        mask,
+        SoftMaxParams {
+            scale: c.scale,
+            max_bias: c.max_bias,
+        },
+    )
 }
 
 proptest! {
@@ -351,7 +358,7 @@ proptest! {
             let v = Layout::contiguous().make(ctx, c.v_type, [c.dv, c.n_kv, c.heads_kv, c.n_seq], Fill::uniform(seed ^ 2, -1.0, 1.0));
             let n_past = c.n_kv.saturating_sub(c.n_q);
             let mask = c.mask.map(|(t, [m2, m3])| causal_mask(ctx, t, [c.n_kv, c.n_q, m2, m3], n_past, seed ^ 3));
-            vec![ctx.flash_attn_ext(q, k, v, mask, c.scale, c.max_bias, c.softcap)]
+            vec![ctx.flash_attn_ext(q, k, v, mask, FlashAttnParams { scale: c.scale, max_bias: c.max_bias, logit_softcap: c.softcap })]
         }, n_threads, tol)?;
     }
 }
@@ -387,7 +394,7 @@ proptest! {
             let v = Layout::contiguous().make(ctx, kv_type, [dk, n_kv, heads_kv, 1], Fill::uniform(seed ^ 2, -1.0, 1.0));
             // A cache only partly filled: the last keys are masked out, as in decoding.
             let mask = causal_mask(ctx, GgmlType::F16, [n_kv, 1, 1, 1], n_kv - 1 - (seed as usize % 300), seed ^ 3);
-            let out = ctx.flash_attn_ext(q, k, v, Some(mask), 0.125, 0.0, 0.0);
+            let out = ctx.flash_attn_ext(q, k, v, Some(mask), FlashAttnParams { scale: 0.125, ..Default::default() });
             ctx.flash_attn_ext_set_kv_split(out, kv_split);
             vec![out]
         }, n_threads, tol)?;
@@ -404,5 +411,5 @@ fn flash_attn_ext_refuses_strided_query_rows() {
     let q = ctx.transpose(q);
     let k = ctx.new_tensor_2d(GgmlType::F16, 8, 4);
     let v = ctx.new_tensor_2d(GgmlType::F16, 8, 4);
-    ctx.flash_attn_ext(q, k, v, None, 1.0, 0.0, 0.0);
+    ctx.flash_attn_ext(q, k, v, None, FlashAttnParams::default());
 }

@@ -19,6 +19,25 @@ use crate::types::GgmlType;
 /// that stays valid until their last consumer has run; graph outputs (the last node
 /// and tensors flagged [`TensorFlags::OUTPUT`], and for an output that is a view the
 /// tensor it views) are never reused.
+///
+/// ```
+/// use ggml::{Context, Executor, GgmlType, Graph, GraphAllocator};
+/// // Metadata only: the allocator places everything in one reusable buffer.
+/// let mut ctx = Context::new_no_alloc();
+/// let x = ctx.new_tensor_1d(GgmlType::F32, 4);
+/// ctx.set_input(x);
+/// let y = ctx.sqr(x);
+/// let z = ctx.scale(y, 0.5);
+/// let mut g = Graph::new();
+/// g.build_forward_expand(&ctx, z);
+///
+/// let mut alloc = GraphAllocator::new();
+/// alloc.alloc_graph(&mut ctx, &g)?;
+/// ctx.set_f32(x, &[1., 2., 3., 4.])?; // inputs are filled after allocation
+/// Executor::new(2)?.compute(&ctx, &g)?;
+/// assert_eq!(ctx.get_f32(z)?, vec![0.5, 2., 4.5, 8.]);
+/// # Ok::<(), ggml::Error>(())
+/// ```
 #[derive(Default)]
 pub struct GraphAllocator {
     buffer: Option<Arc<Buffer>>,
@@ -54,7 +73,12 @@ impl GraphAllocator {
     }
 
     /// Plans the memory of `graph` without placing anything.
+    ///
+    /// # Panics
+    /// When `graph` holds tensors of another context than `ctx`.
+    #[track_caller]
     pub fn plan(&self, ctx: &Context, graph: &Graph) -> AllocPlan {
+        graph.check_context(ctx);
         plan(ctx, graph, self.buffer.as_ref())
     }
 

@@ -252,8 +252,19 @@ pub struct DataRef {
 
 impl DataRef {
     /// Address of the first byte, for kernels.
+    ///
+    /// # Panics
+    /// When `offset` is past the buffer's end (the fields are public, so it is checked
+    /// here rather than trusted).
     pub(crate) fn ptr(&self) -> *mut u8 {
-        // SAFETY: `offset` was checked against the buffer length when the tensor was placed.
+        assert!(
+            self.offset <= self.buffer.len(),
+            "data offset {} past the end of a {}-byte buffer",
+            self.offset,
+            self.buffer.len()
+        );
+        // SAFETY: `offset <= len` (checked above): the address is inside the allocation
+        // or one past its end.
         unsafe { self.buffer.as_ptr().add(self.offset) }
     }
 }

@@ -1,5 +1,7 @@
 //! The arena that owns tensors, and moving data in and out of them.
 
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::buffer::{Buffer, DataRef};
@@ -13,16 +15,55 @@ use crate::types::GgmlType;
 /// One made with [`Context::new_no_alloc`] holds metadata only: data is placed later by
 /// the graph allocator ([`crate::GraphAllocator`]), by [`Context::alloc_tensors`], or
 /// from outside with [`Context::set_data`] (file mappings, a KV cache).
-#[derive(Default)]
+///
+/// Tensors are named by [`TensorId`] handles, valid only in the context that made
+/// them. The op constructors (`add`, `mul_mat`, `soft_max_ext`, ...) are grouped below
+/// by family; each has a `try_` form that returns [`Error::InvalidOp`] instead of
+/// panicking when the sources do not fit.
+///
+/// ```
+/// use ggml::random::Distribution;
+/// use ggml::{Context, GgmlType};
+///
+/// let mut ctx = Context::new();
+/// let x = ctx.new_tensor_from_f32(GgmlType::F32, &[3, 2], &[1., 2., 3., 4., 5., 6.])?;
+/// let w = ctx.new_tensor_random(GgmlType::F16, &[3, 4], Distribution::Uniform { low: -1.0, high: 1.0 }, 1)?;
+/// let y = ctx.mul_mat(w, x); // [4, 2]: each of x's 2 rows against w's 4 rows
+/// assert_eq!(ctx.tensor(y).ne, [4, 2, 1, 1]);
+///
+/// // A shape that does not fit: a typed error from the try_ form, a panic otherwise.
+/// let bad = ctx.new_tensor_1d(GgmlType::F32, 5);
+/// let err = ctx.try_mul_mat(w, bad).unwrap_err();
+/// assert!(err.to_string().starts_with("mul_mat: '#1 (NONE)' [3, 4, 1, 1] and '#3 (NONE)'"));
+/// # Ok::<(), ggml::Error>(())
+/// ```
 pub struct Context {
+    id: NonZeroU32,
     tensors: Vec<Tensor>,
     no_alloc: bool,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context::new()
+    }
+}
+
+/// A context id that no live context has (unless 2^32 - 1 contexts were made since).
+fn next_context_id() -> NonZeroU32 {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    loop {
+        if let Some(id) = NonZeroU32::new(NEXT.fetch_add(1, Ordering::Relaxed)) {
+            return id;
+        }
+    }
 }
 
 impl Context {
     /// A context whose tensors get their own memory when created.
     pub fn new() -> Self {
         Context {
+            id: next_context_id(),
             tensors: Vec::new(),
             no_alloc: false,
         }
@@ -31,6 +72,7 @@ impl Context {
     /// A context that holds metadata only; data is placed later.
     pub fn new_no_alloc() -> Self {
         Context {
+            id: next_context_id(),
             tensors: Vec::new(),
             no_alloc: true,
         }
@@ -39,9 +81,16 @@ impl Context {
     /// A metadata-only context with room for `n` tensors before it grows.
     pub fn with_capacity_no_alloc(n: usize) -> Self {
         Context {
+            id: next_context_id(),
             tensors: Vec::with_capacity(n),
             no_alloc: true,
         }
+    }
+
+    /// This context's id, unique in the process: every [`TensorId`] it hands out
+    /// carries it ([`TensorId::context_id`]).
+    pub fn id(&self) -> u32 {
+        self.id.get()
     }
 
     /// Whether tensors are created without data.
@@ -59,62 +108,111 @@ impl Context {
         self.tensors.is_empty()
     }
 
-    /// Forgets every tensor (handles become invalid) but keeps the arena's memory.
+    /// Forgets every tensor but keeps the arena's memory. The context takes a new id,
+    /// so that handles from before are refused rather than read as new tensors.
     pub fn clear(&mut self) {
         self.tensors.clear();
+        self.id = next_context_id();
     }
 
     /// The tensor behind `id`.
+    ///
+    /// # Panics
+    /// When `id` was made by another context (a programming error, like ggml's
+    /// asserts): import the tensor with [`Context::import`] first.
     #[track_caller]
     pub fn tensor(&self, id: TensorId) -> &Tensor {
+        self.check_owner(id);
         &self.tensors[id.index()]
     }
 
+    #[track_caller]
     pub(crate) fn tensor_mut(&mut self, id: TensorId) -> &mut Tensor {
+        self.check_owner(id);
         &mut self.tensors[id.index()]
+    }
+
+    /// Whether `id` is a handle of this context.
+    pub fn owns(&self, id: TensorId) -> bool {
+        id.context_id() == self.id.get() && id.index() < self.tensors.len()
+    }
+
+    #[inline]
+    #[track_caller]
+    fn check_owner(&self, id: TensorId) {
+        if id.context_id() != self.id.get() {
+            panic!(
+                "tensor #{} belongs to context {}, not to context {}: a handle is valid only \
+                 in the context that made it (use Context::import to bring a tensor over)",
+                id.index(),
+                id.context_id(),
+                self.id
+            );
+        }
     }
 
     /// All tensor handles, in creation order.
     pub fn ids(&self) -> impl Iterator<Item = TensorId> {
-        (0..self.tensors.len() as u32).map(TensorId)
+        let ctx = self.id;
+        (0..self.tensors.len() as u32).map(move |i| TensorId::new(ctx, i))
     }
 
     /// Adds a tensor description to the arena and returns its handle (no allocation).
     pub(crate) fn push(&mut self, t: Tensor) -> TensorId {
-        let id = TensorId(
+        let id = TensorId::new(
+            self.id,
             u32::try_from(self.tensors.len()).expect("more than 2^32 tensors in one context"),
         );
         self.tensors.push(t);
         id
     }
 
-    /// A new dense tensor with `ne.len()` (1 to 4) dimensions; zero-filled memory
-    /// unless the context is `no_alloc`.
+    /// A new dense tensor of type `typ` with `ne.len()` (1 to 4) dimensions, `ne[0]`
+    /// innermost; zero-filled memory unless the context is `no_alloc`.
+    ///
+    /// # Panics
+    /// When [`Context::try_new_tensor`] returns an error.
     #[track_caller]
     pub fn new_tensor(&mut self, typ: GgmlType, ne: &[usize]) -> TensorId {
-        assert!(
-            (1..=MAX_DIMS).contains(&ne.len()),
-            "a tensor has 1 to 4 dimensions, got {}",
-            ne.len()
-        );
+        match self.try_new_tensor(typ, ne) {
+            Ok(id) => id,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`Context::new_tensor`] for shapes known only at run time:
+    /// [`Error::InvalidOp`] when `ne` has no or more than 4 dimensions or `ne[0]` is not
+    /// a multiple of the type's block size, [`Error::Alloc`] when an allocating context
+    /// cannot get the memory.
+    pub fn try_new_tensor(&mut self, typ: GgmlType, ne: &[usize]) -> Result<TensorId> {
+        let invalid = |reason: String| Error::InvalidOp {
+            op: "new_tensor",
+            reason,
+        };
+        if !(1..=MAX_DIMS).contains(&ne.len()) {
+            return Err(invalid(format!(
+                "a tensor has 1 to 4 dimensions, got {}",
+                ne.len()
+            )));
+        }
         let mut full = [1usize; MAX_DIMS];
         full[..ne.len()].copy_from_slice(ne);
-        assert!(
-            full[0] % typ.blck_size() == 0,
-            "ne0 = {} is not a multiple of the {} block size {}",
-            full[0],
-            typ,
-            typ.blck_size()
-        );
+        if full[0] % typ.blck_size() != 0 {
+            return Err(invalid(format!(
+                "ne0 = {} is not a multiple of the {} block size {}",
+                full[0],
+                typ,
+                typ.blck_size()
+            )));
+        }
         let mut t = Tensor::new(typ, full);
         if !self.no_alloc {
-            let buf = Buffer::new_zeroed(t.nbytes()).unwrap_or_else(|e| panic!("{e}"));
             t.data = Some(DataRef {
-                buffer: buf,
+                buffer: Buffer::new_zeroed(t.nbytes())?,
                 offset: 0,
             });
         }
-        self.push(t)
+        Ok(self.push(t))
     }
 
     /// `new_tensor` with one dimension.
@@ -186,7 +284,7 @@ impl Context {
             .is_none_or(|end| end > data.buffer.len())
         {
             return Err(Error::OutOfRange {
-                name: t.name.clone(),
+                name: self.label(id),
                 index: data.offset.saturating_add(need),
                 limit: data.buffer.len(),
             });
@@ -201,7 +299,7 @@ impl Context {
     pub fn import(&mut self, other: &Context, id: TensorId) -> Result<TensorId> {
         let src = other.tensor(id);
         let data = src.data.clone().ok_or_else(|| Error::NoData {
-            name: src.name.clone(),
+            name: other.label(id),
         })?;
         let mut t = Tensor::new(src.typ, src.ne);
         t.nb = src.nb;
@@ -256,9 +354,20 @@ impl Context {
         id
     }
 
-    /// The tensor's name.
+    /// The tensor's name (empty when it has none).
     pub fn name(&self, id: TensorId) -> &str {
         &self.tensor(id).name
+    }
+
+    /// The tensor's name, or `#index (OP)` when it has none (`#7 (MUL_MAT)`): how
+    /// error messages, the executor and [`Context::display`] name a tensor.
+    pub fn label(&self, id: TensorId) -> String {
+        let t = self.tensor(id);
+        if t.name.is_empty() {
+            format!("#{} ({})", id.index(), t.op.name())
+        } else {
+            t.name.clone()
+        }
     }
 
     /// The first tensor with this name, if any.
@@ -266,7 +375,7 @@ impl Context {
         self.tensors
             .iter()
             .position(|t| t.name == name)
-            .map(|i| TensorId(i as u32))
+            .map(|i| TensorId::new(self.id, i as u32))
     }
 
     /// Marks `id` as a graph input (filled from outside before each compute).
@@ -290,7 +399,7 @@ impl Context {
     fn data_of(&self, id: TensorId) -> Result<&DataRef> {
         let t = self.tensor(id);
         t.data.as_ref().ok_or_else(|| Error::NoData {
-            name: t.name.clone(),
+            name: self.label(id),
         })
     }
 
@@ -325,20 +434,44 @@ impl Context {
         let rs = t.row_size();
         let mut out = vec![0u8; rs * t.nrows()];
         for (r, off) in Self::row_offsets(t).enumerate() {
-            let dst = &mut out[r * rs..(r + 1) * rs];
-            if t.nb[0] == t.typ.type_size() || t.ne[0] <= 1 {
-                data.buffer.read(data.offset + off, dst)?;
-            } else {
-                let es = t.typ.type_size();
-                for i0 in 0..t.ne[0] {
-                    data.buffer.read(
-                        data.offset + off + i0 * t.nb[0],
-                        &mut dst[i0 * es..(i0 + 1) * es],
-                    )?;
-                }
-            }
+            Self::read_row(t, data, off, &mut out[r * rs..(r + 1) * rs])?;
         }
         Ok(out)
+    }
+
+    /// Reads the row at byte offset `off` from the tensor's first byte into `dst`
+    /// (one dense row), whatever `nb[0]`.
+    fn read_row(t: &Tensor, data: &DataRef, off: usize, dst: &mut [u8]) -> Result<()> {
+        if t.nb[0] == t.typ.type_size() || t.ne[0] <= 1 {
+            data.buffer.read(data.offset + off, dst)
+        } else {
+            let es = t.typ.type_size();
+            for i0 in 0..t.ne[0] {
+                data.buffer.read(
+                    data.offset + off + i0 * t.nb[0],
+                    &mut dst[i0 * es..(i0 + 1) * es],
+                )?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Row `(i1, i2, i3)` as dense bytes of the tensor's type. Errors as
+    /// [`Context::get_row_f32`].
+    pub(crate) fn get_row_bytes(
+        &self,
+        id: TensorId,
+        i1: usize,
+        i2: usize,
+        i3: usize,
+    ) -> Result<Vec<u8>> {
+        let t = self.tensor(id);
+        let off = self.row_offset(id, i1, i2, i3)?;
+        let data = self.data_of(id)?;
+        self.check_dense_rows(id)?;
+        let mut row = vec![0u8; t.row_size()];
+        Self::read_row(t, data, off, &mut row)?;
+        Ok(row)
     }
 
     /// Writes dense bytes into the tensor, row by row in ggml order.
@@ -351,7 +484,7 @@ impl Context {
         let rs = t.row_size();
         if bytes.len() != rs * t.nrows() {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: rs * t.nrows(),
                 got: bytes.len(),
                 unit: "bytes",
@@ -359,7 +492,7 @@ impl Context {
         }
         if !data.buffer.is_writable() {
             return Err(Error::ReadOnly {
-                name: t.name.clone(),
+                name: self.label(id),
             });
         }
         for (r, off) in Self::row_offsets(t).enumerate() {
@@ -395,7 +528,7 @@ impl Context {
         let data = self.data_of(id)?;
         if values.len() * N != t.nbytes() {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: t.nbytes() / N,
                 got: values.len(),
                 unit: "elements",
@@ -422,7 +555,7 @@ impl Context {
         let t = self.tensor(id);
         if out.len() != t.nelements() {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: t.nelements(),
                 got: out.len(),
                 unit: "elements",
@@ -459,7 +592,7 @@ impl Context {
         let t = self.tensor(id);
         if values.len() != t.nelements() {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: t.nelements(),
                 got: values.len(),
                 unit: "elements",
@@ -474,22 +607,8 @@ impl Context {
 
     /// Row `(i1, i2, i3)` as f32. [`Error::OutOfRange`] for an index past the shape.
     pub fn get_row_f32(&self, id: TensorId, i1: usize, i2: usize, i3: usize) -> Result<Vec<f32>> {
+        let row = self.get_row_bytes(id, i1, i2, i3)?;
         let t = self.tensor(id);
-        let off = self.row_offset(id, i1, i2, i3)?;
-        let data = self.data_of(id)?;
-        self.check_dense_rows(id)?;
-        let mut row = vec![0u8; t.row_size()];
-        if t.nb[0] == t.typ.type_size() || t.ne[0] <= 1 {
-            data.buffer.read(data.offset + off, &mut row)?;
-        } else {
-            let es = t.typ.type_size();
-            for i0 in 0..t.ne[0] {
-                data.buffer.read(
-                    data.offset + off + i0 * t.nb[0],
-                    &mut row[i0 * es..(i0 + 1) * es],
-                )?;
-            }
-        }
         bytes_to_f32(t.typ, &row, t.ne[0])
     }
 
@@ -506,7 +625,7 @@ impl Context {
         let t = self.tensor(id);
         if values.len() != t.ne[0] {
             return Err(Error::SizeMismatch {
-                name: t.name.clone(),
+                name: self.label(id),
                 expected: t.ne[0],
                 got: values.len(),
                 unit: "elements",
@@ -535,7 +654,7 @@ impl Context {
         for (i, (&idx, &n)) in [i1, i2, i3].iter().zip(&t.ne[1..]).enumerate() {
             if idx >= n {
                 return Err(Error::OutOfRange {
-                    name: format!("{} (dim {})", t.name, i + 1),
+                    name: format!("{} (dim {})", self.label(id), i + 1),
                     index: idx,
                     limit: n,
                 });
@@ -637,5 +756,81 @@ pub fn f32_to_bytes(typ: GgmlType, values: &[f32]) -> Result<Vec<u8>> {
             }
             Ok(out)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Graph;
+
+    fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+        let e = std::panic::catch_unwind(f).expect_err("expected a panic");
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
+    /// A handle of one context used in another is refused, naming both contexts,
+    /// instead of reading an unrelated tensor with the same index.
+    #[test]
+    fn handles_are_tied_to_their_context() {
+        let mut weights = Context::new();
+        let w = weights.new_tensor_2d(GgmlType::F32, 4, 4);
+        let mut graph_ctx = Context::new_no_alloc();
+        let x = graph_ctx.new_tensor_2d(GgmlType::F32, 4, 1);
+        assert_eq!(w.index(), x.index(), "same index, different contexts");
+        assert!(weights.owns(w) && !graph_ctx.owns(w));
+        let (wid, gid) = (weights.id(), graph_ctx.id());
+        assert_ne!(wid, gid);
+
+        let msg = panic_message(move || {
+            graph_ctx.mul_mat(w, x);
+        });
+        assert!(
+            msg.contains(&format!("context {wid}")) && msg.contains(&format!("context {gid}")),
+            "{msg}"
+        );
+        assert!(msg.contains("Context::import"), "{msg}");
+
+        // The import step is the way over.
+        let mut graph_ctx = Context::new_no_alloc();
+        let x = graph_ctx.new_tensor_2d(GgmlType::F32, 4, 1);
+        let w_here = graph_ctx.import(&weights, w).unwrap();
+        assert!(graph_ctx.owns(w_here));
+        graph_ctx.mul_mat(w_here, x);
+    }
+
+    #[test]
+    fn a_graph_belongs_to_one_context() {
+        let mut a = Context::new();
+        let x = a.new_tensor_1d(GgmlType::F32, 4);
+        let y = a.sqr(x);
+        let mut g = Graph::new();
+        g.build_forward_expand(&a, y);
+        let mut b = Context::new();
+        let xb = b.new_tensor_1d(GgmlType::F32, 4);
+        let yb = b.sqr(xb);
+        let msg = panic_message(std::panic::AssertUnwindSafe(|| {
+            crate::compute(&b, &g, 1).unwrap();
+        }));
+        assert!(msg.contains("context"), "{msg}");
+        let msg = panic_message(std::panic::AssertUnwindSafe(|| {
+            g.build_forward_expand(&b, yb);
+        }));
+        assert!(msg.contains("context"), "{msg}");
+    }
+
+    /// `clear` gives the context a new id: handles from before are refused.
+    #[test]
+    fn clear_invalidates_old_handles() {
+        let mut ctx = Context::new();
+        let old = ctx.new_tensor_1d(GgmlType::F32, 2);
+        ctx.clear();
+        let new = ctx.new_tensor_1d(GgmlType::F32, 2);
+        assert_eq!(old.index(), new.index());
+        assert!(!ctx.owns(old) && ctx.owns(new));
+        assert!(std::panic::catch_unwind(|| ctx.tensor(old).ne).is_err());
     }
 }

@@ -7,12 +7,29 @@ use crate::op::Op;
 use crate::tensor::{TensorFlags, TensorId};
 
 /// The tensors to compute, in an order where every node comes after its sources
-/// (ggml_cgraph). Leafs (no op: weights, inputs, constants) are kept apart.
+/// (ggml_cgraph). Leafs (no op: weights, inputs, constants) are kept apart. A graph
+/// holds tensors of one [`Context`] and is computed with it.
+///
+/// ```
+/// use ggml::{Context, GgmlType, Graph};
+/// let mut ctx = Context::new();
+/// let a = ctx.new_tensor_from_f32(GgmlType::F32, &[2], &[3., 4.])?;
+/// let b = ctx.sqr(a);
+/// let c = ctx.add(b, a);
+/// let mut g = Graph::new();
+/// g.build_forward_expand(&ctx, c);
+/// assert_eq!((g.nodes(), g.leafs()), (&[b, c][..], &[a][..]));
+/// ggml::compute(&ctx, &g, 1)?;
+/// assert_eq!(ctx.get_f32(c)?, vec![12., 20.]);
+/// # Ok::<(), ggml::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     nodes: Vec<TensorId>,
     leafs: Vec<TensorId>,
     visited: Vec<bool>,
+    /// The context whose tensors the graph holds (set by the first expansion).
+    ctx: Option<u32>,
 }
 
 impl Graph {
@@ -25,7 +42,15 @@ impl Graph {
     /// before consumers (a depth-first walk over `src`, left to right, with a visited
     /// set). Calling it for several tensors appends in call order, which is how an
     /// in-place write (a KV store) is placed before the nodes that read its memory.
+    ///
+    /// # Panics
+    /// When `t` is not a tensor of `ctx`, or the graph already holds tensors of another
+    /// context.
+    #[track_caller]
     pub fn build_forward_expand(&mut self, ctx: &Context, t: TensorId) {
+        self.check_context(ctx);
+        self.ctx = Some(ctx.id());
+        ctx.tensor(t);
         if self.visited.len() < ctx.len() {
             self.visited.resize(ctx.len(), false);
         }
@@ -57,6 +82,18 @@ impl Graph {
             } else {
                 self.nodes.push(id);
             }
+        }
+    }
+
+    /// Panics when the graph holds tensors of a context other than `ctx`.
+    #[track_caller]
+    pub(crate) fn check_context(&self, ctx: &Context) {
+        if let Some(id) = self.ctx {
+            assert!(
+                id == ctx.id(),
+                "the graph holds tensors of context {id}, not of context {}",
+                ctx.id()
+            );
         }
     }
 

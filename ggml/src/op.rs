@@ -79,6 +79,55 @@ impl RopeParams {
     }
 }
 
+/// Parameters of [`crate::Context::soft_max_ext`]: `softmax(a * scale + slope * mask)`.
+///
+/// ```
+/// use ggml::SoftMaxParams;
+/// let p = SoftMaxParams { scale: 0.125, ..Default::default() };
+/// assert_eq!((p.scale, p.max_bias), (0.125, 0.0));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoftMaxParams {
+    /// Factor on the scores before the mask is added (`1/sqrt(head_dim)` in attention);
+    /// 1 by default.
+    pub scale: f32,
+    /// ALiBi's maximum bias: 0 (the default) turns ALiBi off; above 0 head `h` (dim
+    /// 2) gets ggml's slope for `h` and a mask is required.
+    pub max_bias: f32,
+}
+
+impl Default for SoftMaxParams {
+    fn default() -> Self {
+        SoftMaxParams {
+            scale: 1.0,
+            max_bias: 0.0,
+        }
+    }
+}
+
+/// Parameters of [`crate::Context::flash_attn_ext`]:
+/// `softmax(softcap(q·kᵀ·scale) + slope * mask)·v`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlashAttnParams {
+    /// Factor on the scores (`1/sqrt(head_dim)`); 1 by default.
+    pub scale: f32,
+    /// ALiBi's maximum bias; 0 (the default) turns ALiBi off.
+    pub max_bias: f32,
+    /// `c` of the soft cap `c * tanh(s / c)` on the scores; 0 (the default) turns it
+    /// off.
+    pub logit_softcap: f32,
+}
+
+impl Default for FlashAttnParams {
+    fn default() -> Self {
+        FlashAttnParams {
+            scale: 1.0,
+            max_bias: 0.0,
+            logit_softcap: 0.0,
+        }
+    }
+}
+
 /// What a node computes. Sources are in [`crate::Tensor::src`], in ggml's order.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
@@ -101,7 +150,10 @@ pub enum Op {
     /// Contiguous copy of src0 (`ggml_cont`), possibly into another type.
     Cont,
     /// Concatenate src0 and src1 along `dim`.
-    Concat { dim: usize },
+    Concat {
+        /// The dimension joined along.
+        dim: usize,
+    },
     /// Tile src0 to the node's shape.
     Repeat,
 
@@ -115,7 +167,12 @@ pub enum Op {
     /// `src0 / src1`, src1 broadcast.
     Div,
     /// `s * x + b`.
-    Scale { s: f32, b: f32 },
+    Scale {
+        /// The factor.
+        s: f32,
+        /// The bias added after scaling.
+        b: f32,
+    },
     /// `x * x`.
     Sqr,
     /// `sqrt(x)`.
@@ -123,7 +180,12 @@ pub enum Op {
     /// An activation.
     Unary(UnaryOp),
     /// A gated unit over one tensor (halves of dim 0) or two (src1 present).
-    Glu { op: GluOp, swapped: bool },
+    Glu {
+        /// Which unit.
+        op: GluOp,
+        /// For one source: whether the value half comes first.
+        swapped: bool,
+    },
 
     // Reductions and normalisation along rows.
     /// Sum of each row (result ne0 = 1).
@@ -131,9 +193,15 @@ pub enum Op {
     /// Mean of each row (result ne0 = 1).
     Mean,
     /// `(x - mean) / sqrt(var + eps)` per row.
-    Norm { eps: f32 },
+    Norm {
+        /// Added to the variance.
+        eps: f32,
+    },
     /// `x / sqrt(mean(x^2) + eps)` per row.
-    RmsNorm { eps: f32 },
+    RmsNorm {
+        /// Added to the mean square.
+        eps: f32,
+    },
     /// Index of the largest value of each row (I32).
     Argmax,
 
@@ -147,18 +215,30 @@ pub enum Op {
 
     // Attention.
     /// `softmax(x * scale + slope * mask)` per row (src1 = optional mask).
-    SoftMax { scale: f32, max_bias: f32 },
+    SoftMax {
+        /// Factor on the scores (see [`SoftMaxParams`]).
+        scale: f32,
+        /// ALiBi's maximum bias; 0 turns it off.
+        max_bias: f32,
+    },
     /// Rotary position embedding (src1 = I32 positions, src2 = optional frequency factors).
     Rope(RopeParams),
     /// Sets entries above the diagonal shifted by `n_past` to -inf.
-    DiagMaskInf { n_past: usize },
+    DiagMaskInf {
+        /// How many positions precede the first row.
+        n_past: usize,
+    },
     /// Fused attention: softmax(q·kᵀ·scale + mask)·v (src0 q, src1 k, src2 v, src3 mask).
     /// `kv_split`: for one query against many keys, the number of key ranges computed
     /// apart and merged (see `Context::flash_attn_ext_set_kv_split`); 1 = none.
     FlashAttnExt {
+        /// Factor on the scores (see [`FlashAttnParams`]).
         scale: f32,
+        /// ALiBi's maximum bias; 0 turns it off.
         max_bias: f32,
+        /// Soft cap on the scores; 0 turns it off.
         logit_softcap: f32,
+        /// Key ranges for one query against many keys (1 = no split).
         kv_split: u32,
     },
 }

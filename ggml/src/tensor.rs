@@ -1,6 +1,8 @@
 //! Tensor metadata: type, shape `ne`, byte strides `nb`, the op that makes it and
 //! where its bytes are.
 
+use std::num::NonZeroU32;
+
 use bitflags::bitflags;
 
 use crate::buffer::DataRef;
@@ -12,14 +14,38 @@ pub const MAX_DIMS: usize = 4;
 /// Most sources an op takes.
 pub const MAX_SRC: usize = 4;
 
-/// A cheap handle to a tensor of one [`crate::Context`] (an index into its arena).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TensorId(pub(crate) u32);
+/// A cheap handle to a tensor of one [`crate::Context`]: the context's id and an index
+/// into its arena.
+///
+/// A handle is valid only in the context that made it: [`crate::Context::tensor`] (and
+/// every op constructor) panics, naming both contexts, when given a handle of another
+/// one. To use a tensor of one context in another (model weights in a per-batch graph
+/// context), [`crate::Context::import`] it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId {
+    ctx: NonZeroU32,
+    index: u32,
+}
 
 impl TensorId {
-    /// The arena index.
+    pub(crate) fn new(ctx: NonZeroU32, index: u32) -> Self {
+        TensorId { ctx, index }
+    }
+
+    /// The index in its context's arena (creation order, from 0).
     pub fn index(self) -> usize {
-        self.0 as usize
+        self.index as usize
+    }
+
+    /// The id of the context that made this handle (see [`crate::Context::id`]).
+    pub fn context_id(self) -> u32 {
+        self.ctx.get()
+    }
+}
+
+impl std::fmt::Debug for TensorId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TensorId(#{} of context {})", self.index, self.ctx)
     }
 }
 
@@ -42,6 +68,19 @@ bitflags! {
 /// `ne[i]` counts elements along dimension `i` (0 is innermost); `nb[i]` is the
 /// distance in bytes between consecutive indices along `i`. For a contiguous tensor
 /// `nb[0] = type_size`, `nb[1] = nb[0] * ne[0] / blck_size`, `nb[i] = nb[i-1] * ne[i-1]`.
+///
+/// Read it through [`crate::Context::tensor`]:
+///
+/// ```
+/// use ggml::{Context, GgmlType};
+/// let mut ctx = Context::new_no_alloc();
+/// let a = ctx.new_tensor_2d(GgmlType::F16, 8, 3);
+/// let t = ctx.transpose(a);
+/// let t = ctx.tensor(t);
+/// assert_eq!((t.ne, t.nb), ([3, 8, 1, 1], [16, 2, 48, 48]));
+/// assert!(t.is_transposed() && !t.is_contiguous());
+/// assert_eq!((t.nelements(), t.nrows(), t.shape_string().as_str()), (24, 8, "[3, 8, 1, 1]"));
+/// ```
 #[derive(Clone, Debug)]
 pub struct Tensor {
     /// Element type.

@@ -7,41 +7,82 @@ use std::sync::OnceLock;
 use crate::error::{Error, Result};
 
 /// A tensor element type. The discriminant is the id GGUF files store.
+///
+/// ```
+/// use ggml::GgmlType;
+/// let t = GgmlType::Q8_0;
+/// assert_eq!((t.id(), t.name(), t.blck_size(), t.type_size()), (8, "q8_0", 32, 34));
+/// assert_eq!(t.row_size(64), 68); // two blocks
+/// assert_eq!(GgmlType::from_name("q8_0"), Some(t));
+/// assert!(t.is_quantized() && t.traits().vec_dot.is_some());
+/// ```
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u32)]
 pub enum GgmlType {
+    /// 32-bit IEEE float.
     F32 = 0,
+    /// 16-bit IEEE half float.
     F16 = 1,
+    /// 4-bit quants in blocks of 32 with an f16 scale.
     Q4_0 = 2,
+    /// 4-bit quants in blocks of 32 with an f16 scale and minimum.
     Q4_1 = 3,
+    /// 5-bit quants in blocks of 32 with an f16 scale.
     Q5_0 = 6,
+    /// 5-bit quants in blocks of 32 with an f16 scale and minimum.
     Q5_1 = 7,
+    /// 8-bit quants in blocks of 32 with an f16 scale.
     Q8_0 = 8,
+    /// 8-bit quants in blocks of 32 with an f32 scale and sum (the activation type of Q4_1/Q5_1 dot products).
     Q8_1 = 9,
+    /// 2-bit K-quant: super-blocks of 256 with 4-bit sub-block scales and minimums.
     Q2_K = 10,
+    /// 3-bit K-quant: super-blocks of 256 with 6-bit sub-block scales.
     Q3_K = 11,
+    /// 4-bit K-quant: super-blocks of 256 with 6-bit sub-block scales and minimums.
     Q4_K = 12,
+    /// 5-bit K-quant: super-blocks of 256 with 6-bit sub-block scales and minimums.
     Q5_K = 13,
+    /// 6-bit K-quant: super-blocks of 256 with 8-bit sub-block scales.
     Q6_K = 14,
+    /// 8-bit K-quant with block sums (the activation type of K-quant dot products).
     Q8_K = 15,
+    /// 2.06-bit i-quant (known by id; no kernels here).
     IQ2_XXS = 16,
+    /// 2.31-bit i-quant (known by id; no kernels here).
     IQ2_XS = 17,
+    /// 3.06-bit i-quant (known by id; no kernels here).
     IQ3_XXS = 18,
+    /// 1.56-bit i-quant (known by id; no kernels here).
     IQ1_S = 19,
+    /// 4-bit non-linear quants in blocks of 32 (a fixed 16-value table).
     IQ4_NL = 20,
+    /// 3.44-bit i-quant (known by id; no kernels here).
     IQ3_S = 21,
+    /// 2.5-bit i-quant (known by id; no kernels here).
     IQ2_S = 22,
+    /// 4.25-bit non-linear quants in super-blocks of 256 with 6-bit scales.
     IQ4_XS = 23,
+    /// 8-bit signed integer (known by id; no conversions here).
     I8 = 24,
+    /// 16-bit signed integer (known by id; no conversions here).
     I16 = 25,
+    /// 32-bit signed integer (indices, positions).
     I32 = 26,
+    /// 64-bit signed integer (`set_rows` indices; no f32 conversion).
     I64 = 27,
+    /// 64-bit IEEE float (known by id; no conversions here).
     F64 = 28,
+    /// 1.75-bit i-quant (known by id; no kernels here).
     IQ1_M = 29,
+    /// bfloat16: the upper half of an f32.
     BF16 = 30,
+    /// Ternary 1.69-bit quant (known by id; no kernels here).
     TQ1_0 = 34,
+    /// Ternary 2.06-bit quant (known by id; no kernels here).
     TQ2_0 = 35,
+    /// 4-bit microscaling float in blocks of 32 (known by id; no kernels here).
     MXFP4 = 39,
 }
 

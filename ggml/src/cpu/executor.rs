@@ -21,8 +21,22 @@ use crate::tensor::{Tensor, TensorId, MAX_SRC};
 ///
 /// The pool is a rayon pool used once per graph (`broadcast`); the per-node
 /// synchronisation is our own spinning barrier ([`Dispatch::Broadcast`]).
-/// `docs/executor.md` has the benchmark behind this choice. The work buffer and the node table are kept between calls, so
-/// computing graphs of a steady shape allocates nothing.
+/// `docs/executor.md` has the benchmark behind this choice. The work buffer and the
+/// node table are kept between calls, so computing graphs of a steady shape allocates
+/// nothing.
+///
+/// ```
+/// use ggml::{Context, Executor, GgmlType, Graph};
+/// let mut ctx = Context::new();
+/// let a = ctx.new_tensor_from_f32(GgmlType::F32, &[4, 2], &[1., 2., 3., 4., 5., 6., 7., 8.])?;
+/// let s = ctx.sum_rows(a);
+/// let mut g = Graph::new();
+/// g.build_forward_expand(&ctx, s);
+/// let mut exec = Executor::new(2)?; // two workers, kept for every compute
+/// exec.compute(&ctx, &g)?;
+/// assert_eq!(ctx.get_f32(s)?, vec![10., 26.]);
+/// # Ok::<(), ggml::Error>(())
+/// ```
 pub struct Executor {
     n_threads: usize,
     dispatch: Dispatch,
@@ -104,9 +118,11 @@ impl Executor {
     /// error a kernel reports (for example [`Error::RowIndex`] for an index out of range).
     ///
     /// # Panics
-    /// When a kernel panics (a bug): the other workers abandon the computation and the
-    /// panic is resumed on the calling thread.
+    /// When `graph` holds tensors of another context than `ctx`, and when a kernel
+    /// panics (a bug): the other workers abandon the computation and the panic is
+    /// resumed on the calling thread.
     pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
+        graph.check_context(ctx);
         // Taken for the computation and put back empty (the guards dropped, their
         // buffers released), so that steady computations allocate nothing.
         let mut guards = std::mem::take(&mut self.guards);
@@ -128,7 +144,7 @@ impl Executor {
             if let Some(d) = dst_data {
                 if !d.buffer.is_writable() {
                     return Err(Error::ReadOnly {
-                        name: t.name.clone(),
+                        name: ctx.label(id),
                     });
                 }
             }
@@ -256,7 +272,7 @@ fn resolve(
         (None, Some(base)) => {
             let b = ctx.tensor(base);
             let d = b.data.as_ref().ok_or_else(|| Error::NoData {
-                name: b.name.clone(),
+                name: ctx.label(base),
             })?;
             crate::buffer::DataRef {
                 buffer: Arc::clone(&d.buffer),
@@ -265,14 +281,14 @@ fn resolve(
         }
         (None, None) => {
             return Err(Error::NoData {
-                name: display_name(t, id),
+                name: ctx.label(id),
             })
         }
     };
     let end = data.offset.checked_add(t.nbytes());
     if end.is_none_or(|e| e > data.buffer.len()) {
         return Err(Error::OutOfRange {
-            name: display_name(t, id),
+            name: ctx.label(id),
             index: end.unwrap_or(usize::MAX),
             limit: data.buffer.len(),
         });
@@ -288,7 +304,7 @@ fn resolve(
     if misaligned {
         return Err(Error::Graph(format!(
             "tensor '{}' is not aligned to its {}-byte elements (offset {}, strides {:?})",
-            display_name(t, id),
+            ctx.label(id),
             align,
             data.offset,
             t.nb
@@ -308,14 +324,6 @@ fn resolve(
         data: data.ptr(),
         mapped: !data.buffer.is_writable(),
     })
-}
-
-fn display_name(t: &Tensor, id: TensorId) -> String {
-    if t.name.is_empty() {
-        format!("#{} ({})", id.index(), t.op.name())
-    } else {
-        t.name.clone()
-    }
 }
 
 /// Computes `graph` with `n_threads` workers, reusing a cached [`Executor`] for that

@@ -41,6 +41,9 @@ impl fmt::Display for Location {
 /// - `needed` / `available`: bytes a read needed and bytes left after `offset`;
 /// - `count` / `what`: a count or length read from the file, and what it counts;
 /// - `id`: a type id read from the file; `found` / `expected`: value types.
+// The fields are documented once, by name, in the list above rather than on each of
+// the ~70 variant fields.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     /// A fixed-size field runs past the end of the file.

@@ -17,6 +17,26 @@ use crate::tensor::TensorId;
 /// kernel touches the data.
 ///
 /// Dereferences to [`Gguf`] for the metadata and tensor-info accessors.
+///
+/// ```
+/// use ggml::gguf::{GgufFile, GgufWriter};
+/// use ggml::{Context, GgmlType};
+///
+/// let path = std::env::temp_dir().join(format!("ggml-doc-{}.gguf", std::process::id()));
+/// let mut w = GgufWriter::new();
+/// w.set("general.name", "tiny")?;
+/// w.add_tensor("emb", GgmlType::F32, &[2, 2], [1f32, 2., 3., 4.].map(f32::to_le_bytes).concat())?;
+/// w.write_to_path(&path)?;
+///
+/// let file = GgufFile::open(&path)?; // mapped, nothing copied
+/// assert_eq!(file.get_str("general.name")?, "tiny");
+/// let mut ctx = Context::new_no_alloc();
+/// let t = file.create_tensors(&mut ctx)?["emb"];
+/// assert_eq!(ctx.get_row_f32(t, 1, 0, 0)?, vec![3., 4.]);
+/// # drop(file);
+/// # std::fs::remove_file(&path).ok();
+/// # Ok::<(), ggml::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct GgufFile {
     gguf: Gguf,

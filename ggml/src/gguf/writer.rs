@@ -20,6 +20,20 @@ type Result<T> = std::result::Result<T, GgufError>;
 /// were added, each padded to the alignment (`general.alignment`, default 32). Anything
 /// the reader would reject is refused when it is added, so every file written reads
 /// back. Tensor data is borrowed when it can be (`'a`), e.g. from a mapped file.
+///
+/// ```
+/// use ggml::gguf::{GgufError, GgufWriter};
+/// use ggml::GgmlType;
+///
+/// let mut w = GgufWriter::new();
+/// w.set("general.architecture", "llama")?.set("llama.context_length", 2048u32)?;
+/// w.add_tensor("output_norm.weight", GgmlType::F32, &[4], vec![0u8; 16])?;
+/// // A tensor whose bytes do not match its shape is refused when added.
+/// assert!(w.add_tensor("bad", GgmlType::F32, &[4], vec![0u8; 3]).is_err());
+/// let bytes = w.to_bytes();
+/// assert_eq!(&bytes[..4], b"GGUF");
+/// # Ok::<(), GgufError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct GgufWriter<'a> {
     version: u32,

@@ -1,75 +1,140 @@
 //! The attention ops: softmax with mask and ALiBi, rotary embeddings, the causal
 //! mask, and fused flash attention.
 
+use super::{ensure, panicking};
 use crate::context::Context;
-use crate::op::{Op, RopeParams};
+use crate::error::Result;
+use crate::op::{FlashAttnParams, Op, RopeParams, SoftMaxParams};
 use crate::tensor::TensorId;
 use crate::types::GgmlType;
 
+/// # Attention: softmax, rope, causal mask, flash attention
+///
+/// `soft_max_ext` with a mask and ALiBi, `rope_ext` (normal and NeoX pairing, YaRN),
+/// `diag_mask_inf`, and the fused `flash_attn_ext`.
 impl Context {
-    /// Softmax along rows.
-    #[track_caller]
-    pub fn soft_max(&mut self, a: TensorId) -> TensorId {
-        self.soft_max_ext(a, None, 1.0, 0.0)
+    panicking! {
+        /// Softmax along rows (`ne0`) of an f32 tensor.
+        ///
+        /// # Panics
+        /// As [`Context::soft_max_ext`].
+        pub fn soft_max => try_soft_max(a: TensorId);
+
+        /// `softmax(a * scale + slope * mask)` along rows (`ne0`), the parameters in
+        /// [`SoftMaxParams`]. `a` is f32 and contiguous; the mask (f32 or f16,
+        /// contiguous) has `ne0 == a.ne0`, at least `a.ne1` rows, and is broadcast over
+        /// dims 2 and 3; a masked entry is `-inf`. With `max_bias > 0` each head (dim 2)
+        /// gets its ALiBi slope (and a mask is required).
+        ///
+        /// # Panics
+        /// When the types, layouts or shapes do not fit ([`Context::try_soft_max_ext`]
+        /// returns the error instead).
+        pub fn soft_max_ext => try_soft_max_ext(a: TensorId, mask: Option<TensorId>, p: SoftMaxParams);
+
+        /// Rotary position embedding of `a` `[head_dim, n_head, n_tokens, ...]` (f32
+        /// or f16, rows dense) with the I32 positions `pos` `[n_tokens]`; only the first
+        /// `p.n_dims` of each row rotate, pairs chosen by `p.mode`. `freq_factors`
+        /// (f32, at least `n_dims / 2` values) divide the rotation frequencies.
+        ///
+        /// # Panics
+        /// When the types or shapes do not fit, or `p.n_dims` is odd or above `ne0`.
+        pub fn rope_ext => try_rope_ext(a: TensorId, pos: TensorId, freq_factors: Option<TensorId>, p: RopeParams);
+
+        /// [`Context::rope_ext`] written into `a`'s memory (the K-shift rotates the KV
+        /// cache this way); the result is a view of `a`.
+        ///
+        /// # Panics
+        /// As [`Context::rope_ext`].
+        pub fn rope_ext_inplace => try_rope_ext_inplace(a: TensorId, pos: TensorId, freq_factors: Option<TensorId>, p: RopeParams);
+
+        /// Sets `a[i0, i1]` to -inf where `i0 > n_past + i1` (a causal mask on scores);
+        /// `a` is f32.
+        ///
+        /// # Panics
+        /// When `a` is not f32.
+        pub fn diag_mask_inf => try_diag_mask_inf(a: TensorId, n_past: usize);
+
+        /// Fused attention `softmax(q·kᵀ·scale + mask)·v`, the parameters in
+        /// [`FlashAttnParams`]. `q` `[d, n_q, n_head, n_seq]` (f32, rows dense), `k`
+        /// `[d, n_kv, n_head_kv, n_seq]`, `v` `[d_v, n_kv, n_head_kv, n_seq]` (any type
+        /// that converts to f32, rows dense), `mask` f16 or f32 `[n_kv, >= n_q, ...]`.
+        /// The result is `[d_v, n_head, n_q, n_seq]` (heads and tokens swapped, as
+        /// ggml).
+        ///
+        /// # Panics
+        /// When the types or shapes do not fit.
+        pub fn flash_attn_ext => try_flash_attn_ext(q: TensorId, k: TensorId, v: TensorId, mask: Option<TensorId>, p: FlashAttnParams);
     }
 
-    /// `softmax(a * scale + slope * mask)` along rows. The mask (f32 or f16) has
-    /// `ne0 == a.ne0`, at least `a.ne1` rows, and is broadcast over dims 2 and 3; with
-    /// `max_bias > 0` each head (dim 2) gets its ALiBi slope.
-    #[track_caller]
-    pub fn soft_max_ext(
+    /// [`Context::soft_max`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_soft_max(&mut self, a: TensorId) -> Result<TensorId> {
+        self.try_soft_max_ext(a, None, SoftMaxParams::default())
+    }
+
+    /// [`Context::soft_max_ext`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_soft_max_ext(
         &mut self,
         a: TensorId,
         mask: Option<TensorId>,
-        scale: f32,
-        max_bias: f32,
-    ) -> TensorId {
+        p: SoftMaxParams,
+    ) -> Result<TensorId> {
+        const OP: &str = "soft_max";
         let ta = self.tensor(a);
-        assert!(
+        ensure!(
             ta.typ == GgmlType::F32,
-            "soft_max: '{}' must be f32",
-            ta.name
+            OP,
+            "'{}' must be f32, is {}",
+            self.label(a),
+            ta.typ
         );
-        assert!(
+        ensure!(
             ta.is_contiguous(),
-            "soft_max: '{}' must be contiguous",
-            ta.name
+            OP,
+            "'{}' must be contiguous",
+            self.label(a)
         );
         if let Some(m) = mask {
             let tm = self.tensor(m);
-            assert!(
+            ensure!(
                 matches!(tm.typ, GgmlType::F32 | GgmlType::F16),
-                "soft_max: mask '{}' must be f32 or f16",
-                tm.name
+                OP,
+                "mask '{}' must be f32 or f16, is {}",
+                self.label(m),
+                tm.typ
             );
-            assert!(
+            ensure!(
                 tm.is_contiguous(),
-                "soft_max: mask '{}' must be contiguous",
-                tm.name
+                OP,
+                "mask '{}' must be contiguous",
+                self.label(m)
             );
-            assert!(
+            ensure!(
                 tm.ne[0] == ta.ne[0]
                     && tm.ne[1] >= ta.ne[1]
                     && ta.ne[2].is_multiple_of(tm.ne[2])
                     && ta.ne[3].is_multiple_of(tm.ne[3]),
-                "soft_max: mask '{}' {} does not fit '{}' {}",
-                tm.name,
-                tm.shape_string(),
-                ta.name,
-                ta.shape_string()
+                OP,
+                "mask {} does not fit {}",
+                self.label_shape(m),
+                self.label_shape(a)
             );
         }
-        assert!(
-            max_bias <= 0.0 || mask.is_some(),
-            "soft_max: ALiBi (max_bias > 0) needs a mask"
+        ensure!(
+            p.max_bias <= 0.0 || mask.is_some(),
+            OP,
+            "ALiBi (max_bias > 0) needs a mask"
         );
         let ne = ta.ne;
-        let id = self.new_op(GgmlType::F32, ne, Op::SoftMax { scale, max_bias }, &[a]);
-        self.attach_opt(id, Op::SoftMax { scale, max_bias }, &[Some(a), mask]);
-        id
+        let op = Op::SoftMax {
+            scale: p.scale,
+            max_bias: p.max_bias,
+        };
+        let id = self.new_op(GgmlType::F32, ne, op, &[a])?;
+        self.attach_opt(id, op, &[Some(a), mask]);
+        Ok(id)
     }
 
-    #[track_caller]
     fn rope_impl(
         &mut self,
         a: TensorId,
@@ -77,168 +142,174 @@ impl Context {
         freq_factors: Option<TensorId>,
         p: RopeParams,
         inplace: bool,
-    ) -> TensorId {
+    ) -> Result<TensorId> {
+        const OP: &str = "rope";
         let (ta, tp) = (self.tensor(a), self.tensor(pos));
-        assert!(
+        ensure!(
             matches!(ta.typ, GgmlType::F32 | GgmlType::F16),
-            "rope: '{}' must be f32 or f16",
-            ta.name
+            OP,
+            "'{}' must be f32 or f16, is {}",
+            self.label(a),
+            ta.typ
         );
-        assert!(
+        ensure!(
             ta.nb[0] == ta.typ.type_size(),
-            "rope: rows of '{}' must be dense",
-            ta.name
+            OP,
+            "rows of '{}' must be dense",
+            self.label(a)
         );
-        assert!(
+        ensure!(
             tp.typ == GgmlType::I32,
-            "rope: positions '{}' must be i32",
-            tp.name
+            OP,
+            "positions '{}' must be i32, are {}",
+            self.label(pos),
+            tp.typ
         );
-        assert!(
+        ensure!(
             tp.ne[0] == ta.ne[2] && tp.ne[1] == 1 && tp.ne[2] == 1 && tp.ne[3] == 1,
-            "rope: {} positions for {} tokens (dim 2 of '{}')",
+            OP,
+            "{} positions '{}' for {} tokens (dim 2 of '{}')",
             tp.nelements(),
+            self.label(pos),
             ta.ne[2],
-            ta.name
+            self.label(a)
         );
-        assert!(
+        ensure!(
             p.n_dims.is_multiple_of(2) && p.n_dims <= ta.ne[0],
-            "rope: n_dims {} must be even and <= {}",
+            OP,
+            "n_dims {} must be even and <= {} (ne0 of '{}')",
             p.n_dims,
-            ta.ne[0]
+            ta.ne[0],
+            self.label(a)
         );
         if let Some(f) = freq_factors {
             let tf = self.tensor(f);
-            assert!(
+            ensure!(
                 tf.typ == GgmlType::F32 && tf.ne[0] >= p.n_dims / 2 && tf.is_contiguous(),
-                "rope: frequency factors '{}' must be f32 with at least n_dims/2 values",
-                tf.name
+                OP,
+                "frequency factors '{}' must be f32 with at least n_dims/2 values",
+                self.label(f)
             );
         }
         let id = if inplace {
-            self.view_tensor(a)
+            self.try_view_tensor(a)?
         } else {
             let (typ, ne) = (ta.typ, ta.ne);
-            self.new_tensor(typ, &ne)
+            self.try_new_tensor(typ, &ne)?
         };
         self.attach_opt(id, Op::Rope(p), &[Some(a), Some(pos), freq_factors]);
-        id
+        Ok(id)
     }
 
-    /// Rotary position embedding of `a` `[head_dim, n_head, n_tokens, ...]` with the
-    /// I32 positions `pos` `[n_tokens]`; only the first `p.n_dims` of each row rotate.
-    #[track_caller]
-    pub fn rope_ext(
+    /// [`Context::rope_ext`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_rope_ext(
         &mut self,
         a: TensorId,
         pos: TensorId,
         freq_factors: Option<TensorId>,
         p: RopeParams,
-    ) -> TensorId {
+    ) -> Result<TensorId> {
         self.rope_impl(a, pos, freq_factors, p, false)
     }
 
-    /// `rope_ext` written into `a`'s memory (the K-shift rotates the KV cache this way).
-    #[track_caller]
-    pub fn rope_ext_inplace(
+    /// [`Context::rope_ext_inplace`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_rope_ext_inplace(
         &mut self,
         a: TensorId,
         pos: TensorId,
         freq_factors: Option<TensorId>,
         p: RopeParams,
-    ) -> TensorId {
+    ) -> Result<TensorId> {
         self.rope_impl(a, pos, freq_factors, p, true)
     }
 
-    /// Sets `a[i0, i1]` to -inf where `i0 > n_past + i1` (a causal mask on scores).
-    #[track_caller]
-    pub fn diag_mask_inf(&mut self, a: TensorId, n_past: usize) -> TensorId {
-        let ta = self.tensor(a);
-        assert!(
-            ta.typ == GgmlType::F32,
-            "diag_mask_inf: '{}' must be f32",
-            ta.name
-        );
-        let ne = ta.ne;
+    /// [`Context::diag_mask_inf`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_diag_mask_inf(&mut self, a: TensorId, n_past: usize) -> Result<TensorId> {
+        self.expect_type_of(a, GgmlType::F32, "diag_mask_inf")?;
+        let ne = self.ne(a);
         self.new_op(GgmlType::F32, ne, Op::DiagMaskInf { n_past }, &[a])
     }
 
-    /// Fused attention. `q` `[d, n_q, n_head, n_seq]` (f32, rows dense), `k` `[d, n_kv, n_head_kv, n_seq]`,
-    /// `v` `[d_v, n_kv, n_head_kv, n_seq]` (f32, f16 or q8_0), `mask` f16 `[n_kv, >= n_q, ...]`.
-    /// The result is `[d_v, n_head, n_q, n_seq]` (heads and tokens swapped, as ggml).
-    #[track_caller]
-    #[allow(clippy::too_many_arguments)]
-    pub fn flash_attn_ext(
+    /// [`Context::flash_attn_ext`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_flash_attn_ext(
         &mut self,
         q: TensorId,
         k: TensorId,
         v: TensorId,
         mask: Option<TensorId>,
-        scale: f32,
-        max_bias: f32,
-        logit_softcap: f32,
-    ) -> TensorId {
+        p: FlashAttnParams,
+    ) -> Result<TensorId> {
+        const OP: &str = "flash_attn_ext";
         let (tq, tk, tv) = (self.tensor(q), self.tensor(k), self.tensor(v));
-        assert!(
+        ensure!(
             tq.typ == GgmlType::F32 && tq.is_contiguous_rows(),
-            "flash_attn_ext: q '{}' must be f32 with dense rows",
-            tq.name
+            OP,
+            "q '{}' must be f32 with dense rows",
+            self.label(q)
         );
-        assert!(
+        ensure!(
             tk.ne[0] == tq.ne[0] && tq.ne[2] % tk.ne[2] == 0 && tq.ne[3] % tk.ne[3] == 0,
-            "flash_attn_ext: k '{}' {} does not fit q '{}' {}",
-            tk.name,
-            tk.shape_string(),
-            tq.name,
-            tq.shape_string()
+            OP,
+            "k {} does not fit q {}",
+            self.label_shape(k),
+            self.label_shape(q)
         );
-        assert!(
+        ensure!(
             tv.ne[1] == tk.ne[1] && tv.ne[2] == tk.ne[2] && tv.ne[3] == tk.ne[3],
-            "flash_attn_ext: v '{}' {} does not fit k '{}' {}",
-            tv.name,
-            tv.shape_string(),
-            tk.name,
-            tk.shape_string()
+            OP,
+            "v {} does not fit k {}",
+            self.label_shape(v),
+            self.label_shape(k)
         );
-        for t in [tk, tv] {
-            assert!(
+        for (id, t) in [(k, tk), (v, tv)] {
+            ensure!(
                 t.typ.traits().to_float.is_some() && t.is_contiguous_rows(),
-                "flash_attn_ext: '{}' cannot be read",
-                t.name
+                OP,
+                "'{}' ({}) cannot be read: it needs dense rows of a type that converts to f32",
+                self.label(id),
+                t.typ
             );
         }
         if let Some(m) = mask {
             let tm = self.tensor(m);
-            assert!(
+            ensure!(
                 tm.typ == GgmlType::F16 || tm.typ == GgmlType::F32,
-                "flash_attn_ext: mask '{}' must be f16 or f32",
-                tm.name
+                OP,
+                "mask '{}' must be f16 or f32, is {}",
+                self.label(m),
+                tm.typ
             );
-            assert!(
+            ensure!(
                 tm.is_contiguous(),
-                "flash_attn_ext: mask '{}' must be contiguous",
-                tm.name
+                OP,
+                "mask '{}' must be contiguous",
+                self.label(m)
             );
-            assert!(
+            ensure!(
                 tm.ne[0] == tk.ne[1]
                     && tm.ne[1] >= tq.ne[1]
                     && tq.ne[2] % tm.ne[2] == 0
                     && tq.ne[3] % tm.ne[3] == 0,
-                "flash_attn_ext: mask '{}' {} does not fit",
-                tm.name,
-                tm.shape_string()
+                OP,
+                "mask {} does not fit k {} and q {}",
+                self.label_shape(m),
+                self.label_shape(k),
+                self.label_shape(q)
             );
         }
         let ne = [tv.ne[0], tq.ne[2], tq.ne[1], tq.ne[3]];
         let op = Op::FlashAttnExt {
-            scale,
-            max_bias,
-            logit_softcap,
+            scale: p.scale,
+            max_bias: p.max_bias,
+            logit_softcap: p.logit_softcap,
             kv_split: 1,
         };
-        let id = self.new_tensor(GgmlType::F32, &ne);
+        let id = self.try_new_tensor(GgmlType::F32, &ne)?;
         self.attach_opt(id, op, &[Some(q), Some(k), Some(v), mask]);
-        id
+        Ok(id)
     }
 
     /// Makes a `flash_attn_ext` node that has one query row per head (decoding) and
@@ -250,11 +321,13 @@ impl Context {
     ///
     /// # Panics
     /// When `node` is not a `flash_attn_ext` node.
+    #[track_caller]
     pub fn flash_attn_ext_set_kv_split(&mut self, node: TensorId, n: usize) {
+        let label = self.label(node);
         match &mut self.tensor_mut(node).op {
             Op::FlashAttnExt { kv_split, .. } => *kv_split = n.max(1) as u32,
             op => panic!(
-                "flash_attn_ext_set_kv_split: node is {}, not FLASH_ATTN_EXT",
+                "flash_attn_ext_set_kv_split: '{label}' is {}, not FLASH_ATTN_EXT",
                 op.name()
             ),
         }

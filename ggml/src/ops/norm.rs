@@ -1,66 +1,90 @@
 //! Row reductions and normalisations.
 
+use super::{ensure, panicking};
 use crate::context::Context;
+use crate::error::Result;
 use crate::op::Op;
 use crate::tensor::TensorId;
 use crate::types::GgmlType;
 
+/// # Row reductions and normalisation: `sum_rows`, `mean`, `norm`, `rms_norm`, `argmax`
+///
+/// Along rows (`ne0`) of an f32 tensor.
 impl Context {
-    #[track_caller]
-    fn expect_f32(&self, a: TensorId, op: &str) {
-        let t = self.tensor(a);
-        assert!(
-            t.typ == GgmlType::F32,
-            "{op}: '{}' must be f32, is {}",
-            t.name,
-            t.typ
-        );
+    panicking! {
+        /// Sum of each row: shape `[1, ne1, ne2, ne3]`.
+        ///
+        /// # Panics
+        /// When `a` is not f32.
+        pub fn sum_rows => try_sum_rows(a: TensorId);
+
+        /// Mean of each row: shape `[1, ne1, ne2, ne3]`.
+        ///
+        /// # Panics
+        /// When `a` is not f32.
+        pub fn mean => try_mean(a: TensorId);
+
+        /// Layer norm without affine parameters: `(x - mean) / sqrt(var + eps)` per row.
+        ///
+        /// # Panics
+        /// When `a` is not f32.
+        pub fn norm => try_norm(a: TensorId, eps: f32);
+
+        /// RMS norm: `x / sqrt(mean(x^2) + eps)` per row.
+        ///
+        /// # Panics
+        /// When `a` is not f32.
+        pub fn rms_norm => try_rms_norm(a: TensorId, eps: f32);
+
+        /// Index of the maximum of each row of a matrix (I32 `[ne1]`, first index on
+        /// ties).
+        ///
+        /// # Panics
+        /// When `a` is not an f32 matrix (`ne2 = ne3 = 1`).
+        pub fn argmax => try_argmax(a: TensorId);
     }
 
-    /// Sum of each row: shape `[1, ne1, ne2, ne3]`.
-    #[track_caller]
-    pub fn sum_rows(&mut self, a: TensorId) -> TensorId {
-        self.expect_f32(a, "sum_rows");
+    /// [`Context::sum_rows`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_sum_rows(&mut self, a: TensorId) -> Result<TensorId> {
+        self.expect_type_of(a, GgmlType::F32, "sum_rows")?;
         let mut ne = self.ne(a);
         ne[0] = 1;
         self.new_op(GgmlType::F32, ne, Op::SumRows, &[a])
     }
 
-    /// Mean of each row: shape `[1, ne1, ne2, ne3]`.
-    #[track_caller]
-    pub fn mean(&mut self, a: TensorId) -> TensorId {
-        self.expect_f32(a, "mean");
+    /// [`Context::mean`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_mean(&mut self, a: TensorId) -> Result<TensorId> {
+        self.expect_type_of(a, GgmlType::F32, "mean")?;
         let mut ne = self.ne(a);
         ne[0] = 1;
         self.new_op(GgmlType::F32, ne, Op::Mean, &[a])
     }
 
-    /// Layer norm without affine parameters: `(x - mean) / sqrt(var + eps)` per row.
-    #[track_caller]
-    pub fn norm(&mut self, a: TensorId, eps: f32) -> TensorId {
-        self.expect_f32(a, "norm");
+    /// [`Context::norm`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+        self.expect_type_of(a, GgmlType::F32, "norm")?;
         let ne = self.ne(a);
         self.new_op(GgmlType::F32, ne, Op::Norm { eps }, &[a])
     }
 
-    /// RMS norm: `x / sqrt(mean(x^2) + eps)` per row.
-    #[track_caller]
-    pub fn rms_norm(&mut self, a: TensorId, eps: f32) -> TensorId {
-        self.expect_f32(a, "rms_norm");
+    /// [`Context::rms_norm`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_rms_norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+        self.expect_type_of(a, GgmlType::F32, "rms_norm")?;
         let ne = self.ne(a);
         self.new_op(GgmlType::F32, ne, Op::RmsNorm { eps }, &[a])
     }
 
-    /// Index of the maximum of each row of a matrix (I32, first index on ties).
-    #[track_caller]
-    pub fn argmax(&mut self, a: TensorId) -> TensorId {
-        self.expect_f32(a, "argmax");
+    /// [`Context::argmax`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_argmax(&mut self, a: TensorId) -> Result<TensorId> {
+        self.expect_type_of(a, GgmlType::F32, "argmax")?;
         let t = self.tensor(a);
-        assert!(
+        ensure!(
             t.ne[2] == 1 && t.ne[3] == 1,
-            "argmax: '{}' must be a matrix, is {}",
-            t.name,
-            t.shape_string()
+            "argmax",
+            "{} must be a matrix",
+            self.label_shape(a)
         );
         let ne1 = t.ne[1];
         self.new_op(GgmlType::I32, [ne1, 1, 1, 1], Op::Argmax, &[a])

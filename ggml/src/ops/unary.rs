@@ -1,140 +1,210 @@
 //! Element-wise unary ops and gated linear units.
 
+use super::{ensure, panicking};
 use crate::context::Context;
+use crate::error::Result;
 use crate::op::{GluOp, Op, UnaryOp};
 use crate::tensor::TensorId;
 use crate::types::GgmlType;
 
+/// # Element-wise unary ops and gated units: `scale`, `sqr`, `sqrt`, `silu`, `gelu`, `relu`, `swiglu`, `geglu`
+///
+/// On f32, f16 or bf16 tensors of any layout; the result has the source's type and
+/// shape (half the rows' length for the one-tensor `swiglu`).
 impl Context {
-    #[track_caller]
-    fn unary_node(&mut self, a: TensorId, op: Op, inplace: bool) -> TensorId {
+    fn unary_node(&mut self, a: TensorId, op: Op, inplace: bool) -> Result<TensorId> {
         let t = self.tensor(a);
-        assert!(
+        ensure!(
             matches!(t.typ, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16),
-            "{}: type {} of '{}' is not supported",
             op.name(),
+            "type {} of '{}' is not supported (f32, f16 or bf16)",
             t.typ,
-            t.name
+            self.label(a)
         );
         if inplace {
-            let v = self.view_tensor(a);
+            let v = self.try_view_tensor(a)?;
             self.attach_opt(v, op, &[Some(a)]);
-            v
+            Ok(v)
         } else {
             let (typ, ne) = (t.typ, t.ne);
             self.new_op(typ, ne, op, &[a])
         }
     }
 
-    /// `s * a`.
-    #[track_caller]
-    pub fn scale(&mut self, a: TensorId, s: f32) -> TensorId {
+    panicking! {
+        /// `s * a`.
+        ///
+        /// # Panics
+        /// When `a` is not f32, f16 or bf16 (as every op of this family).
+        pub fn scale => try_scale(a: TensorId, s: f32);
+
+        /// `s * a` written into `a`'s memory (the result is a view of `a`).
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn scale_inplace => try_scale_inplace(a: TensorId, s: f32);
+
+        /// `s * a + b`.
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn scale_bias => try_scale_bias(a: TensorId, s: f32, b: f32);
+
+        /// `a * a`.
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn sqr => try_sqr(a: TensorId);
+
+        /// `sqrt(a)`.
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn sqrt => try_sqrt(a: TensorId);
+
+        /// `a * sigmoid(a)`.
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn silu => try_silu(a: TensorId);
+
+        /// GELU, the tanh approximation ggml uses.
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn gelu => try_gelu(a: TensorId);
+
+        /// `max(a, 0)`.
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn relu => try_relu(a: TensorId);
+
+        /// SwiGLU of one tensor: the first half of each row is the gate, the second
+        /// half the value (`silu(a[..n/2]) * a[n/2..]`); halves swapped with `swapped`.
+        ///
+        /// # Panics
+        /// When `ne0` is odd or the rows are not dense.
+        pub fn swiglu => try_swiglu(a: TensorId, swapped: bool);
+
+        /// SwiGLU of two tensors of the same shape and type: `silu(gate) * up`.
+        ///
+        /// # Panics
+        /// When the shapes or types differ or the rows are not dense.
+        pub fn swiglu_split => try_swiglu_split(gate: TensorId, up: TensorId);
+
+        /// GeGLU of two tensors of the same shape and type: `gelu(gate) * up`.
+        ///
+        /// # Panics
+        /// As [`Context::swiglu_split`].
+        pub fn geglu_split => try_geglu_split(gate: TensorId, up: TensorId);
+    }
+
+    /// [`Context::scale`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_scale(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
         self.unary_node(a, Op::Scale { s, b: 0.0 }, false)
     }
 
-    /// `s * a` written into `a`'s memory.
-    #[track_caller]
-    pub fn scale_inplace(&mut self, a: TensorId, s: f32) -> TensorId {
+    /// [`Context::scale_inplace`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_scale_inplace(&mut self, a: TensorId, s: f32) -> Result<TensorId> {
         self.unary_node(a, Op::Scale { s, b: 0.0 }, true)
     }
 
-    /// `s * a + b`.
-    #[track_caller]
-    pub fn scale_bias(&mut self, a: TensorId, s: f32, b: f32) -> TensorId {
+    /// [`Context::scale_bias`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_scale_bias(&mut self, a: TensorId, s: f32, b: f32) -> Result<TensorId> {
         self.unary_node(a, Op::Scale { s, b }, false)
     }
 
-    /// `a * a`.
-    #[track_caller]
-    pub fn sqr(&mut self, a: TensorId) -> TensorId {
+    /// [`Context::sqr`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_sqr(&mut self, a: TensorId) -> Result<TensorId> {
         self.unary_node(a, Op::Sqr, false)
     }
 
-    /// `sqrt(a)`.
-    #[track_caller]
-    pub fn sqrt(&mut self, a: TensorId) -> TensorId {
+    /// [`Context::sqrt`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_sqrt(&mut self, a: TensorId) -> Result<TensorId> {
         self.unary_node(a, Op::Sqrt, false)
     }
 
-    /// `a * sigmoid(a)`.
-    #[track_caller]
-    pub fn silu(&mut self, a: TensorId) -> TensorId {
+    /// [`Context::silu`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_silu(&mut self, a: TensorId) -> Result<TensorId> {
         self.unary_node(a, Op::Unary(UnaryOp::Silu), false)
     }
 
-    /// GELU, tanh approximation.
-    #[track_caller]
-    pub fn gelu(&mut self, a: TensorId) -> TensorId {
+    /// [`Context::gelu`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_gelu(&mut self, a: TensorId) -> Result<TensorId> {
         self.unary_node(a, Op::Unary(UnaryOp::Gelu), false)
     }
 
-    /// `max(a, 0)`.
-    #[track_caller]
-    pub fn relu(&mut self, a: TensorId) -> TensorId {
+    /// [`Context::relu`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_relu(&mut self, a: TensorId) -> Result<TensorId> {
         self.unary_node(a, Op::Unary(UnaryOp::Relu), false)
     }
 
-    /// SwiGLU of one tensor: the first half of each row is the gate, the second half
-    /// the value (`silu(a[..n/2]) * a[n/2..]`); halves swapped with `swapped`.
-    #[track_caller]
-    pub fn swiglu(&mut self, a: TensorId, swapped: bool) -> TensorId {
+    /// [`Context::swiglu`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_swiglu(&mut self, a: TensorId, swapped: bool) -> Result<TensorId> {
         let t = self.tensor(a);
-        assert!(
+        ensure!(
             t.ne[0].is_multiple_of(2),
-            "swiglu: ne0 = {} of '{}' is odd",
+            "swiglu",
+            "ne0 = {} of '{}' is odd",
             t.ne[0],
-            t.name
+            self.label(a)
         );
-        assert!(
+        ensure!(
             t.is_contiguous_rows(),
-            "swiglu: rows of '{}' must be dense",
-            t.name
+            "swiglu",
+            "rows of '{}' must be dense",
+            self.label(a)
         );
         let mut ne = t.ne;
         ne[0] /= 2;
         let typ = t.typ;
-        self.new_op(
-            typ,
-            ne,
-            Op::Glu {
-                op: GluOp::SwiGlu,
-                swapped,
-            },
-            &[a],
-        )
+        let op = Op::Glu {
+            op: GluOp::SwiGlu,
+            swapped,
+        };
+        self.new_op(typ, ne, op, &[a])
     }
 
-    /// SwiGLU of two tensors of the same shape: `silu(gate) * up`.
-    #[track_caller]
-    pub fn swiglu_split(&mut self, gate: TensorId, up: TensorId) -> TensorId {
+    /// [`Context::swiglu_split`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_swiglu_split(&mut self, gate: TensorId, up: TensorId) -> Result<TensorId> {
         self.glu_split(gate, up, GluOp::SwiGlu)
     }
 
-    /// GeGLU of two tensors of the same shape: `gelu(gate) * up`.
-    #[track_caller]
-    pub fn geglu_split(&mut self, gate: TensorId, up: TensorId) -> TensorId {
+    /// [`Context::geglu_split`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_geglu_split(&mut self, gate: TensorId, up: TensorId) -> Result<TensorId> {
         self.glu_split(gate, up, GluOp::GeGlu)
     }
 
-    #[track_caller]
-    fn glu_split(&mut self, gate: TensorId, up: TensorId, op: GluOp) -> TensorId {
+    fn glu_split(&mut self, gate: TensorId, up: TensorId, op: GluOp) -> Result<TensorId> {
+        const OP: &str = "glu";
         let (g, u) = (self.tensor(gate), self.tensor(up));
-        assert!(
+        ensure!(
             g.same_shape(u),
-            "glu: '{}' {} and '{}' {} differ in shape",
-            g.name,
-            g.shape_string(),
-            u.name,
-            u.shape_string()
+            OP,
+            "{} and {} differ in shape",
+            self.label_shape(gate),
+            self.label_shape(up)
         );
-        assert_eq!(
-            g.typ, u.typ,
-            "glu: '{}' and '{}' differ in type",
-            g.name, u.name
+        ensure!(
+            g.typ == u.typ,
+            OP,
+            "'{}' ({}) and '{}' ({}) differ in type",
+            self.label(gate),
+            g.typ,
+            self.label(up),
+            u.typ
         );
-        assert!(
+        ensure!(
             g.is_contiguous_rows() && u.is_contiguous_rows(),
-            "glu: rows must be dense"
+            OP,
+            "rows of '{}' and '{}' must be dense",
+            self.label(gate),
+            self.label(up)
         );
         let (typ, ne) = (g.typ, g.ne);
         self.new_op(typ, ne, Op::Glu { op, swapped: false }, &[gate, up])

@@ -1,30 +1,113 @@
 //! Views: `view_1d..4d`, `reshape_*`, `permute`, `transpose`. They share storage and
 //! cost nothing at compute time.
 
+use super::{ensure, panicking};
 use crate::context::Context;
+use crate::error::Result;
 use crate::op::Op;
 use crate::tensor::{contiguous_strides, TensorId, MAX_DIMS};
 
+/// # Views: `view_*`, `reshape_*`, `permute`, `transpose`
+///
+/// New tensors that share their source's memory with another shape or stride (a view
+/// of a view shares the memory of the first non-view); they cost nothing at compute
+/// time. Strides and offsets are in bytes.
 impl Context {
-    /// A view of `ne0` elements of `a` starting `offset` bytes in.
-    #[track_caller]
-    pub fn view_1d(&mut self, a: TensorId, ne0: usize, offset: usize) -> TensorId {
+    panicking! {
+        /// A view of `ne0` elements of `a` starting `offset` bytes in.
+        ///
+        /// # Panics
+        /// When the view would end past `a`'s memory (as every view of this family).
+        pub fn view_1d => try_view_1d(a: TensorId, ne0: usize, offset: usize);
+
+        /// A 2-d view `[ne0, ne1]` with row stride `nb1` bytes, starting `offset` bytes
+        /// in.
+        ///
+        /// # Panics
+        /// As [`Context::view_1d`].
+        pub fn view_2d => try_view_2d(a: TensorId, ne0: usize, ne1: usize, nb1: usize, offset: usize);
+
+        /// A 3-d view `[ne0, ne1, ne2]` with strides `nb1`, `nb2` bytes.
+        ///
+        /// # Panics
+        /// As [`Context::view_1d`].
+        #[allow(clippy::too_many_arguments)]
+        pub fn view_3d => try_view_3d(a: TensorId, ne0: usize, ne1: usize, ne2: usize, nb1: usize, nb2: usize, offset: usize);
+
+        /// A 4-d view of shape `ne` with strides `nb1`, `nb2`, `nb3` bytes.
+        ///
+        /// # Panics
+        /// As [`Context::view_1d`].
+        pub fn view_4d => try_view_4d(a: TensorId, ne: [usize; MAX_DIMS], nb1: usize, nb2: usize, nb3: usize, offset: usize);
+
+        /// A view of `a` with the same layout (`ggml_view_tensor`).
+        ///
+        /// # Panics
+        /// Only when an allocating context cannot allocate (never for a view).
+        pub fn view_tensor => try_view_tensor(a: TensorId);
+
+        /// `a` (contiguous) seen with the shape of `b`.
+        ///
+        /// # Panics
+        /// When `a` is not contiguous or the element counts differ (as every reshape).
+        pub fn reshape => try_reshape(a: TensorId, b: TensorId);
+
+        /// `a` (contiguous) seen as 1-d.
+        ///
+        /// # Panics
+        /// As [`Context::reshape`].
+        pub fn reshape_1d => try_reshape_1d(a: TensorId, ne0: usize);
+
+        /// `a` (contiguous) seen as 2-d.
+        ///
+        /// # Panics
+        /// As [`Context::reshape`].
+        pub fn reshape_2d => try_reshape_2d(a: TensorId, ne0: usize, ne1: usize);
+
+        /// `a` (contiguous) seen as 3-d.
+        ///
+        /// # Panics
+        /// As [`Context::reshape`].
+        pub fn reshape_3d => try_reshape_3d(a: TensorId, ne0: usize, ne1: usize, ne2: usize);
+
+        /// `a` (contiguous) seen as 4-d.
+        ///
+        /// # Panics
+        /// As [`Context::reshape`].
+        pub fn reshape_4d => try_reshape_4d(a: TensorId, ne0: usize, ne1: usize, ne2: usize, ne3: usize);
+
+        /// Moves source dimension `i` to position `axes[i]` (ggml_permute).
+        ///
+        /// # Panics
+        /// When `axes` is not a permutation of 0..4.
+        pub fn permute => try_permute(a: TensorId, axes: [usize; MAX_DIMS]);
+
+        /// Swaps dimensions 0 and 1 (a view).
+        ///
+        /// # Panics
+        /// Never for a valid handle.
+        pub fn transpose => try_transpose(a: TensorId);
+    }
+
+    /// [`Context::view_1d`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_view_1d(&mut self, a: TensorId, ne0: usize, offset: usize) -> Result<TensorId> {
         let typ = self.typ(a);
         let ne = [ne0, 1, 1, 1];
         let nb = contiguous_strides(typ, &ne);
         self.new_view(a, ne, nb, offset, Op::View, &[a])
     }
 
-    /// A 2-d view with row stride `nb1` bytes.
-    #[track_caller]
-    pub fn view_2d(
+    /// [`Context::view_2d`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_view_2d(
         &mut self,
         a: TensorId,
         ne0: usize,
         ne1: usize,
         nb1: usize,
         offset: usize,
-    ) -> TensorId {
+    ) -> Result<TensorId> {
         let typ = self.typ(a);
         let ne = [ne0, ne1, 1, 1];
         let mut nb = contiguous_strides(typ, &ne);
@@ -34,10 +117,10 @@ impl Context {
         self.new_view(a, ne, nb, offset, Op::View, &[a])
     }
 
-    /// A 3-d view with strides `nb1`, `nb2` bytes.
-    #[track_caller]
+    /// [`Context::view_3d`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
     #[allow(clippy::too_many_arguments)]
-    pub fn view_3d(
+    pub fn try_view_3d(
         &mut self,
         a: TensorId,
         ne0: usize,
@@ -46,7 +129,7 @@ impl Context {
         nb1: usize,
         nb2: usize,
         offset: usize,
-    ) -> TensorId {
+    ) -> Result<TensorId> {
         let typ = self.typ(a);
         let ne = [ne0, ne1, ne2, 1];
         let mut nb = contiguous_strides(typ, &ne);
@@ -56,10 +139,9 @@ impl Context {
         self.new_view(a, ne, nb, offset, Op::View, &[a])
     }
 
-    /// A 4-d view with strides `nb1`, `nb2`, `nb3` bytes.
-    #[track_caller]
-    #[allow(clippy::too_many_arguments)]
-    pub fn view_4d(
+    /// [`Context::view_4d`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_view_4d(
         &mut self,
         a: TensorId,
         ne: [usize; MAX_DIMS],
@@ -67,7 +149,7 @@ impl Context {
         nb2: usize,
         nb3: usize,
         offset: usize,
-    ) -> TensorId {
+    ) -> Result<TensorId> {
         let typ = self.typ(a);
         let mut nb = contiguous_strides(typ, &ne);
         nb[1] = nb1;
@@ -76,81 +158,86 @@ impl Context {
         self.new_view(a, ne, nb, offset, Op::View, &[a])
     }
 
-    /// A view of `a` with the same layout (`ggml_view_tensor`).
-    pub fn view_tensor(&mut self, a: TensorId) -> TensorId {
+    /// [`Context::view_tensor`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_view_tensor(&mut self, a: TensorId) -> Result<TensorId> {
         let t = self.tensor(a);
         let (ne, nb) = (t.ne, t.nb);
         self.new_view(a, ne, nb, 0, Op::View, &[a])
     }
 
-    #[track_caller]
-    fn reshape_impl(&mut self, a: TensorId, ne: [usize; MAX_DIMS]) -> TensorId {
+    fn reshape_impl(&mut self, a: TensorId, ne: [usize; MAX_DIMS]) -> Result<TensorId> {
         let t = self.tensor(a);
-        assert!(
+        ensure!(
             t.is_contiguous(),
-            "reshape of non-contiguous tensor '{}' {}",
-            t.name,
-            t.shape_string()
+            "reshape",
+            "{} is not contiguous",
+            self.label_shape(a)
         );
-        assert_eq!(
-            t.nelements(),
-            ne.iter().product::<usize>(),
-            "reshape of '{}' {} to {:?} changes the element count",
-            t.name,
-            t.shape_string(),
-            ne
+        ensure!(
+            t.nelements() == ne.iter().product::<usize>(),
+            "reshape",
+            "reshaping {} to {ne:?} changes the element count",
+            self.label_shape(a)
         );
         let nb = contiguous_strides(t.typ, &ne);
         self.new_view(a, ne, nb, 0, Op::Reshape, &[a])
     }
 
-    /// `a` (contiguous) seen with the shape of `b`.
-    #[track_caller]
-    pub fn reshape(&mut self, a: TensorId, b: TensorId) -> TensorId {
+    /// [`Context::reshape`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_reshape(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let ne = self.ne(b);
         self.reshape_impl(a, ne)
     }
 
-    /// `a` (contiguous) seen as 1-d.
-    #[track_caller]
-    pub fn reshape_1d(&mut self, a: TensorId, ne0: usize) -> TensorId {
+    /// [`Context::reshape_1d`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_reshape_1d(&mut self, a: TensorId, ne0: usize) -> Result<TensorId> {
         self.reshape_impl(a, [ne0, 1, 1, 1])
     }
 
-    /// `a` (contiguous) seen as 2-d.
-    #[track_caller]
-    pub fn reshape_2d(&mut self, a: TensorId, ne0: usize, ne1: usize) -> TensorId {
+    /// [`Context::reshape_2d`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_reshape_2d(&mut self, a: TensorId, ne0: usize, ne1: usize) -> Result<TensorId> {
         self.reshape_impl(a, [ne0, ne1, 1, 1])
     }
 
-    /// `a` (contiguous) seen as 3-d.
-    #[track_caller]
-    pub fn reshape_3d(&mut self, a: TensorId, ne0: usize, ne1: usize, ne2: usize) -> TensorId {
+    /// [`Context::reshape_3d`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_reshape_3d(
+        &mut self,
+        a: TensorId,
+        ne0: usize,
+        ne1: usize,
+        ne2: usize,
+    ) -> Result<TensorId> {
         self.reshape_impl(a, [ne0, ne1, ne2, 1])
     }
 
-    /// `a` (contiguous) seen as 4-d.
-    #[track_caller]
-    pub fn reshape_4d(
+    /// [`Context::reshape_4d`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_reshape_4d(
         &mut self,
         a: TensorId,
         ne0: usize,
         ne1: usize,
         ne2: usize,
         ne3: usize,
-    ) -> TensorId {
+    ) -> Result<TensorId> {
         self.reshape_impl(a, [ne0, ne1, ne2, ne3])
     }
 
-    /// Moves source dimension `i` to position `axes[i]` (ggml_permute); `axes` must be a
-    /// permutation of 0..4.
-    #[track_caller]
-    pub fn permute(&mut self, a: TensorId, axes: [usize; MAX_DIMS]) -> TensorId {
+    /// [`Context::permute`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_permute(&mut self, a: TensorId, axes: [usize; MAX_DIMS]) -> Result<TensorId> {
         let mut seen = [false; MAX_DIMS];
         for &ax in &axes {
-            assert!(
+            ensure!(
                 ax < MAX_DIMS && !seen[ax],
-                "permute axes {axes:?} are not a permutation of 0..4"
+                "permute",
+                "axes {axes:?} for '{}' are not a permutation of 0..4",
+                self.label(a)
             );
             seen[ax] = true;
         }
@@ -164,8 +251,9 @@ impl Context {
         self.new_view(a, ne, nb, 0, Op::Permute(axes), &[a])
     }
 
-    /// Swaps dimensions 0 and 1 (a view).
-    pub fn transpose(&mut self, a: TensorId) -> TensorId {
+    /// [`Context::transpose`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_transpose(&mut self, a: TensorId) -> Result<TensorId> {
         let t = self.tensor(a);
         let mut ne = t.ne;
         let mut nb = t.nb;

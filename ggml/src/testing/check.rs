@@ -17,6 +17,8 @@ use crate::types::GgmlType;
 pub struct Output {
     /// The tensor.
     pub id: TensorId,
+    /// Its name, or `#index (OP)` when it has none ([`Context::label`]), for messages.
+    pub name: String,
     /// Its op (`"MUL_MAT"`), for messages.
     pub op: &'static str,
     /// Its type.
@@ -60,24 +62,45 @@ where
     outputs
         .iter()
         .map(|&id| {
-            let t = ctx.tensor(id);
-            Ok(Output {
-                id,
-                op: t.op.name(),
-                typ: t.typ,
-                ne: t.ne,
-                actual: ctx.get_f32(id)?,
-                reference: refs
-                    .as_ref()
-                    .and_then(|r| r.get(id))
-                    .map_or_else(Vec::new, |r| r.data),
-            })
+            let mut out = Output::read(&ctx, id)?;
+            if let Some(r) = refs.as_ref().and_then(|r| r.get(id)) {
+                out.reference = r.data;
+            }
+            Ok(out)
         })
         .collect()
 }
 
-fn fail(what: impl std::fmt::Display) -> TestCaseError {
+impl Output {
+    /// The tensor `id` as computed (its values read with [`Context::get_f32`]), with no
+    /// reference values. Errors as [`Context::get_f32`].
+    pub fn read(ctx: &Context, id: TensorId) -> Result<Output> {
+        let t = ctx.tensor(id);
+        Ok(Output {
+            id,
+            name: ctx.label(id),
+            op: t.op.name(),
+            typ: t.typ,
+            ne: t.ne,
+            actual: ctx.get_f32(id)?,
+            reference: Vec::new(),
+        })
+    }
+}
+
+pub(super) fn fail(what: impl std::fmt::Display) -> TestCaseError {
     TestCaseError::fail(what.to_string())
+}
+
+/// The index `[i0, i1, i2, i3]` of the `i`-th element of shape `ne` in ggml order.
+pub(super) fn unravel(ne: [usize; MAX_DIMS], mut i: usize) -> [usize; MAX_DIMS] {
+    let mut at = [0; MAX_DIMS];
+    for (d, n) in ne.iter().enumerate() {
+        let n = (*n).max(1);
+        at[d] = i % n;
+        i /= n;
+    }
+    at
 }
 
 /// Compares every output of `outs` with its reference under `tol`; the first one out
@@ -92,10 +115,12 @@ pub fn expect_close(outs: &[Output], tol: Tolerance) -> Result<(), TestCaseError
                 .or(cmp.nonfinite_mismatch)
                 .unwrap_or(0);
             return Err(fail(format!(
-                "output {k} ({} {} {:?}): {cmp}; at element {at}: got {}, reference {}",
+                "output {k} '{}' ({} {} {:?}): {cmp}; at element {at} {:?}: got {}, reference {}",
+                o.name,
                 o.op,
                 o.typ,
                 o.ne,
+                unravel(o.ne, at),
                 o.actual.get(at).copied().unwrap_or(f32::NAN),
                 o.reference.get(at).copied().unwrap_or(f64::NAN),
             )));
@@ -114,8 +139,13 @@ pub fn expect_same_bits(a: &[Output], b: &[Output], what: &str) -> Result<(), Te
             .position(|(p, q)| p.to_bits() != q.to_bits());
         if let Some(i) = diff {
             return Err(fail(format!(
-                "output {k} ({} {:?}) differs {what} at element {i}: {} vs {}",
-                x.op, x.ne, x.actual[i], y.actual[i]
+                "output {k} '{}' ({} {:?}) differs {what} at element {i} {:?}: {} vs {}",
+                x.name,
+                x.op,
+                x.ne,
+                unravel(x.ne, i),
+                x.actual[i],
+                y.actual[i]
             )));
         }
     }
@@ -127,8 +157,23 @@ pub fn expect_same_bits(a: &[Output], b: &[Output], what: &str) -> Result<(), Te
 /// worker it gives the same bits. `build` runs once per computation, so it must make
 /// the same graph and data each time (use seeds, see [`super::Fill`]).
 ///
-/// Fails (as a proptest case failure) with a message naming the output, or with the
-/// error the reference or the executor reported.
+/// Fails (as a proptest case failure) with a message naming the output (by its tensor
+/// name), or with the error the reference or the executor reported.
+///
+/// This proves the kernels follow ggml's semantics on the graph, not that the graph
+/// computes what you meant: for that, [`super::check_against`] compares with your own
+/// f64 function (see the [module documentation](super)).
+///
+/// ```
+/// use ggml::testing::{check, Fill, Tolerance};
+/// use ggml::GgmlType;
+///
+/// check(|ctx| {
+///     let x = ctx.new_tensor_2d(GgmlType::F16, 33, 4);
+///     Fill::uniform(7, -3.0, 3.0).apply(ctx, x).unwrap();
+///     vec![ctx.gelu(x)]
+/// }, 2, Tolerance::for_type(GgmlType::F16)).unwrap();
+/// ```
 pub fn check<F>(build: F, n_threads: usize, tol: Tolerance) -> Result<(), TestCaseError>
 where
     F: Fn(&mut Context) -> Vec<TensorId>,

@@ -3,38 +3,9 @@
 
 use crate::context::Context;
 use crate::error::Result;
+pub use crate::random::Rng;
 use crate::tensor::TensorId;
 use crate::types::GgmlType;
-
-/// A small deterministic generator (SplitMix64).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator whose sequence is fixed by `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `[0, n)`; `n` must not be 0.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.unit() * n as f64) as usize % n
-    }
-}
 
 /// How to fill a tensor: values uniform in `[lo, hi)`, with a random sign when
 /// `random_sign` is set (for `[0.5, 2)` that keeps divisors away from zero).
@@ -76,7 +47,7 @@ impl Fill {
         let mut rng = Rng::new(self.seed);
         (0..n)
             .map(|_| {
-                let v = self.lo + (self.hi - self.lo) * rng.unit() as f32;
+                let v = rng.uniform(self.lo, self.hi);
                 if self.random_sign && rng.next_u64() & 1 == 1 {
                     -v
                 } else {

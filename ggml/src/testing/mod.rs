@@ -1,20 +1,69 @@
 //! Property testing of graphs, for this crate's tests and for users' own graphs
-//! (feature `testing`).
+//! (feature `testing`, which pulls in proptest; the rest of the crate does not need
+//! it).
+//!
+//! # Which check proves what
+//!
+//! - [`check`] evaluates *the same graph* with the f64 [`Reference`] and compares, then
+//!   recomputes it with one thread and compares the bits. It proves that the kernels
+//!   follow ggml's semantics on your shapes, layouts and types, and that the result
+//!   does not depend on the thread count. It does **not** prove that the graph
+//!   computes what you meant: a graph built wrongly (a transposed weight, a softmax
+//!   over the wrong axis, a forgotten scale) is wrong the same way in the reference,
+//!   and passes.
+//! - [`check_against`] compares one output with *your own* f64 function of the
+//!   graph's [`Inputs`]. It proves that the graph computes your function within the
+//!   tolerance: the check for a graph you wrote.
+//! - [`run`], [`Comparison`] and [`Reference::evaluate`] for anything in between (the
+//!   reference of tensors in the middle of a graph, several tolerances).
+//!
+//! Failures name each output by its tensor name (or `#index (OP)` when it has none)
+//! and give the index of the worst element.
+//!
+//! # The pieces
 //!
 //! - [`Reference`]: a plain f64 evaluator of every op, following ggml's semantics
 //!   (broadcasting, views, in-place writes, results rounded to their tensor's type).
 //! - [`strategies`]: proptest strategies for shapes (with 1s and odd sizes),
 //!   broadcastable pairs, `mul_mat` shapes, layouts (padded windows, permutes,
 //!   transposes) and thread counts.
-//! - [`Layout`] and [`Fill`] make test tensors with a layout and seeded random data.
-//! - [`check`] builds a graph, computes it with N threads, compares every output with
-//!   the reference ([`Tolerance`], [`nmse`]) and with a one-thread run (same bits).
+//! - [`Layout`] and [`Fill`] make test tensors with a layout and seeded random data
+//!   ([`crate::Context::new_tensor_random`] does the same without this feature).
+//! - [`Tolerance`], [`nmse`], [`ulp`]: how far a result may be from its reference.
 //!
 //! # Property-testing your own graph
 //!
-//! The closure builds the graph in a fresh context each time it runs (for the
-//! reference run and for each thread count), so it must be deterministic: take the
-//! data from seeds.
+//! Build the graph from proptest's values, state what it should compute in f64, and
+//! let [`check_against`] compare:
+//!
+//! ```
+//! use ggml::random::Distribution;
+//! use ggml::testing::{check_against, strategies as st, Tolerance};
+//! use ggml::{Context, GgmlType, Graph};
+//! use proptest::prelude::*;
+//!
+//! proptest!(ProptestConfig::with_cases(16), |(
+//!     n in 1usize..40,
+//!     seed in st::seed(),
+//!     n_threads in st::n_threads(),
+//! )| {
+//!     // y = 2 * relu(x)
+//!     let mut ctx = Context::new();
+//!     let x = ctx.new_tensor_random(GgmlType::F32, &[n, 3], Distribution::Normal { mean: 0.0, std: 1.0 }, seed).unwrap();
+//!     ctx.set_name(x, "x");
+//!     let r = ctx.relu(x);
+//!     let y = ctx.scale(r, 2.0);
+//!     let mut g = Graph::new();
+//!     g.build_forward_expand(&ctx, y);
+//!     check_against(&ctx, &g, y, n_threads, |inp| {
+//!         inp["x"].data.iter().map(|&v| 2.0 * v.max(0.0)).collect()
+//!     }, Tolerance::F32)?;
+//! });
+//! ```
+//!
+//! [`check`] takes a closure that builds the graph in a fresh context each time it
+//! runs (for the reference run and for each thread count), so it must be
+//! deterministic: take the data from seeds.
 //!
 //! ```
 //! use ggml::testing::{check, strategies as st, Fill, Tolerance};
@@ -36,11 +85,8 @@
 //!     }, n_threads, Tolerance::F32)?;
 //! });
 //! ```
-//!
-//! For graphs that need more than one tolerance, or the reference of tensors in the
-//! middle of a graph, use [`run`] and [`Comparison`], or [`Reference::evaluate`]
-//! directly (before computing the graph: the graph may write into its leafs).
 
+mod against;
 mod check;
 mod compare;
 mod data;
@@ -48,6 +94,7 @@ mod layout;
 mod reference;
 pub mod strategies;
 
+pub use against::{check_against, Inputs};
 pub use check::{check, config, expect_close, expect_same_bits, graph_of, run, Output};
 pub use compare::{max_abs_err, nmse, ulp, Comparison, Tolerance};
 pub use data::{distinct_indices, new_index_tensor, random_indices, Fill, Rng};

@@ -8,7 +8,7 @@ pub mod self_extend;
 
 pub use inputs::GraphInputs;
 
-use ggml::{Context, GgmlType, Graph, RopeParams, TensorId};
+use ggml::{Context, FlashAttnParams, GgmlType, Graph, RopeParams, SoftMaxParams, TensorId};
 
 use crate::context::Cparams;
 use crate::error::Result;
@@ -389,7 +389,12 @@ impl<'a> GraphBuilder<'a> {
             } else {
                 v
             };
-            let cur = ctx.flash_attn_ext(q, k, v, Some(mask), kq_scale, max_bias, 0.0);
+            let p = FlashAttnParams {
+                scale: kq_scale,
+                max_bias,
+                logit_softcap: 0.0,
+            };
+            let cur = ctx.flash_attn_ext(q, k, v, Some(mask), p);
             // llama.cpp's CPU backend splits a decode step's keys by thread: the same
             // ranges give the same logits.
             ctx.flash_attn_ext_set_kv_split(cur, self.cparams.n_threads);
@@ -399,7 +404,11 @@ impl<'a> GraphBuilder<'a> {
         let kq = ctx.mul_mat(k, q);
         self.cb(kq, "kq", Some(il));
         let ctx = &mut self.ctx;
-        let kq = ctx.soft_max_ext(kq, Some(mask), kq_scale, max_bias);
+        let p = SoftMaxParams {
+            scale: kq_scale,
+            max_bias,
+        };
+        let kq = ctx.soft_max_ext(kq, Some(mask), p);
         self.cb(kq, "kq_soft_max", Some(il));
         let ctx = &mut self.ctx;
         let v = if v_trans {

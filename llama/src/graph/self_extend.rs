@@ -14,7 +14,7 @@
 //! the product with V. `llama.cpp`'s `--grp-attn-n/--grp-attn-w` instead moves the
 //! cached positions (see `crate::window`), which approximates this.
 
-use ggml::{Context, TensorId};
+use ggml::{Context, SoftMaxParams, TensorId};
 
 use crate::error::{LlamaError, Result};
 use crate::memory::Pos;
@@ -81,7 +81,11 @@ pub fn build_bilevel_attention(
     let kq_n = ctx.mul_mat(k_n, q_n);
     let kq_g = ctx.mul_mat(k_g, q_g);
     let kq = ctx.concat(kq_n, kq_g, 0);
-    let w = ctx.soft_max_ext(kq, Some(mask), kq_scale, 0.0);
+    let p = SoftMaxParams {
+        scale: kq_scale,
+        ..SoftMaxParams::default()
+    };
+    let w = ctx.soft_max_ext(kq, Some(mask), p);
     let ne = ctx.tensor(w).ne;
     let nb = ctx.tensor(w).nb;
     let n_kv = ne[0] / 2;

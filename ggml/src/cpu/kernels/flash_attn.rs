@@ -188,12 +188,17 @@ impl<'a> RowAttention<'a> {
 
         let (vkq32, rest) = scratch.split_at_mut(dv);
         let (v32, qbuf) = rest.split_at_mut(dv);
-        let q_bytes =
-            std::slice::from_raw_parts_mut(qbuf.as_mut_ptr() as *mut u8, k_vdt.row_size(dk));
+        // SAFETY: `per_thread` reserves room for q converted to the vec_dot type after
+        // the two `dv` areas; bytes have no alignment or validity requirement.
+        let q_bytes = unsafe {
+            std::slice::from_raw_parts_mut(qbuf.as_mut_ptr() as *mut u8, k_vdt.row_size(dk))
+        };
         let v_f16 = v.typ == GgmlType::F16;
         // With an f16 V the running output lives in f16 in the V32 area (V32 unused).
         let vkq16: &mut [f16] = if v_f16 {
-            std::slice::from_raw_parts_mut(v32.as_mut_ptr() as *mut f16, dv)
+            // SAFETY: `dv` f16 values fit in the `dv` f32 of `v32`, whose alignment
+            // suffices for f16, and `v32` is not used otherwise in this case.
+            unsafe { std::slice::from_raw_parts_mut(v32.as_mut_ptr() as *mut f16, dv) }
         } else {
             &mut []
         };
@@ -202,21 +207,27 @@ impl<'a> RowAttention<'a> {
         } else {
             vkq32.fill(0.0);
         }
-        (self.q_to_vdt)(q.row_f32(iq1, iq2, iq3), q_bytes);
+        // SAFETY: query row `ir` is inside q (rows dense, checked by the constructor) and
+        // only read.
+        (self.q_to_vdt)(unsafe { q.row_f32(iq1, iq2, iq3) }, q_bytes);
 
+        // SAFETY: the mask has at least `neq1` rows and is broadcast over dims 2 and 3
+        // (checked by the constructor), so these indices are inside it.
         let mrow: Option<*const u8> =
-            mask.map(|m| m.row_ptr(iq1, iq2 % m.ne[2], iq3 % m.ne[3]) as *const u8);
+            mask.map(|m| unsafe { m.row_ptr(iq1, iq2 % m.ne[2], iq3 % m.ne[3]) } as *const u8);
         let mut s_sum = 0f32;
         let mut m_max = f32::NEG_INFINITY;
         for ic in keys {
             let mv = match (mrow, mask) {
-                (Some(p), Some(m)) => slope * mask_value(m.typ, p, ic),
+                // SAFETY: a mask row has `n_kv` elements (checked by the constructor).
+                (Some(p), Some(m)) => slope * unsafe { mask_value(m.typ, p, ic) },
                 _ => 0.0,
             };
             if mv == f32::NEG_INFINITY {
                 continue;
             }
-            let mut s = (self.kq_dot)(dk, k.row_bytes(ic, ik2, ik3), q_bytes);
+            // SAFETY: key `ic < n_kv` of a dense-row K that is only read.
+            let mut s = (self.kq_dot)(dk, unsafe { k.row_bytes(ic, ik2, ik3) }, q_bytes);
             s *= self.scale;
             if self.logit_softcap != 0.0 {
                 s = self.logit_softcap * s.tanh();
@@ -225,7 +236,8 @@ impl<'a> RowAttention<'a> {
             let m_old = m_max;
             let mut ms = 1.0f32;
             let mut vs = 1.0f32;
-            let v_row = v.row_bytes(ic, iv2, iv3);
+            // SAFETY: value row `ic < n_kv` of a dense-row V that is only read.
+            let v_row = unsafe { v.row_bytes(ic, iv2, iv3) };
             if s > m_max {
                 m_max = s;
                 ms = (m_old - m_max).exp();
@@ -238,10 +250,12 @@ impl<'a> RowAttention<'a> {
                 vs = (s - m_max).exp();
             }
             if v_f16 {
-                let vr = std::slice::from_raw_parts(v_row.as_ptr() as *const f16, dv);
+                // SAFETY: an f16 row of `dv` values, aligned (checked by the executor).
+                let vr = unsafe { std::slice::from_raw_parts(v_row.as_ptr() as *const f16, dv) };
                 (kernels.mad_f16_acc)(vkq16, vr, vs);
             } else if v.typ == GgmlType::F32 {
-                let vr = std::slice::from_raw_parts(v_row.as_ptr() as *const f32, dv);
+                // SAFETY: an f32 row of `dv` values, aligned (checked by the executor).
+                let vr = unsafe { std::slice::from_raw_parts(v_row.as_ptr() as *const f32, dv) };
                 (kernels.mad_f32)(vkq32, vr, vs);
             } else if let Some(tf) = v_to_float {
                 tf(v_row, v32);
@@ -271,10 +285,9 @@ impl<'a> RowAttention<'a> {
         let s_inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
         (crate::cpu::simd::kernels().scale_f32)(out, s_inv);
         // dst is [dv, n_head, n_q, n_seq]: heads and tokens swapped.
-        self.node
-            .dst
-            .row_f32_mut(iq2, iq1, iq3)
-            .copy_from_slice(out);
+        // SAFETY: that dst row is inside dst and belongs to this thread (this fn's
+        // contract).
+        unsafe { self.node.dst.row_f32_mut(iq2, iq1, iq3) }.copy_from_slice(out);
     }
 }
 
@@ -324,7 +337,7 @@ fn split_kv(
     // slots of this thread's ranges before the barrier and only read after it; the
     // scratch area is this thread's; each head's output row is written by one thread.
     unsafe {
-        let partials = std::slice::from_raw_parts_mut(params.wdata as *mut f32, shared);
+        let partials = params.shared_f32_mut(shared);
         let scratch = params.scratch_f32(shared * 4, per_thread(node));
         for c in (ith..n_chunks).step_by(nth) {
             let keys = (c * chunk).min(n_kv)..((c + 1) * chunk).min(n_kv);
@@ -522,9 +535,13 @@ fn tiled(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, log
 /// `row` points at a row of at least `i + 1` elements of `typ`.
 #[inline]
 unsafe fn mask_value(typ: GgmlType, row: *const u8, i: usize) -> f32 {
-    match typ {
-        GgmlType::F16 => f16::from_bits((row as *const u16).add(i).read()).to_f32(),
-        _ => (row as *const f32).add(i).read(),
+    // SAFETY: element `i` is inside the row (this fn's contract), aligned for its type
+    // (checked by the executor).
+    unsafe {
+        match typ {
+            GgmlType::F16 => f16::from_bits((row as *const u16).add(i).read()).to_f32(),
+            _ => (row as *const f32).add(i).read(),
+        }
     }
 }
 
@@ -534,5 +551,6 @@ unsafe fn mask_value(typ: GgmlType, row: *const u8, i: usize) -> f32 {
 /// As [`mask_value`].
 #[inline]
 unsafe fn elem_f32(typ: GgmlType, row: *const u8, i: usize) -> f32 {
-    mask_value(typ, row, i)
+    // SAFETY: this fn's contract is `mask_value`'s.
+    unsafe { mask_value(typ, row, i) }
 }

@@ -57,7 +57,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     // after it. The per-thread scratch is this thread's.
     let (src1_f32, scratch) = unsafe {
         (
-            std::slice::from_raw_parts_mut(params.wdata as *mut f32, nrows1 * k),
+            params.shared_f32_mut(nrows1 * k),
             params.scratch_f32(shared, per_thread(node)),
         )
     };

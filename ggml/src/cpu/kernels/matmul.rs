@@ -90,7 +90,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
             // SAFETY: each thread converts its own rows of src1 into its own part of
             // the shared area [r * rs1, (r + 1) * rs1); src1 is only read.
             unsafe {
-                let out = std::slice::from_raw_parts_mut(params.wdata.add(r * rs1), rs1);
+                let out = params.shared_bytes_mut(r * rs1, rs1);
                 if s1.typ == GgmlType::F32 && s1.dense_rows() {
                     from_float(s1.row_f32(i11, i12, i13), out);
                 } else {
@@ -229,9 +229,11 @@ unsafe fn src1_row<'a>(
     ir1: usize,
 ) -> &'a [u8] {
     if convert {
-        std::slice::from_raw_parts(params.wdata.add(ir1 * rs1), rs1)
+        // SAFETY: the conversion into the shared area is over (this fn's contract).
+        unsafe { params.shared_bytes(ir1 * rs1, rs1) }
     } else {
         let (i11, i12, i13) = s1.row_index(ir1);
-        s1.row_bytes(i11, i12, i13)
+        // SAFETY: row `ir1 < nrows1` of src1, which no thread writes.
+        unsafe { s1.row_bytes(i11, i12, i13) }
     }
 }

@@ -74,10 +74,12 @@ pub(super) fn forward<'a>(
                 for j in run.clone() {
                     let (i11, i12, i13) = s1.row_index(ir1 + j);
                     let out = acc[j].outputs(p);
-                    let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
                     // SAFETY: dst elements (iir0 .. end0, i11, i12, i13) are adjacent
                     // (dst rows are dense), inside dst, and belong to this thread alone.
-                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), d, end0 - iir0) };
+                    unsafe {
+                        let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
+                        std::ptr::copy_nonoverlapping(out.as_ptr(), d, end0 - iir0);
+                    }
                 }
             }
         };

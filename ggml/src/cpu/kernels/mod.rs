@@ -81,10 +81,14 @@ impl TView {
     }
 
     /// Address of row `(i1, i2, i3)`.
+    ///
+    /// # Safety
+    /// `i1 < ne[1]`, `i2 < ne[2]`, `i3 < ne[3]`: the offset then stays inside the
+    /// tensor, which the executor checked to lie inside its buffer.
     #[inline]
-    pub fn row_ptr(&self, i1: usize, i2: usize, i3: usize) -> *mut u8 {
-        // SAFETY: callers pass indices inside `ne`, so the offset is inside the tensor,
-        // which the executor checked to be inside its buffer.
+    pub unsafe fn row_ptr(&self, i1: usize, i2: usize, i3: usize) -> *mut u8 {
+        // SAFETY: the indices are inside `ne` (this fn's contract), so the offset is
+        // inside the tensor's bytes.
         unsafe {
             self.data
                 .add(i1 * self.nb[1] + i2 * self.nb[2] + i3 * self.nb[3])
@@ -92,28 +96,37 @@ impl TView {
     }
 
     /// Address of element `(i0, i1, i2, i3)` (plain types).
+    ///
+    /// # Safety
+    /// Every index inside `ne`, as [`TView::row_ptr`].
     #[inline]
-    pub fn elem_ptr(&self, i0: usize, i1: usize, i2: usize, i3: usize) -> *mut u8 {
-        // SAFETY: as `row_ptr`.
+    pub unsafe fn elem_ptr(&self, i0: usize, i1: usize, i2: usize, i3: usize) -> *mut u8 {
+        // SAFETY: the indices are inside `ne` (this fn's contract).
         unsafe { self.row_ptr(i1, i2, i3).add(i0 * self.nb[0]) }
     }
 
     /// The dense row `(i1, i2, i3)` as bytes.
     ///
     /// # Safety
-    /// The row must be dense and no thread may write it while the slice lives.
+    /// Indices inside `ne`; the row must be dense and no thread may write it while the
+    /// slice lives.
     #[inline]
     pub unsafe fn row_bytes<'a>(&self, i1: usize, i2: usize, i3: usize) -> &'a [u8] {
-        std::slice::from_raw_parts(self.row_ptr(i1, i2, i3), self.row_size())
+        // SAFETY: a dense row of `row_size` bytes inside the buffer, not written
+        // meanwhile (this fn's contract).
+        unsafe { std::slice::from_raw_parts(self.row_ptr(i1, i2, i3), self.row_size()) }
     }
 
     /// The dense row `(i1, i2, i3)` as mutable bytes.
     ///
     /// # Safety
-    /// The row must be dense, and only this thread may access it while the slice lives.
+    /// Indices inside `ne`; the row must be dense, and only this thread may access it
+    /// while the slice lives.
     #[inline]
     pub unsafe fn row_bytes_mut<'a>(&self, i1: usize, i2: usize, i3: usize) -> &'a mut [u8] {
-        std::slice::from_raw_parts_mut(self.row_ptr(i1, i2, i3), self.row_size())
+        // SAFETY: a dense row inside the buffer that only this thread accesses (this
+        // fn's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.row_ptr(i1, i2, i3), self.row_size()) }
     }
 
     /// The dense f32 row `(i1, i2, i3)`.
@@ -123,7 +136,9 @@ impl TView {
     #[inline]
     pub unsafe fn row_f32<'a>(&self, i1: usize, i2: usize, i3: usize) -> &'a [f32] {
         debug_assert!(self.typ == GgmlType::F32 && self.dense_rows());
-        std::slice::from_raw_parts(self.row_ptr(i1, i2, i3) as *const f32, self.ne[0])
+        // SAFETY: `ne0` dense, aligned (checked by the executor) f32 values, not written
+        // meanwhile (this fn's contract).
+        unsafe { std::slice::from_raw_parts(self.row_ptr(i1, i2, i3) as *const f32, self.ne[0]) }
     }
 
     /// The dense f32 row `(i1, i2, i3)`, mutable.
@@ -133,7 +148,9 @@ impl TView {
     #[inline]
     pub unsafe fn row_f32_mut<'a>(&self, i1: usize, i2: usize, i3: usize) -> &'a mut [f32] {
         debug_assert!(self.typ == GgmlType::F32 && self.dense_rows());
-        std::slice::from_raw_parts_mut(self.row_ptr(i1, i2, i3) as *mut f32, self.ne[0])
+        // SAFETY: `ne0` dense, aligned f32 values that only this thread accesses (this
+        // fn's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.row_ptr(i1, i2, i3) as *mut f32, self.ne[0]) }
     }
 
     /// Reads element `(i0, i1, i2, i3)` of a plain float type as f32.
@@ -142,13 +159,17 @@ impl TView {
     /// Indices inside `ne`; no thread writes the element concurrently.
     #[inline]
     pub unsafe fn get_f32(&self, i0: usize, i1: usize, i2: usize, i3: usize) -> f32 {
-        let p = self.elem_ptr(i0, i1, i2, i3);
-        match self.typ {
-            GgmlType::F32 => (p as *const f32).read(),
-            GgmlType::F16 => half::f16::from_bits((p as *const u16).read()).to_f32(),
-            GgmlType::BF16 => f32::from_bits(((p as *const u16).read() as u32) << 16),
-            GgmlType::I32 => (p as *const i32).read() as f32,
-            _ => f32::NAN,
+        // SAFETY: an element inside the buffer, aligned for its type (checked by the
+        // executor), not written meanwhile (this fn's contract).
+        unsafe {
+            let p = self.elem_ptr(i0, i1, i2, i3);
+            match self.typ {
+                GgmlType::F32 => (p as *const f32).read(),
+                GgmlType::F16 => half::f16::from_bits((p as *const u16).read()).to_f32(),
+                GgmlType::BF16 => f32::from_bits(((p as *const u16).read() as u32) << 16),
+                GgmlType::I32 => (p as *const i32).read() as f32,
+                _ => f32::NAN,
+            }
         }
     }
 
@@ -158,13 +179,19 @@ impl TView {
     /// Indices inside `ne`; only this thread accesses the element.
     #[inline]
     pub unsafe fn set_f32(&self, i0: usize, i1: usize, i2: usize, i3: usize, v: f32) {
-        let p = self.elem_ptr(i0, i1, i2, i3);
-        match self.typ {
-            GgmlType::F32 => (p as *mut f32).write(v),
-            GgmlType::F16 => (p as *mut u16).write(half::f16::from_f32(v).to_bits()),
-            GgmlType::BF16 => (p as *mut u16).write(crate::cpu::simd::fp32_to_bf16(v).to_bits()),
-            GgmlType::I32 => (p as *mut i32).write(v as i32),
-            _ => {}
+        // SAFETY: an aligned element inside the buffer that only this thread accesses
+        // (this fn's contract).
+        unsafe {
+            let p = self.elem_ptr(i0, i1, i2, i3);
+            match self.typ {
+                GgmlType::F32 => (p as *mut f32).write(v),
+                GgmlType::F16 => (p as *mut u16).write(half::f16::from_f32(v).to_bits()),
+                GgmlType::BF16 => {
+                    (p as *mut u16).write(crate::cpu::simd::fp32_to_bf16(v).to_bits())
+                }
+                GgmlType::I32 => (p as *mut i32).write(v as i32),
+                _ => {}
+            }
         }
     }
 
@@ -172,19 +199,23 @@ impl TView {
     /// must be dense).
     ///
     /// # Safety
-    /// No thread writes the row concurrently; `out.len() == ne0`.
+    /// Indices inside `ne`; no thread writes the row concurrently; `out.len() == ne0`.
     pub unsafe fn load_row_f32(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) {
-        if self.dense_rows() {
-            match self.typ {
-                GgmlType::F32 => out.copy_from_slice(self.row_f32(i1, i2, i3)),
-                _ => match self.typ.traits().to_float {
-                    Some(f) => f(self.row_bytes(i1, i2, i3), out),
-                    None => out.fill(f32::NAN),
-                },
-            }
-        } else {
-            for (i0, o) in out.iter_mut().enumerate() {
-                *o = self.get_f32(i0, i1, i2, i3);
+        // SAFETY: the row is inside `ne` and not written meanwhile (this fn's
+        // contract); the dense accessors are used only for dense rows.
+        unsafe {
+            if self.dense_rows() {
+                match self.typ {
+                    GgmlType::F32 => out.copy_from_slice(self.row_f32(i1, i2, i3)),
+                    _ => match self.typ.traits().to_float {
+                        Some(f) => f(self.row_bytes(i1, i2, i3), out),
+                        None => out.fill(f32::NAN),
+                    },
+                }
+            } else {
+                for (i0, o) in out.iter_mut().enumerate() {
+                    *o = self.get_f32(i0, i1, i2, i3);
+                }
             }
         }
     }
@@ -192,20 +223,24 @@ impl TView {
     /// Writes row `(i1, i2, i3)` from f32 values, converting or quantizing.
     ///
     /// # Safety
-    /// Only this thread accesses the row; `vals.len() == ne0`.
+    /// Indices inside `ne`; only this thread accesses the row; `vals.len() == ne0`.
     pub unsafe fn store_row_f32(&self, i1: usize, i2: usize, i3: usize, vals: &[f32]) {
-        if self.dense_rows() {
-            match self.typ {
-                GgmlType::F32 => self.row_f32_mut(i1, i2, i3).copy_from_slice(vals),
-                _ => {
-                    if let Some(f) = self.typ.traits().from_float {
-                        f(vals, self.row_bytes_mut(i1, i2, i3));
+        // SAFETY: the row is inside `ne` and only this thread accesses it (this fn's
+        // contract); the dense accessors are used only for dense rows.
+        unsafe {
+            if self.dense_rows() {
+                match self.typ {
+                    GgmlType::F32 => self.row_f32_mut(i1, i2, i3).copy_from_slice(vals),
+                    _ => {
+                        if let Some(f) = self.typ.traits().from_float {
+                            f(vals, self.row_bytes_mut(i1, i2, i3));
+                        }
                     }
                 }
-            }
-        } else {
-            for (i0, &v) in vals.iter().enumerate() {
-                self.set_f32(i0, i1, i2, i3, v);
+            } else {
+                for (i0, &v) in vals.iter().enumerate() {
+                    self.set_f32(i0, i1, i2, i3, v);
+                }
             }
         }
     }
@@ -278,16 +313,87 @@ impl ComputeParams<'_> {
         }
     }
 
-    /// This thread's scratch area of `per_thread` f32 values, after `shared` bytes.
+    /// `len` bytes of the work buffer's shared area, from byte `offset`.
+    ///
+    /// # Panics
+    /// When the range ends past the work buffer (a `work_size` that reserved too little).
     ///
     /// # Safety
-    /// The work buffer must have been sized with [`work_layout`] for this node, and
-    /// only this thread uses the slice.
+    /// No thread writes these bytes while the slice lives.
+    #[inline]
+    pub unsafe fn shared_bytes<'a>(&self, offset: usize, len: usize) -> &'a [u8] {
+        self.check_work(offset, len);
+        // SAFETY: inside the work buffer (checked above) and not written meanwhile (this
+        // fn's contract).
+        unsafe { std::slice::from_raw_parts(self.wdata.add(offset), len) }
+    }
+
+    /// `len` bytes of the work buffer's shared area from byte `offset`, to write.
+    ///
+    /// # Panics
+    /// As [`ComputeParams::shared_bytes`].
+    ///
+    /// # Safety
+    /// Only this thread accesses these bytes while the slice lives.
+    #[inline]
+    pub unsafe fn shared_bytes_mut<'a>(&self, offset: usize, len: usize) -> &'a mut [u8] {
+        self.check_work(offset, len);
+        // SAFETY: inside the work buffer (checked above) and this thread's alone (this
+        // fn's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.wdata.add(offset), len) }
+    }
+
+    /// The first `len` f32 of the work buffer's shared area.
+    ///
+    /// # Panics
+    /// As [`ComputeParams::shared_bytes`].
+    ///
+    /// # Safety
+    /// Threads write disjoint parts of it, and read what others wrote only after a
+    /// barrier.
+    #[inline]
+    pub unsafe fn shared_f32_mut<'a>(&self, len: usize) -> &'a mut [f32] {
+        self.check_work(0, len * 4);
+        // SAFETY: inside the 64-byte aligned work buffer (checked above); accesses are
+        // ordered by barriers (this fn's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.wdata as *mut f32, len) }
+    }
+
+    #[inline]
+    #[track_caller]
+    fn check_work(&self, offset: usize, len: usize) {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.wsize),
+            "work area {offset}..+{len} ends past the {}-byte work buffer",
+            self.wsize
+        );
+    }
+
+    /// This thread's scratch area of `per_thread` f32 values, after `shared` bytes.
+    ///
+    /// # Panics
+    /// When the area does not fit in the work buffer: the node's op asked
+    /// [`work_size`] for less than its kernel uses (a bug in this crate).
+    ///
+    /// # Safety
+    /// Only this thread uses the slice while it lives (no two threads share an `ith`,
+    /// and a thread does not hold two scratch slices of one node at once).
     pub unsafe fn scratch_f32<'a>(&self, shared: usize, per_thread: usize) -> &'a mut [f32] {
         let stride = (per_thread + CACHE_LINE_F32) * 4;
         let off = shared.next_multiple_of(64) + self.ith * stride;
-        debug_assert!(off + per_thread * 4 <= self.wsize);
-        std::slice::from_raw_parts_mut(self.wdata.add(off) as *mut f32, per_thread)
+        // A real check, also in release builds: a kernel that asks for more scratch
+        // than `work_size` reserved would otherwise write past the work buffer.
+        assert!(
+            off + per_thread * 4 <= self.wsize,
+            "scratch of thread {} ({} f32 after {shared} bytes) ends past the {}-byte work buffer",
+            self.ith,
+            per_thread,
+            self.wsize
+        );
+        // SAFETY: `off + 4 * per_thread <= wsize` (checked above), the work buffer is
+        // 64-byte aligned so `off` keeps f32 alignment, and the area is this thread's
+        // alone (this fn's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.wdata.add(off) as *mut f32, per_thread) }
     }
 }
 
@@ -313,7 +419,21 @@ pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
         Op::Cpy | Op::Cont | Op::GetRows | Op::SetRows => {
             work_layout(0, node.dst.ne[0].max(node.src0().ne[0]), nth)
         }
-        _ => 0,
+        // No scratch: listed one by one (no wildcard) so that a new op must say what
+        // it needs here before it compiles; `scratch_f32` panics on a short buffer.
+        Op::None
+        | Op::View
+        | Op::Reshape
+        | Op::Permute(_)
+        | Op::Transpose
+        | Op::Concat { .. }
+        | Op::Repeat
+        | Op::SumRows
+        | Op::Mean
+        | Op::Norm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Argmax
+        | Op::DiagMaskInf { .. } => 0,
     }
 }
 
@@ -359,5 +479,80 @@ pub(crate) fn alibi_slope(max_bias: f32, n_head: usize, h: usize) -> f32 {
         m0.powf((h + 1) as f32)
     } else {
         m1.powf((2 * (h - n_head_log2) + 1) as f32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Context;
+    use crate::graph::Graph;
+    use crate::tensor::TensorId;
+
+    fn params<'a>(
+        wdata: &'a mut [u8],
+        ith: usize,
+        barrier: &'a Barrier,
+        error: &'a Mutex<Option<Error>>,
+    ) -> ComputeParams<'a> {
+        ComputeParams {
+            ith,
+            nth: 2,
+            wdata: wdata.as_mut_ptr(),
+            wsize: wdata.len(),
+            barrier,
+            error,
+        }
+    }
+
+    /// A kernel asking for more scratch than `work_size` reserved must stop at the
+    /// check (in release builds too), not write past the work buffer.
+    #[test]
+    fn scratch_past_the_work_buffer_panics() {
+        let per_thread = 8;
+        let mut work = vec![0u8; work_layout(0, per_thread, 2)];
+        let (barrier, error) = (Barrier::new(1), Mutex::new(None));
+        for ith in 0..2 {
+            let p = params(&mut work, ith, &barrier, &error);
+            // SAFETY: one thread, one slice at a time.
+            let s = unsafe { p.scratch_f32(0, per_thread) };
+            s.fill(1.0);
+        }
+        let len = work.len();
+        let p = params(&mut work, 1, &barrier, &error);
+        // SAFETY: as above; the call is expected to panic before forming the slice.
+        let r = std::panic::catch_unwind(|| unsafe { p.scratch_f32(0, per_thread + 64) }.len());
+        assert!(r.is_err(), "an oversized scratch request was not refused");
+        // SAFETY: as above.
+        let r = std::panic::catch_unwind(|| unsafe { p.shared_bytes(8, len) }.len());
+        assert!(r.is_err(), "an oversized shared range was not refused");
+    }
+
+    /// Every op the executor can meet has a work size (the match has no wildcard, so
+    /// this mainly checks that the ops without scratch really need none: they run).
+    #[test]
+    fn ops_without_scratch_compute_with_an_empty_work_buffer() {
+        let mut ctx = Context::new();
+        let a = ctx.new_tensor_2d(GgmlType::F32, 4, 3);
+        ctx.set_f32(a, &(0..12).map(|i| i as f32).collect::<Vec<_>>())
+            .unwrap();
+        let outs: Vec<TensorId> = vec![
+            ctx.sum_rows(a),
+            ctx.mean(a),
+            ctx.norm(a, 1e-5),
+            ctx.rms_norm(a, 1e-5),
+            ctx.argmax(a),
+            ctx.diag_mask_inf(a, 0),
+            ctx.concat(a, a, 1),
+            ctx.repeat(a, a),
+        ];
+        let mut g = Graph::new();
+        for &o in &outs {
+            g.build_forward_expand(&ctx, o);
+        }
+        let mut exec = crate::Executor::new(2).unwrap();
+        exec.compute(&ctx, &g).unwrap();
+        assert_eq!(exec.work_size(), 0);
+        assert_eq!(ctx.get_f32(outs[0]).unwrap(), vec![6., 22., 38.]);
     }
 }

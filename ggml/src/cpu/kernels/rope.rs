@@ -170,18 +170,23 @@ unsafe fn rotate<T: Elem>(
     while i0 < n_dims {
         let ic = i0 / step;
         let (c, s) = (cache[i0], cache[i0 + 1]);
-        let x0 = src.add(ic).read().to_f32();
-        let x1 = src.add(ic + n_offset).read().to_f32();
-        // The cos products are fused and the sin products rounded, as GCC compiles
-        // ggml's rotate_pairs (vfmsub/vfmadd with a separate multiply).
-        dst.add(ic).write(T::from_f32(x0.mul_add(c, -(x1 * s))));
-        dst.add(ic + n_offset)
-            .write(T::from_f32(x0.mul_add(s, x1 * c)));
+        // SAFETY: `ic + n_offset < n_dims <= ne0`, inside both rows (this fn's
+        // contract); each pair is read before it is written, so `src == dst` is fine.
+        unsafe {
+            let x0 = src.add(ic).read().to_f32();
+            let x1 = src.add(ic + n_offset).read().to_f32();
+            // The cos products are fused and the sin products rounded, as GCC compiles
+            // ggml's rotate_pairs (vfmsub/vfmadd with a separate multiply).
+            dst.add(ic).write(T::from_f32(x0.mul_add(c, -(x1 * s))));
+            dst.add(ic + n_offset)
+                .write(T::from_f32(x0.mul_add(s, x1 * c)));
+        }
         i0 += 2;
     }
     if !std::ptr::eq(src, dst) {
         for i in n_dims..ne0 {
-            dst.add(i).write(src.add(i).read());
+            // SAFETY: `i < ne0`, inside both rows (this fn's contract).
+            unsafe { dst.add(i).write(src.add(i).read()) };
         }
     }
 }

@@ -9,10 +9,14 @@ use crate::types::GgmlType;
 /// # Safety
 /// Indices inside the tensor's shape.
 unsafe fn index_at(t: &TView, i0: usize, i1: usize, i2: usize) -> i64 {
-    let p = t.elem_ptr(i0, i1, i2, 0);
-    match t.typ {
-        GgmlType::I64 => (p as *const i64).read(),
-        _ => (p as *const i32).read() as i64,
+    // SAFETY: the indices are inside the shape (this fn's contract) and the element
+    // is aligned for its type (checked by the executor).
+    unsafe {
+        let p = t.elem_ptr(i0, i1, i2, 0);
+        match t.typ {
+            GgmlType::I64 => (p as *const i64).read(),
+            _ => (p as *const i32).read() as i64,
+        }
     }
 }
 

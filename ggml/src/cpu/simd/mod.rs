@@ -1,6 +1,9 @@
 //! Vector kernels for f32, f16 and bf16 rows (dot products, `mad` = axpy, scaling,
 //! conversions), in a scalar version that always exists and SIMD versions (AVX2,
 //! AVX-512, NEON) picked at run time from what the operating system lets us use.
+//! AVX2 and AVX-512 cover every kernel of the table; the NEON table vectorises only
+//! `mad_f32` and points every other entry at the scalar kernel (the quantized dot
+//! products have no NEON code either, see `quants::dot`).
 //!
 //! `GGML_SIMD=scalar|avx2|avx512|neon` forces a level (for benchmarks and debugging);
 //! an unavailable level falls back to the best available one.

@@ -31,6 +31,8 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     swiglu: super::expf::swiglu,
 };
 
+/// # Safety
+/// The CPU supports NEON.
 #[target_feature(enable = "neon")]
 unsafe fn mad_f32_neon(y: &mut [f32], x: &[f32], v: f32) {
     let n = x.len().min(y.len());
@@ -38,10 +40,14 @@ unsafe fn mad_f32_neon(y: &mut [f32], x: &[f32], v: f32) {
     let vv = vdupq_n_f32(v);
     let mut i = 0;
     while i + 4 <= n {
-        vst1q_f32(
-            yp.add(i),
-            vfmaq_f32(vld1q_f32(yp.add(i)), vld1q_f32(xp.add(i)), vv),
-        );
+        // SAFETY: `i + 4 <= n`, so the four lanes are inside both slices; NEON is
+        // available (this fn's contract).
+        unsafe {
+            vst1q_f32(
+                yp.add(i),
+                vfmaq_f32(vld1q_f32(yp.add(i)), vld1q_f32(xp.add(i)), vv),
+            );
+        }
         i += 4;
     }
     scalar::mad_f32(&mut y[i..n], &x[i..n], v);

@@ -154,270 +154,382 @@ pub(super) static AVX512: VecKernels = VecKernels {
 
 // ---------------------------------------------------------------- AVX2
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C. `p` must be readable for 8 f16.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn load_f16x8(p: *const f16) -> __m256 {
-    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn mad_f32_avx2(y: &mut [f32], x: &[f32], v: f32) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let vv = _mm256_set1_ps(v);
-    let mut i = 0;
-    while i + 8 <= n {
-        _mm256_storeu_ps(
-            yp.add(i),
-            _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), vv, _mm256_loadu_ps(yp.add(i))),
-        );
-        i += 8;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let vv = _mm256_set1_ps(v);
+        let mut i = 0;
+        while i + 8 <= n {
+            _mm256_storeu_ps(
+                yp.add(i),
+                _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), vv, _mm256_loadu_ps(yp.add(i))),
+            );
+            i += 8;
+        }
+        scalar::mad_f32(&mut y[i..n], &x[i..n], v);
     }
-    scalar::mad_f32(&mut y[i..n], &x[i..n], v);
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn mad_f16_avx2(y: &mut [f32], x: &[f16], v: f32) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let vv = _mm256_set1_ps(v);
-    let mut i = 0;
-    while i + 8 <= n {
-        _mm256_storeu_ps(
-            yp.add(i),
-            _mm256_fmadd_ps(load_f16x8(xp.add(i)), vv, _mm256_loadu_ps(yp.add(i))),
-        );
-        i += 8;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let vv = _mm256_set1_ps(v);
+        let mut i = 0;
+        while i + 8 <= n {
+            _mm256_storeu_ps(
+                yp.add(i),
+                _mm256_fmadd_ps(load_f16x8(xp.add(i)), vv, _mm256_loadu_ps(yp.add(i))),
+            );
+            i += 8;
+        }
+        scalar::mad_f16(&mut y[i..n], &x[i..n], v);
     }
-    scalar::mad_f16(&mut y[i..n], &x[i..n], v);
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C. `p` must be writable for 8 f16.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn store_f16x8(p: *mut f16, v: __m256) {
-    let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
-    _mm_storeu_si128(p as *mut __m128i, h);
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe {
+        let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
+        _mm_storeu_si128(p as *mut __m128i, h);
+    }
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn mad_f16_acc_avx2(y: &mut [f16], x: &[f16], v: f32) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let vv = _mm256_set1_ps(v);
-    let mut i = 0;
-    while i + 8 <= n {
-        let r = _mm256_fmadd_ps(load_f16x8(xp.add(i)), vv, load_f16x8(yp.add(i)));
-        store_f16x8(yp.add(i), r);
-        i += 8;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let vv = _mm256_set1_ps(v);
+        let mut i = 0;
+        while i + 8 <= n {
+            let r = _mm256_fmadd_ps(load_f16x8(xp.add(i)), vv, load_f16x8(yp.add(i)));
+            store_f16x8(yp.add(i), r);
+            i += 8;
+        }
+        scalar::mad_f16_acc(&mut y[i..n], &x[i..n], v);
     }
-    scalar::mad_f16_acc(&mut y[i..n], &x[i..n], v);
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scale_f16_avx2(y: &mut [f16], v: f32) {
-    let n = y.len();
-    let yp = y.as_mut_ptr();
-    let vv = _mm256_set1_ps(v);
-    let mut i = 0;
-    while i + 8 <= n {
-        store_f16x8(yp.add(i), _mm256_mul_ps(load_f16x8(yp.add(i)), vv));
-        i += 8;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = y.len();
+        let yp = y.as_mut_ptr();
+        let vv = _mm256_set1_ps(v);
+        let mut i = 0;
+        while i + 8 <= n {
+            store_f16x8(yp.add(i), _mm256_mul_ps(load_f16x8(yp.add(i)), vv));
+            i += 8;
+        }
+        scalar::scale_f16(&mut y[i..], v);
     }
-    scalar::scale_f16(&mut y[i..], v);
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scale_f32_avx2(y: &mut [f32], v: f32) {
-    let n = y.len();
-    let yp = y.as_mut_ptr();
-    let vv = _mm256_set1_ps(v);
-    let mut i = 0;
-    while i + 8 <= n {
-        _mm256_storeu_ps(yp.add(i), _mm256_mul_ps(_mm256_loadu_ps(yp.add(i)), vv));
-        i += 8;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = y.len();
+        let yp = y.as_mut_ptr();
+        let vv = _mm256_set1_ps(v);
+        let mut i = 0;
+        while i + 8 <= n {
+            _mm256_storeu_ps(yp.add(i), _mm256_mul_ps(_mm256_loadu_ps(yp.add(i)), vv));
+            i += 8;
+        }
+        scalar::scale_f32(&mut y[i..], v);
     }
-    scalar::scale_f32(&mut y[i..], v);
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn f16_to_f32_avx2(x: &[f16], y: &mut [f32]) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let mut i = 0;
-    while i + 8 <= n {
-        _mm256_storeu_ps(yp.add(i), load_f16x8(xp.add(i)));
-        i += 8;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let mut i = 0;
+        while i + 8 <= n {
+            _mm256_storeu_ps(yp.add(i), load_f16x8(xp.add(i)));
+            i += 8;
+        }
+        scalar::f16_to_f32(&x[i..n], &mut y[i..n]);
     }
-    scalar::f16_to_f32(&x[i..n], &mut y[i..n]);
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn f32_to_f16_avx2(x: &[f32], y: &mut [f16]) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let mut i = 0;
-    while i + 8 <= n {
-        let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(_mm256_loadu_ps(xp.add(i)));
-        _mm_storeu_si128(yp.add(i) as *mut __m128i, h);
-        i += 8;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let mut i = 0;
+        while i + 8 <= n {
+            let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(_mm256_loadu_ps(xp.add(i)));
+            _mm_storeu_si128(yp.add(i) as *mut __m128i, h);
+            i += 8;
+        }
+        scalar::f32_to_f16(&x[i..n], &mut y[i..n]);
     }
-    scalar::f32_to_f16(&x[i..n], &mut y[i..n]);
 }
 
 // ---------------------------------------------------------------- AVX-512
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `p` must be readable for 16 f16.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn load_f16x16(p: *const f16) -> __m512 {
-    _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn mad_f32_avx512(y: &mut [f32], x: &[f32], v: f32) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let vv = _mm512_set1_ps(v);
-    let mut i = 0;
-    while i + 16 <= n {
-        _mm512_storeu_ps(
-            yp.add(i),
-            _mm512_fmadd_ps(_mm512_loadu_ps(xp.add(i)), vv, _mm512_loadu_ps(yp.add(i))),
-        );
-        i += 16;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let vv = _mm512_set1_ps(v);
+        let mut i = 0;
+        while i + 16 <= n {
+            _mm512_storeu_ps(
+                yp.add(i),
+                _mm512_fmadd_ps(_mm512_loadu_ps(xp.add(i)), vv, _mm512_loadu_ps(yp.add(i))),
+            );
+            i += 16;
+        }
+        scalar::mad_f32(&mut y[i..n], &x[i..n], v);
     }
-    scalar::mad_f32(&mut y[i..n], &x[i..n], v);
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn mad_f16_avx512(y: &mut [f32], x: &[f16], v: f32) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let vv = _mm512_set1_ps(v);
-    let mut i = 0;
-    while i + 16 <= n {
-        _mm512_storeu_ps(
-            yp.add(i),
-            _mm512_fmadd_ps(load_f16x16(xp.add(i)), vv, _mm512_loadu_ps(yp.add(i))),
-        );
-        i += 16;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let vv = _mm512_set1_ps(v);
+        let mut i = 0;
+        while i + 16 <= n {
+            _mm512_storeu_ps(
+                yp.add(i),
+                _mm512_fmadd_ps(load_f16x16(xp.add(i)), vv, _mm512_loadu_ps(yp.add(i))),
+            );
+            i += 16;
+        }
+        scalar::mad_f16(&mut y[i..n], &x[i..n], v);
     }
-    scalar::mad_f16(&mut y[i..n], &x[i..n], v);
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `p` must be writable for 16 f16.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn store_f16x16(p: *mut f16, v: __m512) {
-    let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
-    _mm256_storeu_si256(p as *mut __m256i, h);
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe {
+        let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
+        _mm256_storeu_si256(p as *mut __m256i, h);
+    }
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn mad_f16_acc_avx512(y: &mut [f16], x: &[f16], v: f32) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let vv = _mm512_set1_ps(v);
-    let mut i = 0;
-    while i + 16 <= n {
-        let r = _mm512_fmadd_ps(load_f16x16(xp.add(i)), vv, load_f16x16(yp.add(i)));
-        store_f16x16(yp.add(i), r);
-        i += 16;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let vv = _mm512_set1_ps(v);
+        let mut i = 0;
+        while i + 16 <= n {
+            let r = _mm512_fmadd_ps(load_f16x16(xp.add(i)), vv, load_f16x16(yp.add(i)));
+            store_f16x16(yp.add(i), r);
+            i += 16;
+        }
+        scalar::mad_f16_acc(&mut y[i..n], &x[i..n], v);
     }
-    scalar::mad_f16_acc(&mut y[i..n], &x[i..n], v);
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn scale_f16_avx512(y: &mut [f16], v: f32) {
-    let n = y.len();
-    let yp = y.as_mut_ptr();
-    let vv = _mm512_set1_ps(v);
-    let mut i = 0;
-    while i + 16 <= n {
-        store_f16x16(yp.add(i), _mm512_mul_ps(load_f16x16(yp.add(i)), vv));
-        i += 16;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = y.len();
+        let yp = y.as_mut_ptr();
+        let vv = _mm512_set1_ps(v);
+        let mut i = 0;
+        while i + 16 <= n {
+            store_f16x16(yp.add(i), _mm512_mul_ps(load_f16x16(yp.add(i)), vv));
+            i += 16;
+        }
+        scalar::scale_f16(&mut y[i..], v);
     }
-    scalar::scale_f16(&mut y[i..], v);
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn scale_f32_avx512(y: &mut [f32], v: f32) {
-    let n = y.len();
-    let yp = y.as_mut_ptr();
-    let vv = _mm512_set1_ps(v);
-    let mut i = 0;
-    while i + 16 <= n {
-        _mm512_storeu_ps(yp.add(i), _mm512_mul_ps(_mm512_loadu_ps(yp.add(i)), vv));
-        i += 16;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = y.len();
+        let yp = y.as_mut_ptr();
+        let vv = _mm512_set1_ps(v);
+        let mut i = 0;
+        while i + 16 <= n {
+            _mm512_storeu_ps(yp.add(i), _mm512_mul_ps(_mm512_loadu_ps(yp.add(i)), vv));
+            i += 16;
+        }
+        scalar::scale_f32(&mut y[i..], v);
     }
-    scalar::scale_f32(&mut y[i..], v);
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn f16_to_f32_avx512(x: &[f16], y: &mut [f32]) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let mut i = 0;
-    while i + 16 <= n {
-        _mm512_storeu_ps(yp.add(i), load_f16x16(xp.add(i)));
-        i += 16;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let mut i = 0;
+        while i + 16 <= n {
+            _mm512_storeu_ps(yp.add(i), load_f16x16(xp.add(i)));
+            i += 16;
+        }
+        scalar::f16_to_f32(&x[i..n], &mut y[i..n]);
     }
-    scalar::f16_to_f32(&x[i..n], &mut y[i..n]);
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn f32_to_f16_avx512(x: &[f32], y: &mut [f16]) {
-    let n = x.len().min(y.len());
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    let mut i = 0;
-    while i + 16 <= n {
-        let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(_mm512_loadu_ps(xp.add(i)));
-        _mm256_storeu_si256(yp.add(i) as *mut __m256i, h);
-        i += 16;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let mut i = 0;
+        while i + 16 <= n {
+            let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(_mm512_loadu_ps(xp.add(i)));
+            _mm256_storeu_si256(yp.add(i) as *mut __m256i, h);
+            i += 16;
+        }
+        scalar::f32_to_f16(&x[i..n], &mut y[i..n]);
     }
-    scalar::f32_to_f16(&x[i..n], &mut y[i..n]);
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemm_acc_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
-    assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
-    let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
-    for i in 0..m {
-        let mut j = 0;
-        while j + 8 <= n {
-            let mut acc = _mm256_loadu_ps(cp.add(i * n + j));
-            for kk in 0..k {
-                let av = _mm256_set1_ps(*ap.add(i * k + kk));
-                acc = _mm256_fmadd_ps(av, _mm256_loadu_ps(bp.add(kk * n + j)), acc);
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
+        let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
+        for i in 0..m {
+            let mut j = 0;
+            while j + 8 <= n {
+                let mut acc = _mm256_loadu_ps(cp.add(i * n + j));
+                for kk in 0..k {
+                    let av = _mm256_set1_ps(*ap.add(i * k + kk));
+                    acc = _mm256_fmadd_ps(av, _mm256_loadu_ps(bp.add(kk * n + j)), acc);
+                }
+                _mm256_storeu_ps(cp.add(i * n + j), acc);
+                j += 8;
             }
-            _mm256_storeu_ps(cp.add(i * n + j), acc);
-            j += 8;
-        }
-        while j < n {
-            let mut acc = *cp.add(i * n + j);
-            for kk in 0..k {
-                acc = (*ap.add(i * k + kk)).mul_add(*bp.add(kk * n + j), acc);
+            while j < n {
+                let mut acc = *cp.add(i * n + j);
+                for kk in 0..k {
+                    acc = (*ap.add(i * k + kk)).mul_add(*bp.add(kk * n + j), acc);
+                }
+                *cp.add(i * n + j) = acc;
+                j += 1;
             }
-            *cp.add(i * n + j) = acc;
-            j += 1;
         }
     }
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn gemm_acc_avx512(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
-    assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
-    let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
-    for i in 0..m {
-        let mut j = 0;
-        while j < n {
-            let cols = (n - j).min(16);
-            let mask: __mmask16 = if cols == 16 {
-                0xffff
-            } else {
-                ((1u32 << cols) - 1) as u16
-            };
-            let mut acc = _mm512_maskz_loadu_ps(mask, cp.add(i * n + j));
-            for kk in 0..k {
-                let av = _mm512_set1_ps(*ap.add(i * k + kk));
-                acc = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mask, bp.add(kk * n + j)), acc);
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
+        let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
+        for i in 0..m {
+            let mut j = 0;
+            while j < n {
+                let cols = (n - j).min(16);
+                let mask: __mmask16 = if cols == 16 {
+                    0xffff
+                } else {
+                    ((1u32 << cols) - 1) as u16
+                };
+                let mut acc = _mm512_maskz_loadu_ps(mask, cp.add(i * n + j));
+                for kk in 0..k {
+                    let av = _mm512_set1_ps(*ap.add(i * k + kk));
+                    acc = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mask, bp.add(kk * n + j)), acc);
+                }
+                _mm512_mask_storeu_ps(cp.add(i * n + j), mask, acc);
+                j += 16;
             }
-            _mm512_mask_storeu_ps(cp.add(i * n + j), mask, acc);
-            j += 16;
         }
     }
 }
@@ -447,77 +559,100 @@ fn reduce512(v: __m512) -> f32 {
 }
 
 /// Loads 16 f32 values as two halves.
+///
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C. `p` must be readable for 16 f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn load16_f32(p: *const f32) -> (__m256, __m256) {
-    (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe { (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))) }
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C. `p` must be readable for 16 f16.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn load16_f16(p: *const f16) -> (__m256, __m256) {
-    (load_f16x8(p), load_f16x8(p.add(8)))
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe { (load_f16x8(p), load_f16x8(p.add(8))) }
 }
 
 macro_rules! vec_order_avx2 {
     ($name:ident, $t:ty, $load:ident, $tail:expr) => {
+        /// # Safety
+        /// The CPU supports AVX2, FMA and F16C.
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
-            let n = x.len().min(y.len());
-            let (xp, yp) = (x.as_ptr(), y.as_ptr());
-            let np = n & !63;
-            let z = _mm256_setzero_ps();
-            let mut acc = [[z, z]; 4];
-            let mut i = 0;
-            while i < np {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let (xl, xh) = $load(xp.add(i + 16 * j));
-                    let (yl, yh) = $load(yp.add(i + 16 * j));
-                    a[0] = _mm256_fmadd_ps(xl, yl, a[0]);
-                    a[1] = _mm256_fmadd_ps(xh, yh, a[1]);
+            // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+            // inside the slices (the loop bounds).
+            unsafe {
+                let n = x.len().min(y.len());
+                let (xp, yp) = (x.as_ptr(), y.as_ptr());
+                let np = n & !63;
+                let z = _mm256_setzero_ps();
+                let mut acc = [[z, z]; 4];
+                let mut i = 0;
+                while i < np {
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        let (xl, xh) = $load(xp.add(i + 16 * j));
+                        let (yl, yh) = $load(yp.add(i + 16 * j));
+                        a[0] = _mm256_fmadd_ps(xl, yl, a[0]);
+                        a[1] = _mm256_fmadd_ps(xh, yh, a[1]);
+                    }
+                    i += 64;
                 }
-                i += 64;
+                let lo = _mm256_add_ps(
+                    _mm256_add_ps(acc[0][0], acc[2][0]),
+                    _mm256_add_ps(acc[1][0], acc[3][0]),
+                );
+                let hi = _mm256_add_ps(
+                    _mm256_add_ps(acc[0][1], acc[2][1]),
+                    _mm256_add_ps(acc[1][1], acc[3][1]),
+                );
+                let tail: fn(f32, &[$t], &[$t], usize) -> f32 = $tail;
+                tail(reduce_halves(lo, hi), x, y, np)
             }
-            let lo = _mm256_add_ps(
-                _mm256_add_ps(acc[0][0], acc[2][0]),
-                _mm256_add_ps(acc[1][0], acc[3][0]),
-            );
-            let hi = _mm256_add_ps(
-                _mm256_add_ps(acc[0][1], acc[2][1]),
-                _mm256_add_ps(acc[1][1], acc[3][1]),
-            );
-            let tail: fn(f32, &[$t], &[$t], usize) -> f32 = $tail;
-            tail(reduce_halves(lo, hi), x, y, np)
         }
     };
 }
 
 macro_rules! vec_order_avx512 {
     ($name:ident, $t:ty, $load:ident, $tail:expr) => {
+        /// # Safety
+        /// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
         unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
-            let n = x.len().min(y.len());
-            let (xp, yp) = (x.as_ptr(), y.as_ptr());
-            let np = n & !63;
-            let mut acc = [_mm512_setzero_ps(); 4];
-            let mut i = 0;
-            // `x` is a weight row during generation, and the next rows follow it: fetch
-            // ahead across the row's end, which the hardware prefetcher, restarted by
-            // every call, does not (a prefetch never faults, so any address does).
-            let ahead = super::ROW_PREFETCH_BYTES / std::mem::size_of::<$t>();
-            while i < np {
-                for k in (0..64 * std::mem::size_of::<$t>()).step_by(64) {
-                    let p = (xp.wrapping_add(i + ahead) as *const u8).wrapping_add(k);
-                    _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+            // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+            // inside the slices (the loop bounds).
+            unsafe {
+                let n = x.len().min(y.len());
+                let (xp, yp) = (x.as_ptr(), y.as_ptr());
+                let np = n & !63;
+                let mut acc = [_mm512_setzero_ps(); 4];
+                let mut i = 0;
+                // `x` is a weight row during generation, and the next rows follow it: fetch
+                // ahead across the row's end, which the hardware prefetcher, restarted by
+                // every call, does not (a prefetch never faults, so any address does).
+                let ahead = super::ROW_PREFETCH_BYTES / std::mem::size_of::<$t>();
+                while i < np {
+                    for k in (0..64 * std::mem::size_of::<$t>()).step_by(64) {
+                        let p = (xp.wrapping_add(i + ahead) as *const u8).wrapping_add(k);
+                        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+                    }
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(
+                            $load(xp.add(i + 16 * j)),
+                            $load(yp.add(i + 16 * j)),
+                            *a,
+                        );
+                    }
+                    i += 64;
                 }
-                for (j, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps($load(xp.add(i + 16 * j)), $load(yp.add(i + 16 * j)), *a);
-                }
-                i += 64;
+                let v = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+                let tail: fn(f32, &[$t], &[$t], usize) -> f32 = $tail;
+                tail(reduce512(v), x, y, np)
             }
-            let v = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
-            let tail: fn(f32, &[$t], &[$t], usize) -> f32 = $tail;
-            tail(reduce512(v), x, y, np)
         }
     };
 }
@@ -541,37 +676,49 @@ vec_order_avx512!(dot_f16_avx512, f16, load_f16x16, tail_f16);
 
 macro_rules! gemm_order_avx2 {
     ($name:ident, $t:ty, $load:ident) => {
+        /// # Safety
+        /// The CPU supports AVX2, FMA and F16C.
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
-            let n = x.len().min(y.len());
-            let (xp, yp) = (x.as_ptr(), y.as_ptr());
-            let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-            let mut i = 0;
-            while i + 16 <= n {
-                let (xl, xh) = $load(xp.add(i));
-                let (yl, yh) = $load(yp.add(i));
-                lo = _mm256_fmadd_ps(xl, yl, lo);
-                hi = _mm256_fmadd_ps(xh, yh, hi);
-                i += 16;
+            // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+            // inside the slices (the loop bounds).
+            unsafe {
+                let n = x.len().min(y.len());
+                let (xp, yp) = (x.as_ptr(), y.as_ptr());
+                let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                let mut i = 0;
+                while i + 16 <= n {
+                    let (xl, xh) = $load(xp.add(i));
+                    let (yl, yh) = $load(yp.add(i));
+                    lo = _mm256_fmadd_ps(xl, yl, lo);
+                    hi = _mm256_fmadd_ps(xh, yh, hi);
+                    i += 16;
+                }
+                reduce_halves(lo, hi)
             }
-            reduce_halves(lo, hi)
         }
     };
 }
 
 macro_rules! gemm_order_avx512 {
     ($name:ident, $t:ty, $load:ident) => {
+        /// # Safety
+        /// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
         unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
-            let n = x.len().min(y.len());
-            let (xp, yp) = (x.as_ptr(), y.as_ptr());
-            let mut acc = _mm512_setzero_ps();
-            let mut i = 0;
-            while i + 16 <= n {
-                acc = _mm512_fmadd_ps($load(xp.add(i)), $load(yp.add(i)), acc);
-                i += 16;
+            // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+            // inside the slices (the loop bounds).
+            unsafe {
+                let n = x.len().min(y.len());
+                let (xp, yp) = (x.as_ptr(), y.as_ptr());
+                let mut acc = _mm512_setzero_ps();
+                let mut i = 0;
+                while i + 16 <= n {
+                    acc = _mm512_fmadd_ps($load(xp.add(i)), $load(yp.add(i)), acc);
+                    i += 16;
+                }
+                reduce512(acc)
             }
-            reduce512(acc)
         }
     };
 }
@@ -588,6 +735,10 @@ gemm_order_avx2!(gemm_dot_f32_avx2, f32, load16_f32);
 const TILE_M: usize = 4;
 const TILE_N: usize = 6;
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `a` must be readable for `RM` rows of `k` f32 `lda` apart and `b` for `RN` rows of
+/// `k` f32 `ldb` apart, with `k` a multiple of 16; `c` writable at every
+/// `i * cs_i + j * cs_j` for `i < RM`, `j < RN`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
@@ -601,29 +752,35 @@ unsafe fn gemm_tile_avx512<const RM: usize, const RN: usize>(
     cs_i: usize,
     cs_j: usize,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); RN]; RM];
-    let mut l = 0;
-    while l < k {
-        let mut bv = [_mm512_setzero_ps(); RN];
-        for (j, v) in bv.iter_mut().enumerate() {
-            *v = _mm512_loadu_ps(b.add(j * ldb + l));
-        }
-        for (i, row) in acc.iter_mut().enumerate() {
-            let av = _mm512_loadu_ps(a.add(i * lda + l));
-            for (acc_ij, &bj) in row.iter_mut().zip(&bv) {
-                *acc_ij = _mm512_fmadd_ps(av, bj, *acc_ij);
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); RN]; RM];
+        let mut l = 0;
+        while l < k {
+            let mut bv = [_mm512_setzero_ps(); RN];
+            for (j, v) in bv.iter_mut().enumerate() {
+                *v = _mm512_loadu_ps(b.add(j * ldb + l));
             }
+            for (i, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_loadu_ps(a.add(i * lda + l));
+                for (acc_ij, &bj) in row.iter_mut().zip(&bv) {
+                    *acc_ij = _mm512_fmadd_ps(av, bj, *acc_ij);
+                }
+            }
+            l += 16;
         }
-        l += 16;
-    }
-    for (i, row) in acc.iter().enumerate() {
-        for (j, &v) in row.iter().enumerate() {
-            *c.add(i * cs_i + j * cs_j) = reduce512(v);
+        for (i, row) in acc.iter().enumerate() {
+            for (j, &v) in row.iter().enumerate() {
+                *c.add(i * cs_i + j * cs_j) = reduce512(v);
+            }
         }
     }
 }
 
 /// Calls the tile kernel for `mr` (1..=4) rows and `nr` (1..=6) columns.
+///
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. As [`gemm_tile_avx512`] with `RM = mr` (1 to 4) and `RN = nr` (1 to 6).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_tile_dyn_avx512(
@@ -638,7 +795,9 @@ unsafe fn gemm_tile_dyn_avx512(
     cs_i: usize,
     cs_j: usize,
 ) {
-    macro_rules! dispatch {
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe {
+        macro_rules! dispatch {
         ($($m:literal),*; $($n:literal),*) => {
             dispatch!(@m [$($m),*] [$($n),*])
         };
@@ -655,35 +814,40 @@ unsafe fn gemm_tile_dyn_avx512(
             }
         };
     }
-    dispatch!(1, 2, 3, 4; 1, 2, 3, 4, 5, 6)
+        dispatch!(1, 2, 3, 4; 1, 2, 3, 4, 5, 6)
+    }
 }
 
 /// # Safety
 /// AVX-512 F/BW/VL available; `g.check(c)` passed.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn gemm_block_avx512(g: &super::GemmBlock<'_>, c: &mut [f32]) {
-    let (ap, bp, cp) = (g.a.as_ptr(), g.b.as_ptr(), c.as_mut_ptr());
-    let mut i = 0;
-    while i < g.m {
-        let mr = TILE_M.min(g.m - i);
-        let mut j = 0;
-        while j < g.n {
-            let nr = TILE_N.min(g.n - j);
-            gemm_tile_dyn_avx512(
-                mr,
-                nr,
-                ap.add(i * g.lda),
-                g.lda,
-                bp.add(j * g.ldb),
-                g.ldb,
-                g.k,
-                cp.add(i * g.cs_i + j * g.cs_j),
-                g.cs_i,
-                g.cs_j,
-            );
-            j += nr;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let (ap, bp, cp) = (g.a.as_ptr(), g.b.as_ptr(), c.as_mut_ptr());
+        let mut i = 0;
+        while i < g.m {
+            let mr = TILE_M.min(g.m - i);
+            let mut j = 0;
+            while j < g.n {
+                let nr = TILE_N.min(g.n - j);
+                gemm_tile_dyn_avx512(
+                    mr,
+                    nr,
+                    ap.add(i * g.lda),
+                    g.lda,
+                    bp.add(j * g.ldb),
+                    g.ldb,
+                    g.k,
+                    cp.add(i * g.cs_i + j * g.cs_j),
+                    g.cs_i,
+                    g.cs_j,
+                );
+                j += nr;
+            }
+            i += mr;
         }
-        i += mr;
     }
 }
 gemm_order_avx2!(gemm_dot_f16_avx2, f16, load16_f16);
@@ -692,76 +856,100 @@ gemm_order_avx512!(gemm_dot_f16_avx512, f16, load_f16x16);
 
 /// One `vdpbf16ps` step on 16 lanes held as two halves: for each 32-bit lane, the odd
 /// bf16 element's product first, then the even one's, each fused.
+///
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C. `x` and `y` must be readable for 32 bf16 each.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dpbf16_avx2(acc: (__m256, __m256), x: *const bf16, y: *const bf16) -> (__m256, __m256) {
-    let hi_mask = _mm256_set1_epi32(0xffff_0000u32 as i32);
-    let step = |acc: __m256, xv: __m256i, yv: __m256i| {
-        let xo = _mm256_castsi256_ps(_mm256_and_si256(xv, hi_mask));
-        let yo = _mm256_castsi256_ps(_mm256_and_si256(yv, hi_mask));
-        let xe = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(xv));
-        let ye = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(yv));
-        _mm256_fmadd_ps(xe, ye, _mm256_fmadd_ps(xo, yo, acc))
-    };
-    let (x0, x1) = (
-        _mm256_loadu_si256(x as *const __m256i),
-        _mm256_loadu_si256(x.add(16) as *const __m256i),
-    );
-    let (y0, y1) = (
-        _mm256_loadu_si256(y as *const __m256i),
-        _mm256_loadu_si256(y.add(16) as *const __m256i),
-    );
-    (step(acc.0, x0, y0), step(acc.1, x1, y1))
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe {
+        let hi_mask = _mm256_set1_epi32(0xffff_0000u32 as i32);
+        let step = |acc: __m256, xv: __m256i, yv: __m256i| {
+            let xo = _mm256_castsi256_ps(_mm256_and_si256(xv, hi_mask));
+            let yo = _mm256_castsi256_ps(_mm256_and_si256(yv, hi_mask));
+            let xe = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(xv));
+            let ye = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(yv));
+            _mm256_fmadd_ps(xe, ye, _mm256_fmadd_ps(xo, yo, acc))
+        };
+        let (x0, x1) = (
+            _mm256_loadu_si256(x as *const __m256i),
+            _mm256_loadu_si256(x.add(16) as *const __m256i),
+        );
+        let (y0, y1) = (
+            _mm256_loadu_si256(y as *const __m256i),
+            _mm256_loadu_si256(y.add(16) as *const __m256i),
+        );
+        (step(acc.0, x0, y0), step(acc.1, x1, y1))
+    }
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemm_dot_bf16_avx2(x: &[bf16], y: &[bf16]) -> f32 {
-    let n = x.len().min(y.len());
-    let mut acc = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let mut i = 0;
-    while i + 32 <= n {
-        acc = dpbf16_avx2(acc, x.as_ptr().add(i), y.as_ptr().add(i));
-        i += 32;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let mut acc = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut i = 0;
+        while i + 32 <= n {
+            acc = dpbf16_avx2(acc, x.as_ptr().add(i), y.as_ptr().add(i));
+            i += 32;
+        }
+        reduce_halves(acc.0, acc.1)
     }
-    reduce_halves(acc.0, acc.1)
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_bf16_avx2(x: &[bf16], y: &[bf16]) -> f32 {
-    let n = x.len().min(y.len());
-    let z = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let (mut c1, mut c2) = (z, z);
-    let mut i = 0;
-    while i + 64 <= n {
-        c1 = dpbf16_avx2(c1, x.as_ptr().add(i), y.as_ptr().add(i));
-        c2 = dpbf16_avx2(c2, x.as_ptr().add(i + 32), y.as_ptr().add(i + 32));
-        i += 64;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let z = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let (mut c1, mut c2) = (z, z);
+        let mut i = 0;
+        while i + 64 <= n {
+            c1 = dpbf16_avx2(c1, x.as_ptr().add(i), y.as_ptr().add(i));
+            c2 = dpbf16_avx2(c2, x.as_ptr().add(i + 32), y.as_ptr().add(i + 32));
+            i += 64;
+        }
+        let mut s = reduce_halves(c1.0, c1.1) as f64;
+        s += reduce_halves(c2.0, c2.1) as f64;
+        while i < n {
+            s += (x[i].to_f32() * y[i].to_f32()) as f64;
+            i += 1;
+        }
+        s as f32
     }
-    let mut s = reduce_halves(c1.0, c1.1) as f64;
-    s += reduce_halves(c2.0, c2.1) as f64;
-    while i < n {
-        s += (x[i].to_f32() * y[i].to_f32()) as f64;
-        i += 1;
-    }
-    s as f32
 }
 
 /// One `vdpbf16ps` step: the real instruction when the CPU has AVX-512 BF16, else the
 /// same two fused multiply-adds.
+///
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `x` and `y` must be readable for 32 bf16 each.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn dpbf16_512(acc: __m512, x: *const bf16, y: *const bf16) -> __m512 {
-    let xv = _mm512_loadu_si512(x as *const __m512i);
-    let yv = _mm512_loadu_si512(y as *const __m512i);
-    if has_bf16() {
-        return dpbf16_hw(acc, xv, yv);
+    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
+    unsafe {
+        let xv = _mm512_loadu_si512(x as *const __m512i);
+        let yv = _mm512_loadu_si512(y as *const __m512i);
+        if has_bf16() {
+            return dpbf16_hw(acc, xv, yv);
+        }
+        let hi_mask = _mm512_set1_epi32(0xffff_0000u32 as i32);
+        let xo = _mm512_castsi512_ps(_mm512_and_si512(xv, hi_mask));
+        let yo = _mm512_castsi512_ps(_mm512_and_si512(yv, hi_mask));
+        let xe = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(xv));
+        let ye = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(yv));
+        _mm512_fmadd_ps(xe, ye, _mm512_fmadd_ps(xo, yo, acc))
     }
-    let hi_mask = _mm512_set1_epi32(0xffff_0000u32 as i32);
-    let xo = _mm512_castsi512_ps(_mm512_and_si512(xv, hi_mask));
-    let yo = _mm512_castsi512_ps(_mm512_and_si512(yv, hi_mask));
-    let xe = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(xv));
-    let ye = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(yv));
-    _mm512_fmadd_ps(xe, ye, _mm512_fmadd_ps(xo, yo, acc))
 }
 
 fn has_bf16() -> bool {
@@ -769,54 +957,76 @@ fn has_bf16() -> bool {
     *HAS.get_or_init(|| is_x86_feature_detected!("avx512bf16"))
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F and AVX-512 BF16.
 #[inline]
 #[target_feature(enable = "avx512bf16,avx512f")]
 unsafe fn dpbf16_hw(acc: __m512, x: __m512i, y: __m512i) -> __m512 {
-    _mm512_dpbf16_ps(
-        acc,
-        std::mem::transmute::<__m512i, __m512bh>(x),
-        std::mem::transmute::<__m512i, __m512bh>(y),
-    )
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        _mm512_dpbf16_ps(
+            acc,
+            std::mem::transmute::<__m512i, __m512bh>(x),
+            std::mem::transmute::<__m512i, __m512bh>(y),
+        )
+    }
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn gemm_dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
-    let n = x.len().min(y.len());
-    let mut acc = _mm512_setzero_ps();
-    let mut i = 0;
-    while i + 32 <= n {
-        acc = dpbf16_512(acc, x.as_ptr().add(i), y.as_ptr().add(i));
-        i += 32;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let mut acc = _mm512_setzero_ps();
+        let mut i = 0;
+        while i + 32 <= n {
+            acc = dpbf16_512(acc, x.as_ptr().add(i), y.as_ptr().add(i));
+            i += 32;
+        }
+        reduce512(acc)
     }
-    reduce512(acc)
 }
 
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
-    let n = x.len().min(y.len());
-    let (mut c1, mut c2) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-    let mut i = 0;
-    while i + 64 <= n {
-        c1 = dpbf16_512(c1, x.as_ptr().add(i), y.as_ptr().add(i));
-        c2 = dpbf16_512(c2, x.as_ptr().add(i + 32), y.as_ptr().add(i + 32));
-        i += 64;
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (mut c1, mut c2) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        let mut i = 0;
+        while i + 64 <= n {
+            c1 = dpbf16_512(c1, x.as_ptr().add(i), y.as_ptr().add(i));
+            c2 = dpbf16_512(c2, x.as_ptr().add(i + 32), y.as_ptr().add(i + 32));
+            i += 64;
+        }
+        let mut s = reduce512(c1) as f64;
+        s += reduce512(c2) as f64;
+        while i < n {
+            s += (x[i].to_f32() * y[i].to_f32()) as f64;
+            i += 1;
+        }
+        s as f32
     }
-    let mut s = reduce512(c1) as f64;
-    s += reduce512(c2) as f64;
-    while i < n {
-        s += (x[i].to_f32() * y[i].to_f32()) as f64;
-        i += 1;
-    }
-    s as f32
 }
 
 // The ggml exp kernels compiled with FMA enabled (so `mul_add` is one instruction).
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn soft_max_fma(y: &mut [f32], x: &[f32], max: f32) -> f64 {
     super::expf::soft_max(y, x, max)
 }
 
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn swiglu_fma(y: &mut [f32], x: &[f32], g: &[f32]) {
     super::expf::swiglu(y, x, g)

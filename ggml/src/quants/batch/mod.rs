@@ -320,7 +320,7 @@ pub type Products = Box<dyn Fn(usize, &[&[u8]], &[&[u8]]) -> Vec<f32> + Send + S
 
 /// `path`'s products of weight rows of `typ` with activation rows of its
 /// `vec_dot_type` at SIMD level `level`, as `mul_mat` computes them (tiles of 8 weight
-/// rows in slabs of [`SLAB`] elements): the returned
+/// rows in slabs of 1024 elements): the returned
 /// function maps `(n, w, a)` to the `a.len() × w.len()` outputs, activation row after
 /// activation row. For tests and benchmarks. `None` when `path` does not take `typ` or
 /// this CPU cannot run `level`; the function panics on rows shorter than `n` elements.

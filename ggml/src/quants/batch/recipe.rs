@@ -141,16 +141,19 @@ pub(crate) unsafe fn chunk_step<L: Lanes>(
     acc: &mut L,
     accm: &mut L,
 ) {
-    if p.tiled {
-        let mut v = L::cvt(s1).mul(d);
-        if p.has_min {
-            v = dmin.neg().fma(L::cvt(s2), v);
-        }
-        *acc = v.fma(dy, *acc);
-    } else {
-        *acc = L::cvt(s1).fma(d.mul(dy), *acc);
-        if p.has_min {
-            *accm = L::cvt(s2).fma(dmin.mul(dy), *accm);
+    // SAFETY: `L`'s CPU features are enabled (this fn's contract).
+    unsafe {
+        if p.tiled {
+            let mut v = L::cvt(s1).mul(d);
+            if p.has_min {
+                v = dmin.neg().fma(L::cvt(s2), v);
+            }
+            *acc = v.fma(dy, *acc);
+        } else {
+            *acc = L::cvt(s1).fma(d.mul(dy), *acc);
+            if p.has_min {
+                *accm = L::cvt(s2).fma(dmin.mul(dy), *accm);
+            }
         }
     }
 }
@@ -162,7 +165,8 @@ pub(crate) unsafe fn chunk_step<L: Lanes>(
 #[inline(always)]
 pub(crate) unsafe fn finish<L: Lanes>(p: &Plan, acc: L, accm: L) -> L {
     if p.has_min && !p.tiled {
-        acc.sub(accm)
+        // SAFETY: `L`'s CPU features are enabled (this fn's contract).
+        unsafe { acc.sub(accm) }
     } else {
         acc
     }

@@ -74,16 +74,19 @@ impl Unpacked {
         self.d.resize(TILE * n.div_ceil(32), 0.0);
         self.dmin.resize(TILE * n.div_ceil(32), 0.0);
         use GgmlType as T;
-        match typ {
-            T::Q4_0 => self.fill_rows::<V, BlockQ4_0>(rows),
-            T::IQ4_NL => self.fill_rows::<V, BlockIq4Nl>(rows),
-            T::Q2_K => self.fill_rows::<V, BlockQ2K>(rows),
-            T::Q3_K => self.fill_rows::<V, BlockQ3K>(rows),
-            T::Q4_K => self.fill_rows::<V, BlockQ4K>(rows),
-            T::Q5_K => self.fill_rows::<V, BlockQ5K>(rows),
-            T::Q6_K => self.fill_rows::<V, BlockQ6K>(rows),
-            T::IQ4_XS => self.fill_rows::<V, BlockIq4Xs>(rows),
-            _ => {}
+        // SAFETY: `V`'s CPU features are enabled (this fn's contract).
+        unsafe {
+            match typ {
+                T::Q4_0 => self.fill_rows::<V, BlockQ4_0>(rows),
+                T::IQ4_NL => self.fill_rows::<V, BlockIq4Nl>(rows),
+                T::Q2_K => self.fill_rows::<V, BlockQ2K>(rows),
+                T::Q3_K => self.fill_rows::<V, BlockQ3K>(rows),
+                T::Q4_K => self.fill_rows::<V, BlockQ4K>(rows),
+                T::Q5_K => self.fill_rows::<V, BlockQ5K>(rows),
+                T::Q6_K => self.fill_rows::<V, BlockQ6K>(rows),
+                T::IQ4_XS => self.fill_rows::<V, BlockIq4Xs>(rows),
+                _ => {}
+            }
         }
     }
 
@@ -101,9 +104,12 @@ impl Unpacked {
                 .chunks_exact_mut(B::BLCK)
                 .zip(sv.chunks_exact_mut(B::BLCK / 2));
             for (i, (b, (q, sv))) in blocks.zip(outs).enumerate() {
-                V::values::<B>(b, q);
                 let mut m = [0i16; QK_K / SUB];
-                (self.d[i * TILE + r], self.dmin[i * TILE + r]) = V::scales::<B>(b, sv, &mut m);
+                // SAFETY: `V`'s CPU features are enabled (this fn's contract).
+                (self.d[i * TILE + r], self.dmin[i * TILE + r]) = unsafe {
+                    V::values::<B>(b, q);
+                    V::scales::<B>(b, sv, &mut m)
+                };
                 if B::BLCK == QK_K {
                     for (k, &m) in m.iter().enumerate() {
                         self.m[min_at(r, i * QK_K / SUB + k)] = m;

@@ -20,23 +20,33 @@ impl Lanes for F8 {
 
     #[inline(always)]
     unsafe fn cvt(i: __m256i) -> F8 {
-        F8(_mm256_cvtepi32_ps(i))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe { F8(_mm256_cvtepi32_ps(i)) }
     }
     #[inline(always)]
     unsafe fn mul(self, b: F8) -> F8 {
-        F8(_mm256_mul_ps(self.0, b.0))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe { F8(_mm256_mul_ps(self.0, b.0)) }
     }
     #[inline(always)]
     unsafe fn fma(self, b: F8, c: F8) -> F8 {
-        F8(_mm256_fmadd_ps(self.0, b.0, c.0))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe { F8(_mm256_fmadd_ps(self.0, b.0, c.0)) }
     }
     #[inline(always)]
     unsafe fn neg(self) -> F8 {
-        F8(_mm256_xor_ps(self.0, _mm256_set1_ps(-0.0)))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe { F8(_mm256_xor_ps(self.0, _mm256_set1_ps(-0.0))) }
     }
     #[inline(always)]
     unsafe fn sub(self, b: F8) -> F8 {
-        F8(_mm256_sub_ps(self.0, b.0))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe { F8(_mm256_sub_ps(self.0, b.0)) }
     }
 }
 
@@ -46,13 +56,17 @@ impl Lanes for F8 {
 /// AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn reduce8(v: &[__m256i; TILE]) -> __m256i {
-    // [v0 lanes 0..4, v1 .., v2 .., v3 .. | the same of lanes 4..8], then v4..v7.
-    let h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    let h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    _mm256_add_epi32(
-        _mm256_permute2x128_si256::<0x20>(h0123, h4567),
-        _mm256_permute2x128_si256::<0x31>(h0123, h4567),
-    )
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        // [v0 lanes 0..4, v1 .., v2 .., v3 .. | the same of lanes 4..8], then v4..v7.
+        let h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        let h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+        _mm256_add_epi32(
+            _mm256_permute2x128_si256::<0x20>(h0123, h4567),
+            _mm256_permute2x128_si256::<0x31>(h0123, h4567),
+        )
+    }
 }
 
 /// Lane `i`: the scaled integer dot of tile row `i` over `[e0, e0 + len)` with the
@@ -68,30 +82,34 @@ unsafe fn isum8<const SIGNED: bool, const SCALED: bool>(
     aq: *const i8,
     len: usize,
 ) -> __m256i {
-    let n = w.n;
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_si256(); TILE];
-    let mut k = 0;
-    while k < len {
-        let x = _mm256_loadu_si256(aq.add(k) as *const __m256i);
-        for (i, acc) in acc.iter_mut().enumerate() {
-            let wv = _mm256_loadu_si256(w.q.as_ptr().add(i * n + e0 + k) as *const __m256i);
-            let sv = if SCALED {
-                _mm256_loadu_si256(w.sv.as_ptr().add((i * n + e0 + k) / 2) as *const __m256i)
-            } else {
-                ones
-            };
-            // maddubs multiplies unsigned by signed bytes: |w| by a with w's sign.
-            let (uw, sx) = if SIGNED {
-                (_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(x, wv))
-            } else {
-                (wv, x)
-            };
-            *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(_mm256_maddubs_epi16(uw, sx), sv));
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let n = w.n;
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_si256(); TILE];
+        let mut k = 0;
+        while k < len {
+            let x = _mm256_loadu_si256(aq.add(k) as *const __m256i);
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let wv = _mm256_loadu_si256(w.q.as_ptr().add(i * n + e0 + k) as *const __m256i);
+                let sv = if SCALED {
+                    _mm256_loadu_si256(w.sv.as_ptr().add((i * n + e0 + k) / 2) as *const __m256i)
+                } else {
+                    ones
+                };
+                // maddubs multiplies unsigned by signed bytes: |w| by a with w's sign.
+                let (uw, sx) = if SIGNED {
+                    (_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(x, wv))
+                } else {
+                    (wv, x)
+                };
+                *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(_mm256_maddubs_epi16(uw, sx), sv));
+            }
+            k += 32;
         }
-        k += 32;
+        reduce8(&acc)
     }
-    reduce8(&acc)
 }
 
 /// Lane `i`: `Σ m · bsum` of tile row `i` over the 16-element groups of the `len`
@@ -101,18 +119,22 @@ unsafe fn isum8<const SIGNED: bool, const SCALED: bool>(
 /// As [`isum8`]; `bsums` readable for `len / 16` i16.
 #[inline(always)]
 unsafe fn imin8(w: &Unpacked, e0: usize, bsums: *const u8, len: usize) -> __m256i {
-    // Per 64 elements: rows 0-3's 4 mins times the 4 bsums, then rows 4-7's.
-    let m = w.m.as_ptr().add(min_at(0, e0 / SUB));
-    let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-    for b in 0..len / 64 {
-        let bs = _mm256_set1_epi64x((bsums.add(8 * b) as *const i64).read_unaligned());
-        let mb = m.add(4 * TILE * b);
-        let (m03, m47) = (mb as *const __m256i, mb.add(16) as *const __m256i);
-        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_loadu_si256(m03), bs));
-        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_loadu_si256(m47), bs));
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        // Per 64 elements: rows 0-3's 4 mins times the 4 bsums, then rows 4-7's.
+        let m = w.m.as_ptr().add(min_at(0, e0 / SUB));
+        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for b in 0..len / 64 {
+            let bs = _mm256_set1_epi64x((bsums.add(8 * b) as *const i64).read_unaligned());
+            let mb = m.add(4 * TILE * b);
+            let (m03, m47) = (mb as *const __m256i, mb.add(16) as *const __m256i);
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_loadu_si256(m03), bs));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_loadu_si256(m47), bs));
+        }
+        // [r0 r1 r4 r5 | r2 r3 r6 r7] -> the rows in order.
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(lo, hi))
     }
-    // [r0 r1 r4 r5 | r2 r3 r6 r7] -> the rows in order.
-    _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(lo, hi))
 }
 
 /// The tile kernel: adds the slab `w` (elements `k0 .. k0 + w.n` of the tile's rows)
@@ -123,12 +145,16 @@ unsafe fn imin8(w: &Unpacked, e0: usize, bsums: *const u8, len: usize) -> __m256
 /// activation row of at least `k0 + w.n` elements; AVX2 and FMA enabled in the caller.
 #[inline(always)]
 unsafe fn tile(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
-    // The inner loop without the branches on the value format.
-    match (p.signed, p.scaled) {
-        (true, true) => tile_with::<true, true>(p, w, k0, a, acc),
-        (true, false) => tile_with::<true, false>(p, w, k0, a, acc),
-        (false, true) => tile_with::<false, true>(p, w, k0, a, acc),
-        (false, false) => tile_with::<false, false>(p, w, k0, a, acc),
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        // The inner loop without the branches on the value format.
+        match (p.signed, p.scaled) {
+            (true, true) => tile_with::<true, true>(p, w, k0, a, acc),
+            (true, false) => tile_with::<true, false>(p, w, k0, a, acc),
+            (false, true) => tile_with::<false, true>(p, w, k0, a, acc),
+            (false, false) => tile_with::<false, false>(p, w, k0, a, acc),
+        }
     }
 }
 
@@ -144,31 +170,35 @@ unsafe fn tile_with<const SIGNED: bool, const SCALED: bool>(
     a: &[&[u8]],
     acc: &mut [Acc],
 ) {
-    let qs_off = p.act.layout().2;
-    for (a, st) in a.iter().zip(acc) {
-        let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
-        let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
-        for e0 in (0..w.n).step_by(p.chunk) {
-            let (blk, off) = act_block(p, a, k0 + e0);
-            let aq = blk.as_ptr().add(qs_off + off) as *const i8;
-            let s1 = isum8::<SIGNED, SCALED>(w, e0, aq, p.chunk);
-            let s2 = if p.has_min {
-                imin8(w, e0, blk.as_ptr().add(260 + 2 * (off / SUB)), p.chunk)
-            } else {
-                _mm256_setzero_si256()
-            };
-            let g = e0 / p.group * TILE;
-            let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
-            let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
-            let dy = match p.act {
-                Act::Q8_0 => f16_at(blk.as_ptr()),
-                Act::Q8K => p.act.d(blk),
-            };
-            let dy = F8(_mm256_set1_ps(dy));
-            chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let qs_off = p.act.layout().2;
+        for (a, st) in a.iter().zip(acc) {
+            let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
+            let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
+            for e0 in (0..w.n).step_by(p.chunk) {
+                let (blk, off) = act_block(p, a, k0 + e0);
+                let aq = blk.as_ptr().add(qs_off + off) as *const i8;
+                let s1 = isum8::<SIGNED, SCALED>(w, e0, aq, p.chunk);
+                let s2 = if p.has_min {
+                    imin8(w, e0, blk.as_ptr().add(260 + 2 * (off / SUB)), p.chunk)
+                } else {
+                    _mm256_setzero_si256()
+                };
+                let g = e0 / p.group * TILE;
+                let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
+                let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
+                let dy = match p.act {
+                    Act::Q8_0 => f16_at(blk.as_ptr()),
+                    Act::Q8K => p.act.d(blk),
+                };
+                let dy = F8(_mm256_set1_ps(dy));
+                chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
+            }
+            _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
+            _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
         }
-        _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
-        _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
     }
 }
 
@@ -186,16 +216,20 @@ unsafe fn tile_with<const SIGNED: bool, const SCALED: bool>(
 /// AVX2, FMA, F16C, AVX-512 F/BW/VL and AVX-512 VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) unsafe fn tile_vnni(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
-    // Activation rows R at a time: R independent `vpdpbusd` chains (two per row for
-    // the 32-element chunks) keep the unit busy while each waits on its latency.
-    const R: usize = 4;
-    let (a4, a_rest) = a.as_chunks::<R>();
-    let (acc4, acc_rest) = acc.as_chunks_mut::<R>();
-    for (a, acc) in a4.iter().zip(acc4) {
-        tile_vnni_rows::<R>(p, w, k0, a, acc);
-    }
-    for (a, acc) in a_rest.iter().zip(acc_rest) {
-        tile_vnni_rows::<1>(p, w, k0, &[*a], std::array::from_mut(acc));
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        // Activation rows R at a time: R independent `vpdpbusd` chains (two per row for
+        // the 32-element chunks) keep the unit busy while each waits on its latency.
+        const R: usize = 4;
+        let (a4, a_rest) = a.as_chunks::<R>();
+        let (acc4, acc_rest) = acc.as_chunks_mut::<R>();
+        for (a, acc) in a4.iter().zip(acc4) {
+            tile_vnni_rows::<R>(p, w, k0, a, acc);
+        }
+        for (a, acc) in a_rest.iter().zip(acc_rest) {
+            tile_vnni_rows::<1>(p, w, k0, &[*a], std::array::from_mut(acc));
+        }
     }
 }
 
@@ -211,94 +245,102 @@ unsafe fn tile_vnni_rows<const R: usize>(
     a: &[&[u8]; R],
     acc: &mut [Acc; R],
 ) {
-    let qs_off = p.act.layout().2;
-    let qi = w.qi.as_ptr();
-    let group4 = |e: usize| _mm256_loadu_si256(qi.add(e / 4 * 4 * TILE) as *const __m256i);
-    let act4 =
-        |aq: *const u8, k: usize| _mm256_set1_epi32((aq.add(k) as *const i32).read_unaligned());
-    let zero = _mm256_setzero_si256();
-    // Plain loops rather than array `map`s, which are not always inlined here.
-    let mut sum = [F8(_mm256_setzero_ps()); R];
-    let mut summ = [F8(_mm256_setzero_ps()); R];
-    for r in 0..R {
-        sum[r] = F8(_mm256_loadu_ps(acc[r].acc.as_ptr()));
-        summ[r] = F8(_mm256_loadu_ps(acc[r].accm.as_ptr()));
-    }
-    for e0 in (0..w.n).step_by(p.chunk) {
-        let mut blocks: [(&[u8], usize); R] = [(&[], 0); R];
-        let mut aq = [std::ptr::null::<u8>(); R];
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let qs_off = p.act.layout().2;
+        let qi = w.qi.as_ptr();
+        let group4 = |e: usize| _mm256_loadu_si256(qi.add(e / 4 * 4 * TILE) as *const __m256i);
+        let act4 =
+            |aq: *const u8, k: usize| _mm256_set1_epi32((aq.add(k) as *const i32).read_unaligned());
+        let zero = _mm256_setzero_si256();
+        // Plain loops rather than array `map`s, which are not always inlined here.
+        let mut sum = [F8(_mm256_setzero_ps()); R];
+        let mut summ = [F8(_mm256_setzero_ps()); R];
         for r in 0..R {
-            blocks[r] = act_block(p, a[r], k0 + e0);
-            aq[r] = blocks[r].0.as_ptr().add(qs_off + blocks[r].1);
+            sum[r] = F8(_mm256_loadu_ps(acc[r].acc.as_ptr()));
+            summ[r] = F8(_mm256_loadu_ps(acc[r].accm.as_ptr()));
         }
-        let mut s1 = [zero; R];
-        if p.scaled {
-            for sub in 0..p.chunk / SUB {
-                let e = e0 + SUB * sub;
-                let mut d = [zero; R];
-                for k in (0..SUB).step_by(4) {
-                    let wv = group4(e + k);
+        for e0 in (0..w.n).step_by(p.chunk) {
+            let mut blocks: [(&[u8], usize); R] = [(&[], 0); R];
+            let mut aq = [std::ptr::null::<u8>(); R];
+            for r in 0..R {
+                blocks[r] = act_block(p, a[r], k0 + e0);
+                aq[r] = blocks[r].0.as_ptr().add(qs_off + blocks[r].1);
+            }
+            let mut s1 = [zero; R];
+            if p.scaled {
+                for sub in 0..p.chunk / SUB {
+                    let e = e0 + SUB * sub;
+                    let mut d = [zero; R];
+                    for k in (0..SUB).step_by(4) {
+                        let wv = group4(e + k);
+                        for r in 0..R {
+                            d[r] = _mm256_dpbusd_epi32(d[r], wv, act4(aq[r], SUB * sub + k));
+                        }
+                    }
+                    let sc =
+                        _mm256_loadu_si256(w.sci.as_ptr().add(e / SUB * TILE) as *const __m256i);
                     for r in 0..R {
-                        d[r] = _mm256_dpbusd_epi32(d[r], wv, act4(aq[r], SUB * sub + k));
+                        if p.signed {
+                            let (blk, off) = blocks[r];
+                            let bs = blk.as_ptr().add(260 + 2 * (off / SUB + sub)) as *const i16;
+                            let c = _mm256_set1_epi32(128 * bs.read_unaligned() as i32);
+                            d[r] = _mm256_sub_epi32(d[r], c);
+                        }
+                        s1[r] = _mm256_add_epi32(s1[r], _mm256_mullo_epi32(d[r], sc));
                     }
                 }
-                let sc = _mm256_loadu_si256(w.sci.as_ptr().add(e / SUB * TILE) as *const __m256i);
-                for r in 0..R {
-                    if p.signed {
-                        let (blk, off) = blocks[r];
-                        let bs = blk.as_ptr().add(260 + 2 * (off / SUB + sub)) as *const i16;
-                        let c = _mm256_set1_epi32(128 * bs.read_unaligned() as i32);
-                        d[r] = _mm256_sub_epi32(d[r], c);
-                    }
-                    s1[r] = _mm256_add_epi32(s1[r], _mm256_mullo_epi32(d[r], sc));
-                }
-            }
-        } else {
-            // The 32-element types (chunk = block = 32): signed weights, activations
-            // plus 128 as the unsigned operand, `128 · Σ q` off again.
-            let (mut d0, mut d1) = ([zero; R], [zero; R]);
-            let mut au = [zero; R];
-            for r in 0..R {
-                let x = _mm256_loadu_si256(aq[r] as *const __m256i);
-                au[r] = _mm256_xor_si256(x, _mm256_set1_epi8(-128));
-            }
-            for k in (0..32).step_by(8) {
-                let (w0, w1) = (group4(e0 + k), group4(e0 + k + 4));
-                let (i0, i1) = (
-                    _mm256_set1_epi32(k as i32 / 4),
-                    _mm256_set1_epi32(k as i32 / 4 + 1),
-                );
-                for r in 0..R {
-                    d0[r] = _mm256_dpbusd_epi32(d0[r], _mm256_permutevar8x32_epi32(au[r], i0), w0);
-                    d1[r] = _mm256_dpbusd_epi32(d1[r], _mm256_permutevar8x32_epi32(au[r], i1), w1);
-                }
-            }
-            let qsum = _mm256_loadu_si256(w.qsum.as_ptr().add(e0 / 32 * TILE) as *const __m256i);
-            for r in 0..R {
-                s1[r] = _mm256_sub_epi32(_mm256_add_epi32(d0[r], d1[r]), qsum);
-            }
-        }
-        let g = e0 / p.group * TILE;
-        let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
-        let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
-        for r in 0..R {
-            let (blk, off) = blocks[r];
-            let s2 = if p.has_min {
-                imin8(w, e0, blk.as_ptr().add(260 + 2 * (off / SUB)), p.chunk)
             } else {
-                zero
-            };
-            let dy = match p.act {
-                Act::Q8_0 => f16_at(blk.as_ptr()),
-                Act::Q8K => p.act.d(blk),
-            };
-            let dy = F8(_mm256_set1_ps(dy));
-            chunk_step(p, s1[r], s2, d, dmin, dy, &mut sum[r], &mut summ[r]);
+                // The 32-element types (chunk = block = 32): signed weights, activations
+                // plus 128 as the unsigned operand, `128 · Σ q` off again.
+                let (mut d0, mut d1) = ([zero; R], [zero; R]);
+                let mut au = [zero; R];
+                for r in 0..R {
+                    let x = _mm256_loadu_si256(aq[r] as *const __m256i);
+                    au[r] = _mm256_xor_si256(x, _mm256_set1_epi8(-128));
+                }
+                for k in (0..32).step_by(8) {
+                    let (w0, w1) = (group4(e0 + k), group4(e0 + k + 4));
+                    let (i0, i1) = (
+                        _mm256_set1_epi32(k as i32 / 4),
+                        _mm256_set1_epi32(k as i32 / 4 + 1),
+                    );
+                    for r in 0..R {
+                        d0[r] =
+                            _mm256_dpbusd_epi32(d0[r], _mm256_permutevar8x32_epi32(au[r], i0), w0);
+                        d1[r] =
+                            _mm256_dpbusd_epi32(d1[r], _mm256_permutevar8x32_epi32(au[r], i1), w1);
+                    }
+                }
+                let qsum =
+                    _mm256_loadu_si256(w.qsum.as_ptr().add(e0 / 32 * TILE) as *const __m256i);
+                for r in 0..R {
+                    s1[r] = _mm256_sub_epi32(_mm256_add_epi32(d0[r], d1[r]), qsum);
+                }
+            }
+            let g = e0 / p.group * TILE;
+            let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
+            let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
+            for r in 0..R {
+                let (blk, off) = blocks[r];
+                let s2 = if p.has_min {
+                    imin8(w, e0, blk.as_ptr().add(260 + 2 * (off / SUB)), p.chunk)
+                } else {
+                    zero
+                };
+                let dy = match p.act {
+                    Act::Q8_0 => f16_at(blk.as_ptr()),
+                    Act::Q8K => p.act.d(blk),
+                };
+                let dy = F8(_mm256_set1_ps(dy));
+                chunk_step(p, s1[r], s2, d, dmin, dy, &mut sum[r], &mut summ[r]);
+            }
         }
-    }
-    for r in 0..R {
-        _mm256_storeu_ps(acc[r].acc.as_mut_ptr(), sum[r].0);
-        _mm256_storeu_ps(acc[r].accm.as_mut_ptr(), summ[r].0);
+        for r in 0..R {
+            _mm256_storeu_ps(acc[r].acc.as_mut_ptr(), sum[r].0);
+            _mm256_storeu_ps(acc[r].accm.as_mut_ptr(), summ[r].0);
+        }
     }
 }
 
@@ -308,7 +350,9 @@ unsafe fn tile_vnni_rows<const R: usize>(
 /// As [`tile`]; the CPU has AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn tile_avx2(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
-    tile(p, w, k0, a, acc)
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe { tile(p, w, k0, a, acc) }
 }
 
 /// [`tile`] built for the AVX-512 level (twice the registers).
@@ -317,7 +361,9 @@ pub(super) unsafe fn tile_avx2(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], a
 /// As [`tile`]; the CPU has AVX2, FMA, F16C and AVX-512 F/BW/VL.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn tile_avx512(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
-    tile(p, w, k0, a, acc)
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe { tile(p, w, k0, a, acc) }
 }
 
 /// Block values with AVX2: the bytes [`Unpack::values`] writes, 16 or 32 at a time.
@@ -329,7 +375,9 @@ pub(super) struct Avx2Values;
 /// `p` readable for 32 bytes; AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn ld(p: *const u8) -> __m256i {
-    _mm256_loadu_si256(p as *const __m256i)
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
 
 /// Stores 32 bytes at `q`.
@@ -338,7 +386,9 @@ unsafe fn ld(p: *const u8) -> __m256i {
 /// `q` writable for 32 bytes; AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn st(q: *mut i8, v: __m256i) {
-    _mm256_storeu_si256(q as *mut __m256i, v)
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe { _mm256_storeu_si256(q as *mut __m256i, v) }
 }
 
 /// Bits `s, s+1, …` of each byte of `v` under `mask` (a shift of 16-bit lanes, whose
@@ -348,10 +398,14 @@ unsafe fn st(q: *mut i8, v: __m256i) {
 /// AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn bits(v: __m256i, s: i32, mask: i8) -> __m256i {
-    _mm256_and_si256(
-        _mm256_srl_epi16(v, _mm_cvtsi32_si128(s)),
-        _mm256_set1_epi8(mask),
-    )
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        _mm256_and_si256(
+            _mm256_srl_epi16(v, _mm_cvtsi32_si128(s)),
+            _mm256_set1_epi8(mask),
+        )
+    }
 }
 
 /// The 32 values of 16 packed nibbles (low nibbles first) through the 16-byte `lut`.
@@ -360,111 +414,123 @@ unsafe fn bits(v: __m256i, s: i32, mask: i8) -> __m256i {
 /// `qs` readable for 16 bytes, `q` writable for 32; AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn nibbles_lut(qs: *const u8, lut: __m128i, q: *mut i8) {
-    let x = _mm_loadu_si128(qs as *const __m128i);
-    let m4 = _mm_set1_epi8(0xF);
-    let lo = _mm_shuffle_epi8(lut, _mm_and_si128(x, m4));
-    let hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16::<4>(x), m4));
-    _mm_storeu_si128(q as *mut __m128i, lo);
-    _mm_storeu_si128(q.add(16) as *mut __m128i, hi);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let x = _mm_loadu_si128(qs as *const __m128i);
+        let m4 = _mm_set1_epi8(0xF);
+        let lo = _mm_shuffle_epi8(lut, _mm_and_si128(x, m4));
+        let hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16::<4>(x), m4));
+        _mm_storeu_si128(q as *mut __m128i, lo);
+        _mm_storeu_si128(q.add(16) as *mut __m128i, hi);
+    }
 }
 
 impl Values for Avx2Values {
     #[inline(always)]
     unsafe fn values<B: Unpack>(b: &[u8], q: &mut [i8]) {
-        use std::mem::offset_of;
-        use GgmlType as T;
-        let (b, q) = (b.as_ptr(), q.as_mut_ptr());
-        let kvalues = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
-        match B::TYPE {
-            T::Q4_0 => {
-                let lut = _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-                nibbles_lut(b.add(offset_of!(BlockQ4_0, qs)), lut, q);
-            }
-            T::IQ4_NL => nibbles_lut(b.add(offset_of!(BlockIq4Nl, qs)), kvalues, q),
-            T::IQ4_XS => {
-                for ib in 0..8 {
-                    nibbles_lut(
-                        b.add(offset_of!(BlockIq4Xs, qs) + 16 * ib),
-                        kvalues,
-                        q.add(32 * ib),
-                    );
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe {
+            use std::mem::offset_of;
+            use GgmlType as T;
+            let (b, q) = (b.as_ptr(), q.as_mut_ptr());
+            let kvalues = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
+            match B::TYPE {
+                T::Q4_0 => {
+                    let lut = _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+                    nibbles_lut(b.add(offset_of!(BlockQ4_0, qs)), lut, q);
                 }
-            }
-            T::Q4_K | T::Q5_K => {
-                let (qs, qh) = if B::TYPE == T::Q4_K {
-                    (b.add(offset_of!(BlockQ4K, qs)), None)
-                } else {
-                    (
-                        b.add(offset_of!(BlockQ5K, qs)),
-                        Some(ld(b.add(offset_of!(BlockQ5K, qh)))),
-                    )
-                };
-                for c in 0..4 {
-                    let x = ld(qs.add(32 * c));
-                    let (mut lo, mut hi) = (bits(x, 0, 0xF), bits(x, 4, 0xF));
-                    if let Some(h) = qh {
-                        let c = c as i32;
-                        lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(bits(h, 2 * c, 1)));
-                        hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(bits(h, 2 * c + 1, 1)));
+                T::IQ4_NL => nibbles_lut(b.add(offset_of!(BlockIq4Nl, qs)), kvalues, q),
+                T::IQ4_XS => {
+                    for ib in 0..8 {
+                        nibbles_lut(
+                            b.add(offset_of!(BlockIq4Xs, qs) + 16 * ib),
+                            kvalues,
+                            q.add(32 * ib),
+                        );
                     }
-                    st(q.add(64 * c), lo);
-                    st(q.add(64 * c + 32), hi);
                 }
-            }
-            T::Q2_K | T::Q3_K => {
-                let (qs, hm) = if B::TYPE == T::Q2_K {
-                    (b.add(offset_of!(BlockQ2K, qs)), None)
-                } else {
-                    (
-                        b.add(offset_of!(BlockQ3K, qs)),
-                        Some(ld(b.add(offset_of!(BlockQ3K, hmask)))),
-                    )
-                };
-                for h in 0..2 {
-                    let x = ld(qs.add(32 * h));
-                    for s in 0..4 {
-                        let mut v = bits(x, 2 * s as i32, 3);
-                        if let Some(hm) = hm {
-                            // + 4 where the hmask bit is set, then - 4.
-                            let high = bits(hm, (4 * h + s) as i32, 1);
-                            v = _mm256_or_si256(v, _mm256_slli_epi16::<2>(high));
-                            v = _mm256_sub_epi8(v, _mm256_set1_epi8(4));
+                T::Q4_K | T::Q5_K => {
+                    let (qs, qh) = if B::TYPE == T::Q4_K {
+                        (b.add(offset_of!(BlockQ4K, qs)), None)
+                    } else {
+                        (
+                            b.add(offset_of!(BlockQ5K, qs)),
+                            Some(ld(b.add(offset_of!(BlockQ5K, qh)))),
+                        )
+                    };
+                    for c in 0..4 {
+                        let x = ld(qs.add(32 * c));
+                        let (mut lo, mut hi) = (bits(x, 0, 0xF), bits(x, 4, 0xF));
+                        if let Some(h) = qh {
+                            let c = c as i32;
+                            lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(bits(h, 2 * c, 1)));
+                            hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(bits(h, 2 * c + 1, 1)));
                         }
-                        st(q.add(128 * h + 32 * s), v);
+                        st(q.add(64 * c), lo);
+                        st(q.add(64 * c + 32), hi);
                     }
                 }
-            }
-            T::Q6_K => {
-                let (ql, qh) = (
-                    b.add(offset_of!(BlockQ6K, ql)),
-                    b.add(offset_of!(BlockQ6K, qh)),
-                );
-                for h in 0..2 {
-                    let (l0, l1) = (ld(ql.add(64 * h)), ld(ql.add(64 * h + 32)));
-                    let hv = ld(qh.add(32 * h));
-                    for p in 0..4 {
-                        let l = if p % 2 == 0 { l0 } else { l1 };
-                        let lo = bits(l, 4 * (p / 2), 0xF);
-                        let hi = _mm256_slli_epi16::<4>(bits(hv, 2 * p, 3));
-                        let v = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
-                        st(q.add(128 * h + 32 * p as usize), v);
+                T::Q2_K | T::Q3_K => {
+                    let (qs, hm) = if B::TYPE == T::Q2_K {
+                        (b.add(offset_of!(BlockQ2K, qs)), None)
+                    } else {
+                        (
+                            b.add(offset_of!(BlockQ3K, qs)),
+                            Some(ld(b.add(offset_of!(BlockQ3K, hmask)))),
+                        )
+                    };
+                    for h in 0..2 {
+                        let x = ld(qs.add(32 * h));
+                        for s in 0..4 {
+                            let mut v = bits(x, 2 * s as i32, 3);
+                            if let Some(hm) = hm {
+                                // + 4 where the hmask bit is set, then - 4.
+                                let high = bits(hm, (4 * h + s) as i32, 1);
+                                v = _mm256_or_si256(v, _mm256_slli_epi16::<2>(high));
+                                v = _mm256_sub_epi8(v, _mm256_set1_epi8(4));
+                            }
+                            st(q.add(128 * h + 32 * s), v);
+                        }
                     }
                 }
+                T::Q6_K => {
+                    let (ql, qh) = (
+                        b.add(offset_of!(BlockQ6K, ql)),
+                        b.add(offset_of!(BlockQ6K, qh)),
+                    );
+                    for h in 0..2 {
+                        let (l0, l1) = (ld(ql.add(64 * h)), ld(ql.add(64 * h + 32)));
+                        let hv = ld(qh.add(32 * h));
+                        for p in 0..4 {
+                            let l = if p % 2 == 0 { l0 } else { l1 };
+                            let lo = bits(l, 4 * (p / 2), 0xF);
+                            let hi = _mm256_slli_epi16::<4>(bits(hv, 2 * p, 3));
+                            let v = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+                            st(q.add(128 * h + 32 * p as usize), v);
+                        }
+                    }
+                }
+                _ => ScalarValues::values::<B>(
+                    std::slice::from_raw_parts(b, B::SIZE),
+                    std::slice::from_raw_parts_mut(q, B::BLCK),
+                ),
             }
-            _ => ScalarValues::values::<B>(
-                std::slice::from_raw_parts(b, B::SIZE),
-                std::slice::from_raw_parts_mut(q, B::BLCK),
-            ),
         }
     }
 
     #[inline(always)]
     unsafe fn scales<B: Unpack>(b: &[u8], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        // The 32-element types have only `d` (at offset 0): read it by table lookup
-        // instead of copying the block out.
-        match B::TYPE {
-            GgmlType::Q4_0 | GgmlType::IQ4_NL => (f16_at(b.as_ptr()), 0.0),
-            _ => B::read(b).scales(sv, m),
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe {
+            // The 32-element types have only `d` (at offset 0): read it by table lookup
+            // instead of copying the block out.
+            match B::TYPE {
+                GgmlType::Q4_0 | GgmlType::IQ4_NL => (f16_at(b.as_ptr()), 0.0),
+                _ => B::read(b).scales(sv, m),
+            }
         }
     }
 }
@@ -475,7 +541,9 @@ impl Values for Avx2Values {
 /// The CPU has AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn fill_avx2(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
-    u.fill_with::<Avx2Values>(typ, n, rows)
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe { u.fill_with::<Avx2Values>(typ, n, rows) }
 }
 
 /// The f16 at byte `off` of each of the 8 rows `r`, as 8 f32 lanes (the rows' block
@@ -485,17 +553,21 @@ pub(super) unsafe fn fill_avx2(u: &mut Unpacked, typ: GgmlType, n: usize, rows: 
 /// Each row readable for `off + 2` bytes; AVX2 and F16C enabled in the caller.
 #[inline(always)]
 unsafe fn f16x8_at(r: &[*const u8; TILE], off: usize) -> F8 {
-    let h = |i: usize| (r[i].add(off) as *const i16).read_unaligned();
-    F8(_mm256_cvtph_ps(_mm_setr_epi16(
-        h(0),
-        h(1),
-        h(2),
-        h(3),
-        h(4),
-        h(5),
-        h(6),
-        h(7),
-    )))
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let h = |i: usize| (r[i].add(off) as *const i16).read_unaligned();
+        F8(_mm256_cvtph_ps(_mm_setr_epi16(
+            h(0),
+            h(1),
+            h(2),
+            h(3),
+            h(4),
+            h(5),
+            h(6),
+            h(7),
+        )))
+    }
 }
 
 /// The repack GEMV of the 32-element types (Q4_0, IQ4_NL) straight from the blocks of
@@ -522,56 +594,60 @@ unsafe fn gemv_nibbles(
     a: &[u8],
     st: &mut Acc,
 ) {
-    const W: usize = 18;
-    const A: usize = 34;
-    let m4 = _mm256_set1_epi8(0xF);
-    let ones = _mm256_set1_epi16(1);
-    let eights = _mm256_set1_epi8(8);
-    let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
-    let mut unused = F8(_mm256_setzero_ps());
-    let r = rows.map(|r| r.as_ptr());
-    let rn = next.map(|r| r.as_ptr());
-    for b in 0..n / 32 {
-        let ablk = a.as_ptr().add(A * b);
-        let x = _mm256_loadu_si256(ablk.add(2) as *const __m256i);
-        let mut v = [_mm256_setzero_si256(); TILE];
-        // Eight rows are eight streams, which the hardware prefetcher does not keep
-        // ahead of on its own: fetch the next tile's rows at the same pace (every
-        // 3 blocks is every cache line). A prefetch never faults, so any address does.
-        if b % 3 == 0 {
-            for row in rn {
-                _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(W * b) as *const i8);
-            }
-        }
-        for (v, row) in v.iter_mut().zip(r) {
-            let raw = _mm_loadu_si128(row.add(W * b + 2) as *const __m128i);
-            let both = _mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw);
-            let mut c = _mm256_and_si256(both, m4);
-            let xs = match lut {
-                Some(lut) => {
-                    c = _mm256_shuffle_epi8(lut, c);
-                    let xs = _mm256_sign_epi8(x, c);
-                    c = _mm256_sign_epi8(c, c);
-                    xs
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        const W: usize = 18;
+        const A: usize = 34;
+        let m4 = _mm256_set1_epi8(0xF);
+        let ones = _mm256_set1_epi16(1);
+        let eights = _mm256_set1_epi8(8);
+        let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
+        let mut unused = F8(_mm256_setzero_ps());
+        let r = rows.map(|r| r.as_ptr());
+        let rn = next.map(|r| r.as_ptr());
+        for b in 0..n / 32 {
+            let ablk = a.as_ptr().add(A * b);
+            let x = _mm256_loadu_si256(ablk.add(2) as *const __m256i);
+            let mut v = [_mm256_setzero_si256(); TILE];
+            // Eight rows are eight streams, which the hardware prefetcher does not keep
+            // ahead of on its own: fetch the next tile's rows at the same pace (every
+            // 3 blocks is every cache line). A prefetch never faults, so any address does.
+            if b % 3 == 0 {
+                for row in rn {
+                    _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(W * b) as *const i8);
                 }
-                None => x,
-            };
-            *v = _mm256_madd_epi16(_mm256_maddubs_epi16(c, xs), ones);
+            }
+            for (v, row) in v.iter_mut().zip(r) {
+                let raw = _mm_loadu_si128(row.add(W * b + 2) as *const __m128i);
+                let both = _mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw);
+                let mut c = _mm256_and_si256(both, m4);
+                let xs = match lut {
+                    Some(lut) => {
+                        c = _mm256_shuffle_epi8(lut, c);
+                        let xs = _mm256_sign_epi8(x, c);
+                        c = _mm256_sign_epi8(c, c);
+                        xs
+                    }
+                    None => x,
+                };
+                *v = _mm256_madd_epi16(_mm256_maddubs_epi16(c, xs), ones);
+            }
+            let mut s1 = reduce8(&v);
+            if lut.is_none() {
+                // 8·Σ a, in every lane.
+                let ba = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, x), ones);
+                let ba = _mm256_hadd_epi32(ba, ba);
+                let ba = _mm256_hadd_epi32(ba, ba);
+                let ba = _mm256_add_epi32(ba, _mm256_permute2x128_si256::<0x01>(ba, ba));
+                s1 = _mm256_sub_epi32(s1, ba);
+            }
+            let d = f16x8_at(&r, W * b);
+            let dy = F8(_mm256_set1_ps(f16_at(ablk)));
+            chunk_step(p, s1, s1, d, d, dy, &mut sum, &mut unused);
         }
-        let mut s1 = reduce8(&v);
-        if lut.is_none() {
-            // 8·Σ a, in every lane.
-            let ba = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, x), ones);
-            let ba = _mm256_hadd_epi32(ba, ba);
-            let ba = _mm256_hadd_epi32(ba, ba);
-            let ba = _mm256_add_epi32(ba, _mm256_permute2x128_si256::<0x01>(ba, ba));
-            s1 = _mm256_sub_epi32(s1, ba);
-        }
-        let d = f16x8_at(&r, W * b);
-        let dy = F8(_mm256_set1_ps(f16_at(ablk)));
-        chunk_step(p, s1, s1, d, d, dy, &mut sum, &mut unused);
+        _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
     }
-    _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
 }
 
 /// The 8 scales and 8 mins of a Q4_K block (its 12 `scales` bytes at `p`), as bytes:
@@ -581,15 +657,20 @@ unsafe fn gemv_nibbles(
 /// `p` readable for 12 bytes; SSE4.1 enabled in the caller.
 #[inline(always)]
 unsafe fn k4_scales_mins(p: *const u8) -> (__m128i, __m128i) {
-    const KMASK1: u32 = 0x3f3f_3f3f;
-    const KMASK2: u32 = 0x0f0f_0f0f;
-    const KMASK3: u32 = 0x0303_0303;
-    let u = |k: usize| (p.add(4 * k) as *const u32).read_unaligned();
-    let (u0, u1, u2) = (u(0), u(1), u(2));
-    let sc = (u0 & KMASK1) as u64 | (((u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4)) as u64) << 32;
-    let m =
-        (u1 & KMASK1) as u64 | ((((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4)) as u64) << 32;
-    (_mm_cvtsi64_si128(sc as i64), _mm_cvtsi64_si128(m as i64))
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        const KMASK1: u32 = 0x3f3f_3f3f;
+        const KMASK2: u32 = 0x0f0f_0f0f;
+        const KMASK3: u32 = 0x0303_0303;
+        let u = |k: usize| (p.add(4 * k) as *const u32).read_unaligned();
+        let (u0, u1, u2) = (u(0), u(1), u(2));
+        let sc =
+            (u0 & KMASK1) as u64 | (((u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4)) as u64) << 32;
+        let m = (u1 & KMASK1) as u64
+            | ((((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4)) as u64) << 32;
+        (_mm_cvtsi64_si128(sc as i64), _mm_cvtsi64_si128(m as i64))
+    }
 }
 
 /// The repack GEMV of Q4_K straight from the blocks of 8 weight rows against one Q8_K
@@ -610,66 +691,70 @@ unsafe fn gemv_q4k(
     a: &[u8],
     st: &mut Acc,
 ) {
-    use std::mem::offset_of;
-    const W: usize = std::mem::size_of::<BlockQ4K>();
-    const A: usize = 292;
-    let (o_scales, o_qs) = (offset_of!(BlockQ4K, scales), offset_of!(BlockQ4K, qs));
-    let m4 = _mm256_set1_epi8(0xF);
-    let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
-    let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
-    let r = rows.map(|r| r.as_ptr());
-    let rn = next.map(|r| r.as_ptr());
-    for b in 0..n / QK_K {
-        let ablk = a.as_ptr().add(A * b);
-        let y: [__m256i; 8] = std::array::from_fn(|j| ld(ablk.add(4 + 32 * j)));
-        // Σ of each 32 activations (pairs of bsums, which fit i16), for the mins.
-        let bs = ld(ablk.add(260));
-        let bs = _mm256_permute4x64_epi64::<0b1000>(_mm256_hadd_epi16(bs, bs));
-        let bsum32 = _mm256_castsi256_si128(bs);
-        let mut v = [_mm256_setzero_si256(); TILE];
-        let mut vm = [_mm_setzero_si128(); TILE];
-        for i in 0..TILE {
-            let blk = r[i].add(W * b);
-            // The next tile's rows: every cache line the block's 144 bytes touch.
-            for off in [0, 64, 128, W - 1] {
-                _mm_prefetch::<_MM_HINT_T0>(rn[i].wrapping_add(W * b + off) as *const i8);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        use std::mem::offset_of;
+        const W: usize = std::mem::size_of::<BlockQ4K>();
+        const A: usize = 292;
+        let (o_scales, o_qs) = (offset_of!(BlockQ4K, scales), offset_of!(BlockQ4K, qs));
+        let m4 = _mm256_set1_epi8(0xF);
+        let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
+        let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
+        let r = rows.map(|r| r.as_ptr());
+        let rn = next.map(|r| r.as_ptr());
+        for b in 0..n / QK_K {
+            let ablk = a.as_ptr().add(A * b);
+            let y: [__m256i; 8] = std::array::from_fn(|j| ld(ablk.add(4 + 32 * j)));
+            // Σ of each 32 activations (pairs of bsums, which fit i16), for the mins.
+            let bs = ld(ablk.add(260));
+            let bs = _mm256_permute4x64_epi64::<0b1000>(_mm256_hadd_epi16(bs, bs));
+            let bsum32 = _mm256_castsi256_si128(bs);
+            let mut v = [_mm256_setzero_si256(); TILE];
+            let mut vm = [_mm_setzero_si128(); TILE];
+            for i in 0..TILE {
+                let blk = r[i].add(W * b);
+                // The next tile's rows: every cache line the block's 144 bytes touch.
+                for off in [0, 64, 128, W - 1] {
+                    _mm_prefetch::<_MM_HINT_T0>(rn[i].wrapping_add(W * b + off) as *const i8);
+                }
+                let (sc, m) = k4_scales_mins(blk.add(o_scales));
+                let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc));
+                vm[i] = _mm_madd_epi16(_mm_cvtepu8_epi16(m), bsum32);
+                let mut acc = _mm256_setzero_si256();
+                for c in 0..4 {
+                    let x = ld(blk.add(o_qs + 32 * c));
+                    let (lo, hi) = (
+                        _mm256_and_si256(x, m4),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
+                    );
+                    let sc_lo =
+                        _mm256_shuffle_epi8(sc, _mm256_set1_epi16(0x0100 + 0x0202 * 2 * c as i16));
+                    let sc_hi = _mm256_shuffle_epi8(
+                        sc,
+                        _mm256_set1_epi16(0x0100 + 0x0202 * (2 * c + 1) as i16),
+                    );
+                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y[2 * c]), sc_lo);
+                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y[2 * c + 1]), sc_hi);
+                    acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
+                }
+                v[i] = acc;
             }
-            let (sc, m) = k4_scales_mins(blk.add(o_scales));
-            let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc));
-            vm[i] = _mm_madd_epi16(_mm_cvtepu8_epi16(m), bsum32);
-            let mut acc = _mm256_setzero_si256();
-            for c in 0..4 {
-                let x = ld(blk.add(o_qs + 32 * c));
-                let (lo, hi) = (
-                    _mm256_and_si256(x, m4),
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
-                );
-                let sc_lo =
-                    _mm256_shuffle_epi8(sc, _mm256_set1_epi16(0x0100 + 0x0202 * 2 * c as i16));
-                let sc_hi = _mm256_shuffle_epi8(
-                    sc,
-                    _mm256_set1_epi16(0x0100 + 0x0202 * (2 * c + 1) as i16),
-                );
-                let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y[2 * c]), sc_lo);
-                let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y[2 * c + 1]), sc_hi);
-                acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
-            }
-            v[i] = acc;
+            // Each row's 4 partial min sums, added up: rows 0-3 then 4-7.
+            let h = |a: __m128i, b: __m128i, c: __m128i, d: __m128i| {
+                _mm_hadd_epi32(_mm_hadd_epi32(a, b), _mm_hadd_epi32(c, d))
+            };
+            let s2 = _mm256_set_m128i(h(vm[4], vm[5], vm[6], vm[7]), h(vm[0], vm[1], vm[2], vm[3]));
+            let s1 = reduce8(&v);
+            let (d, dmin) = (f16x8_at(&r, W * b), f16x8_at(&r, W * b + 2));
+            let dy = F8(_mm256_set1_ps(f32::from_le_bytes(
+                *(ablk as *const [u8; 4]),
+            )));
+            chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
         }
-        // Each row's 4 partial min sums, added up: rows 0-3 then 4-7.
-        let h = |a: __m128i, b: __m128i, c: __m128i, d: __m128i| {
-            _mm_hadd_epi32(_mm_hadd_epi32(a, b), _mm_hadd_epi32(c, d))
-        };
-        let s2 = _mm256_set_m128i(h(vm[4], vm[5], vm[6], vm[7]), h(vm[0], vm[1], vm[2], vm[3]));
-        let s1 = reduce8(&v);
-        let (d, dmin) = (f16x8_at(&r, W * b), f16x8_at(&r, W * b + 2));
-        let dy = F8(_mm256_set1_ps(f32::from_le_bytes(
-            *(ablk as *const [u8; 4]),
-        )));
-        chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
+        _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
+        _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
     }
-    _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
-    _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
 }
 
 /// [`super::Gemv`] with AVX2 (also built for the AVX-512 level): the 32-element types
@@ -687,14 +772,18 @@ pub(super) unsafe fn gemv_avx2(
     a: &[u8],
     acc: &mut Acc,
 ) -> bool {
-    match typ {
-        GgmlType::Q4_0 => gemv_nibbles(p, None, n, rows, next, a, acc),
-        GgmlType::Q4_K => gemv_q4k(p, n, rows, next, a, acc),
-        GgmlType::IQ4_NL => {
-            let lut = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
-            gemv_nibbles(p, Some(_mm256_set_m128i(lut, lut)), n, rows, next, a, acc)
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        match typ {
+            GgmlType::Q4_0 => gemv_nibbles(p, None, n, rows, next, a, acc),
+            GgmlType::Q4_K => gemv_q4k(p, n, rows, next, a, acc),
+            GgmlType::IQ4_NL => {
+                let lut = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
+                gemv_nibbles(p, Some(_mm256_set_m128i(lut, lut)), n, rows, next, a, acc)
+            }
+            _ => return false,
         }
-        _ => return false,
+        true
     }
-    true
 }

@@ -20,9 +20,13 @@ use crate::types::{GgmlType, VecDotFn};
 /// Only valid to hand out after those features were detected at run time.
 macro_rules! entry {
     ($body:ident $(<$g:ty>)?, $x:ty, $y:ty, $vnni:literal, $feat:literal) => {{
+        /// # Safety
+        /// `x` and `y` hold `nb` blocks of their types; the CPU has the features.
         #[target_feature(enable = $feat)]
         unsafe fn k(nb: usize, x: *const u8, y: *const u8) -> f32 {
-            crate::quants::dot::avx2::$body::<$($g,)? $vnni>(nb, x, y)
+            // SAFETY: the rows hold `nb` blocks and the features are enabled (`k`'s
+            // contract, upheld by the closure below).
+            unsafe { crate::quants::dot::avx2::$body::<$($g,)? $vnni>(nb, x, y) }
         }
         (|n: usize, x: &[u8], y: &[u8]| -> f32 {
             let nb = n / <$x as Block>::BLCK;
@@ -92,8 +96,12 @@ pub(super) unsafe fn gemm_kernel<const VNNI: bool>(typ: GgmlType) -> Option<VecD
             true,
             "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
         )),
-        (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, false) => kernel(typ),
-        (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, true) => super::avx512::kernel(typ),
+        // SAFETY: the caller detected these features (this fn's contract).
+        (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, false) => unsafe { kernel(typ) },
+        // SAFETY: as above, with AVX-512 VNNI.
+        (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, true) => unsafe {
+            super::avx512::kernel(typ)
+        },
         _ => None,
     }
 }
@@ -112,7 +120,9 @@ const Q8K_BSUMS: usize = offset_of!(BlockQ8K, bsums);
 /// The row must hold more than `i` blocks.
 #[inline(always)]
 unsafe fn blk<B: Block>(row: *const u8, i: usize) -> *const u8 {
-    row.add(i * B::SIZE)
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe { row.add(i * B::SIZE) }
 }
 
 /// A Q4_0 / Q5_0 / Q8_0 block's 32 quants as signed bytes, as ggml's kernels unpack them.
@@ -125,32 +135,44 @@ pub(super) trait SignedQuants: Block {
 impl SignedQuants for BlockQ4_0 {
     #[inline(always)]
     unsafe fn qx(xb: *const u8) -> __m256i {
-        let q = bytes_from_nibbles_32(xb.add(offset_of!(BlockQ4_0, qs)));
-        _mm256_sub_epi8(q, _mm256_set1_epi8(8))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe {
+            let q = bytes_from_nibbles_32(xb.add(offset_of!(BlockQ4_0, qs)));
+            _mm256_sub_epi8(q, _mm256_set1_epi8(8))
+        }
     }
 }
 
 impl SignedQuants for BlockQ5_0 {
     #[inline(always)]
     unsafe fn qx(xb: *const u8) -> __m256i {
-        let q = bytes_from_nibbles_32(xb.add(offset_of!(BlockQ5_0, qs)));
-        // 0xF0 (-16 with the nibble) where the fifth bit is clear.
-        let bxhi = bytes_from_bits_32(xb.add(offset_of!(BlockQ5_0, qh)));
-        _mm256_or_si256(q, _mm256_andnot_si256(bxhi, _mm256_set1_epi8(0xF0u8 as i8)))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe {
+            let q = bytes_from_nibbles_32(xb.add(offset_of!(BlockQ5_0, qs)));
+            // 0xF0 (-16 with the nibble) where the fifth bit is clear.
+            let bxhi = bytes_from_bits_32(xb.add(offset_of!(BlockQ5_0, qh)));
+            _mm256_or_si256(q, _mm256_andnot_si256(bxhi, _mm256_set1_epi8(0xF0u8 as i8)))
+        }
     }
 }
 
 impl SignedQuants for BlockQ8_0 {
     #[inline(always)]
     unsafe fn qx(xb: *const u8) -> __m256i {
-        load256(xb.add(Q8_0_QS))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe { load256(xb.add(Q8_0_QS)) }
     }
 }
 
 impl SignedQuants for BlockIq4Nl {
     #[inline(always)]
     unsafe fn qx(xb: *const u8) -> __m256i {
-        iq4_lookup(load128(xb.add(offset_of!(BlockIq4Nl, qs))))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe { iq4_lookup(load128(xb.add(offset_of!(BlockIq4Nl, qs)))) }
     }
 }
 
@@ -167,7 +189,9 @@ impl UnsignedQuants for BlockQ4_1 {
     const M: usize = offset_of!(BlockQ4_1, m);
     #[inline(always)]
     unsafe fn qx(xb: *const u8) -> __m256i {
-        bytes_from_nibbles_32(xb.add(offset_of!(BlockQ4_1, qs)))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe { bytes_from_nibbles_32(xb.add(offset_of!(BlockQ4_1, qs))) }
     }
 }
 
@@ -175,9 +199,13 @@ impl UnsignedQuants for BlockQ5_1 {
     const M: usize = offset_of!(BlockQ5_1, m);
     #[inline(always)]
     unsafe fn qx(xb: *const u8) -> __m256i {
-        let q = bytes_from_nibbles_32(xb.add(offset_of!(BlockQ5_1, qs)));
-        let bxhi = bytes_from_bits_32(xb.add(offset_of!(BlockQ5_1, qh)));
-        _mm256_or_si256(q, _mm256_and_si256(bxhi, _mm256_set1_epi8(0x10)))
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe {
+            let q = bytes_from_nibbles_32(xb.add(offset_of!(BlockQ5_1, qs)));
+            let bxhi = bytes_from_bits_32(xb.add(offset_of!(BlockQ5_1, qh)));
+            _mm256_or_si256(q, _mm256_and_si256(bxhi, _mm256_set1_epi8(0x10)))
+        }
     }
 }
 
@@ -192,15 +220,19 @@ pub(super) unsafe fn x_q8_0<X: SignedQuants, const VNNI: bool>(
     x: *const u8,
     y: *const u8,
 ) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for ib in 0..nb {
-        let (xb, yb) = (blk::<X>(x, ib), blk::<BlockQ8_0>(y, ib));
-        prefetch_ahead(xb, <X as Block>::SIZE);
-        let d = _mm256_set1_ps(f16_at(xb) * f16_at(yb));
-        let q = mul_sum_i8_pairs_float::<VNNI>(X::qx(xb), load256(yb.add(Q8_0_QS)));
-        acc = _mm256_fmadd_ps(d, q, acc);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let mut acc = _mm256_setzero_ps();
+        for ib in 0..nb {
+            let (xb, yb) = (blk::<X>(x, ib), blk::<BlockQ8_0>(y, ib));
+            prefetch_ahead(xb, <X as Block>::SIZE);
+            let d = _mm256_set1_ps(f16_at(xb) * f16_at(yb));
+            let q = mul_sum_i8_pairs_float::<VNNI>(X::qx(xb), load256(yb.add(Q8_0_QS)));
+            acc = _mm256_fmadd_ps(d, q, acc);
+        }
+        hsum_float_8(acc)
     }
-    hsum_float_8(acc)
 }
 
 /// [`x_q8_0`] for a tile of `M` weight rows and `N` activation rows: every output has
@@ -222,25 +254,29 @@ pub(super) unsafe fn x_q8_0_tile<
     y: [*const u8; N],
     out: &mut [[f32; N]; M],
 ) {
-    let mut acc = [[_mm256_setzero_ps(); N]; M];
-    for ib in 0..nb {
-        let yb = y.map(|y| blk::<BlockQ8_0>(y, ib));
-        let qy = yb.map(|yb| load256(yb.add(Q8_0_QS)));
-        let dy = yb.map(|yb| _mm256_set1_ps(f16_at(yb)));
-        for (acc, x) in acc.iter_mut().zip(x) {
-            let xb = blk::<X>(x, ib);
-            let (qx, dx) = (X::qx(xb), _mm256_set1_ps(f16_at(xb)));
-            for j in 0..N {
-                // The broadcast of the product: `x_q8_0`'s `set1(dx * dy)`.
-                let d = _mm256_mul_ps(dx, dy[j]);
-                let q = mul_sum_i8_pairs_float::<VNNI>(qx, qy[j]);
-                acc[j] = _mm256_fmadd_ps(d, q, acc[j]);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); N]; M];
+        for ib in 0..nb {
+            let yb = y.map(|y| blk::<BlockQ8_0>(y, ib));
+            let qy = yb.map(|yb| load256(yb.add(Q8_0_QS)));
+            let dy = yb.map(|yb| _mm256_set1_ps(f16_at(yb)));
+            for (acc, x) in acc.iter_mut().zip(x) {
+                let xb = blk::<X>(x, ib);
+                let (qx, dx) = (X::qx(xb), _mm256_set1_ps(f16_at(xb)));
+                for j in 0..N {
+                    // The broadcast of the product: `x_q8_0`'s `set1(dx * dy)`.
+                    let d = _mm256_mul_ps(dx, dy[j]);
+                    let q = mul_sum_i8_pairs_float::<VNNI>(qx, qy[j]);
+                    acc[j] = _mm256_fmadd_ps(d, q, acc[j]);
+                }
             }
         }
-    }
-    for (out, acc) in out.iter_mut().zip(acc) {
-        for (o, a) in out.iter_mut().zip(acc) {
-            *o = hsum_float_8(a);
+        for (out, acc) in out.iter_mut().zip(acc) {
+            for (o, a) in out.iter_mut().zip(acc) {
+                *o = hsum_float_8(a);
+            }
         }
     }
 }
@@ -249,9 +285,12 @@ pub(super) unsafe fn x_q8_0_tile<
 macro_rules! tile_entry {
     ($x:ty, $vnni:literal, $feat:literal) => {{
         use crate::types::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+        /// # Safety
+        /// Every row of `x` and `y` holds `nb` blocks; the CPU has the features.
         #[target_feature(enable = $feat)]
         unsafe fn k(nb: usize, x: [*const u8; M], y: [*const u8; N], out: &mut [[f32; N]; M]) {
-            crate::quants::dot::avx2::x_q8_0_tile::<$x, $vnni, M, N>(nb, x, y, out)
+            // SAFETY: `k`'s contract, upheld by the closure below.
+            unsafe { crate::quants::dot::avx2::x_q8_0_tile::<$x, $vnni, M, N>(nb, x, y, out) }
         }
         (|n: usize, x: &[&[u8]; M], y: &[&[u8]; N], out: &mut [[f32; N]; M]| {
             let nb = n / <$x as Block>::BLCK;
@@ -312,9 +351,13 @@ pub(super) unsafe fn gemm_tile_kernel<const VNNI: bool>(
 /// SSE enabled in the caller (always on x86-64).
 #[inline(always)]
 unsafe fn prefetch_ahead(xb: *const u8, size: usize) {
-    let first = (64 - xb as usize % 64) % 64;
-    for off in (first..size).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(xb.wrapping_add(ROW_PREFETCH_BYTES + off) as *const i8);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let first = (64 - xb as usize % 64) % 64;
+        for off in (first..size).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(xb.wrapping_add(ROW_PREFETCH_BYTES + off) as *const i8);
+        }
     }
 }
 
@@ -328,18 +371,22 @@ pub(super) unsafe fn x_q8_1<X: UnsignedQuants, const VNNI: bool>(
     x: *const u8,
     y: *const u8,
 ) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut summs = 0f32;
-    for ib in 0..nb {
-        let (xb, yb) = (blk::<X>(x, ib), blk::<BlockQ8_1>(y, ib));
-        prefetch_ahead(xb, <X as Block>::SIZE);
-        // GCC contracts ggml's `summs += m * s` into an FMA.
-        summs = f16_at(xb.add(X::M)).mul_add(f16_at(yb.add(Q8_1_S)), summs);
-        let d0d1 = _mm256_set1_ps(f16_at(xb) * f16_at(yb.add(Q8_1_D)));
-        let xy = mul_sum_us8_pairs_float::<VNNI>(X::qx(xb), load256(yb.add(Q8_1_QS)));
-        acc = _mm256_fmadd_ps(d0d1, xy, acc);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let mut acc = _mm256_setzero_ps();
+        let mut summs = 0f32;
+        for ib in 0..nb {
+            let (xb, yb) = (blk::<X>(x, ib), blk::<BlockQ8_1>(y, ib));
+            prefetch_ahead(xb, <X as Block>::SIZE);
+            // GCC contracts ggml's `summs += m * s` into an FMA.
+            summs = f16_at(xb.add(X::M)).mul_add(f16_at(yb.add(Q8_1_S)), summs);
+            let d0d1 = _mm256_set1_ps(f16_at(xb) * f16_at(yb.add(Q8_1_D)));
+            let xy = mul_sum_us8_pairs_float::<VNNI>(X::qx(xb), load256(yb.add(Q8_1_QS)));
+            acc = _mm256_fmadd_ps(d0d1, xy, acc);
+        }
+        hsum_float_8(acc) + summs
     }
-    hsum_float_8(acc) + summs
 }
 
 /// `ggml_vec_dot_iq4_nl_q8_0`: two blocks per step into two accumulators, then a
@@ -349,46 +396,50 @@ pub(super) unsafe fn x_q8_1<X: UnsignedQuants, const VNNI: bool>(
 /// As [`x_q8_0`].
 #[inline(always)]
 pub(super) unsafe fn iq4_nl_q8_0<const VNNI: bool>(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mone = _mm256_set1_epi16(1);
-    let qs = offset_of!(BlockIq4Nl, qs);
-    let mut accum1 = _mm256_setzero_ps();
-    let mut accum2 = _mm256_setzero_ps();
-    let mut ib = 0;
-    while ib + 1 < nb {
-        let (x1, x2) = (blk::<BlockIq4Nl>(x, ib), blk::<BlockIq4Nl>(x, ib + 1));
-        let (y1, y2) = (blk::<BlockQ8_0>(y, ib), blk::<BlockQ8_0>(y, ib + 1));
-        let q4b_1 = iq4_lookup(load128(x1.add(qs)));
-        let q4b_2 = iq4_lookup(load128(x2.add(qs)));
-        let p_1 = _mm256_madd_epi16(mul_add_epi8(q4b_1, load256(y1.add(Q8_0_QS))), mone);
-        let p_2 = _mm256_madd_epi16(mul_add_epi8(q4b_2, load256(y2.add(Q8_0_QS))), mone);
-        accum1 = _mm256_fmadd_ps(
-            _mm256_set1_ps(f16_at(y1) * f16_at(x1)),
-            _mm256_cvtepi32_ps(p_1),
-            accum1,
-        );
-        accum2 = _mm256_fmadd_ps(
-            _mm256_set1_ps(f16_at(y2) * f16_at(x2)),
-            _mm256_cvtepi32_ps(p_2),
-            accum2,
-        );
-        ib += 2;
-    }
-    let mut sumf = hsum_float_8(_mm256_add_ps(accum1, accum2));
-    if ib < nb {
-        let (xb, yb) = (blk::<BlockIq4Nl>(x, ib), blk::<BlockQ8_0>(y, ib));
-        let d = f16_at(yb) * f16_at(xb);
-        let (mut sumi1, mut sumi2) = (0i32, 0i32);
-        for j in 0..16 {
-            let q = *xb.add(qs + j);
-            sumi1 += *(yb.add(Q8_0_QS + j) as *const i8) as i32
-                * KVALUES_IQ4NL[(q & 0xf) as usize] as i32;
-            sumi2 += *(yb.add(Q8_0_QS + j + 16) as *const i8) as i32
-                * KVALUES_IQ4NL[(q >> 4) as usize] as i32;
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let mone = _mm256_set1_epi16(1);
+        let qs = offset_of!(BlockIq4Nl, qs);
+        let mut accum1 = _mm256_setzero_ps();
+        let mut accum2 = _mm256_setzero_ps();
+        let mut ib = 0;
+        while ib + 1 < nb {
+            let (x1, x2) = (blk::<BlockIq4Nl>(x, ib), blk::<BlockIq4Nl>(x, ib + 1));
+            let (y1, y2) = (blk::<BlockQ8_0>(y, ib), blk::<BlockQ8_0>(y, ib + 1));
+            let q4b_1 = iq4_lookup(load128(x1.add(qs)));
+            let q4b_2 = iq4_lookup(load128(x2.add(qs)));
+            let p_1 = _mm256_madd_epi16(mul_add_epi8(q4b_1, load256(y1.add(Q8_0_QS))), mone);
+            let p_2 = _mm256_madd_epi16(mul_add_epi8(q4b_2, load256(y2.add(Q8_0_QS))), mone);
+            accum1 = _mm256_fmadd_ps(
+                _mm256_set1_ps(f16_at(y1) * f16_at(x1)),
+                _mm256_cvtepi32_ps(p_1),
+                accum1,
+            );
+            accum2 = _mm256_fmadd_ps(
+                _mm256_set1_ps(f16_at(y2) * f16_at(x2)),
+                _mm256_cvtepi32_ps(p_2),
+                accum2,
+            );
+            ib += 2;
         }
-        // GCC contracts ggml's `sumf += d * (sumi1 + sumi2)` into an FMA.
-        sumf = d.mul_add((sumi1 + sumi2) as f32, sumf);
+        let mut sumf = hsum_float_8(_mm256_add_ps(accum1, accum2));
+        if ib < nb {
+            let (xb, yb) = (blk::<BlockIq4Nl>(x, ib), blk::<BlockQ8_0>(y, ib));
+            let d = f16_at(yb) * f16_at(xb);
+            let (mut sumi1, mut sumi2) = (0i32, 0i32);
+            for j in 0..16 {
+                let q = *xb.add(qs + j);
+                sumi1 += *(yb.add(Q8_0_QS + j) as *const i8) as i32
+                    * KVALUES_IQ4NL[(q & 0xf) as usize] as i32;
+                sumi2 += *(yb.add(Q8_0_QS + j + 16) as *const i8) as i32
+                    * KVALUES_IQ4NL[(q >> 4) as usize] as i32;
+            }
+            // GCC contracts ggml's `sumf += d * (sumi1 + sumi2)` into an FMA.
+            sumf = d.mul_add((sumi1 + sumi2) as f32, sumf);
+        }
+        sumf
     }
-    sumf
 }
 
 /// `ggml_vec_dot_q2_K_q8_K`.
@@ -397,63 +448,71 @@ pub(super) unsafe fn iq4_nl_q8_0<const VNNI: bool>(nb: usize, x: *const u8, y: *
 /// As [`x_q8_0`].
 #[inline(always)]
 pub(super) unsafe fn q2_k_q8_k<const VNNI: bool>(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let m3 = _mm256_set1_epi8(3);
-    let m4 = _mm_set1_epi8(0xF);
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (blk::<BlockQ2K>(x, i), blk::<BlockQ8K>(y, i));
-        prefetch_ahead(xb, <BlockQ2K as Block>::SIZE);
-        let yd = f32_at(yb);
-        let d = yd * f16_at(xb.add(offset_of!(BlockQ2K, d)));
-        let dmin = -yd * f16_at(xb.add(offset_of!(BlockQ2K, dmin)));
-        let mut q2 = xb.add(offset_of!(BlockQ2K, qs));
-        let mut q8 = yb.add(Q8K_QS);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let m3 = _mm256_set1_epi8(3);
+        let m4 = _mm_set1_epi8(0xF);
+        let mut acc = _mm256_setzero_ps();
+        for i in 0..nb {
+            let (xb, yb) = (blk::<BlockQ2K>(x, i), blk::<BlockQ8K>(y, i));
+            prefetch_ahead(xb, <BlockQ2K as Block>::SIZE);
+            let yd = f32_at(yb);
+            let d = yd * f16_at(xb.add(offset_of!(BlockQ2K, d)));
+            let dmin = -yd * f16_at(xb.add(offset_of!(BlockQ2K, dmin)));
+            let mut q2 = xb.add(offset_of!(BlockQ2K, qs));
+            let mut q8 = yb.add(Q8K_QS);
 
-        let mins_and_scales = load128(xb.add(offset_of!(BlockQ2K, scales)));
-        let scales8 = _mm_and_si128(mins_and_scales, m4);
-        let mins8 = _mm_and_si128(_mm_srli_epi16::<4>(mins_and_scales), m4);
-        let mins = _mm256_cvtepi8_epi16(mins8);
-        let prod = _mm256_madd_epi16(mins, load256(yb.add(Q8K_BSUMS)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
+            let mins_and_scales = load128(xb.add(offset_of!(BlockQ2K, scales)));
+            let scales8 = _mm_and_si128(mins_and_scales, m4);
+            let mins8 = _mm_and_si128(_mm_srli_epi16::<4>(mins_and_scales), m4);
+            let mins = _mm256_cvtepi8_epi16(mins8);
+            let prod = _mm256_madd_epi16(mins, load256(yb.add(Q8K_BSUMS)));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
 
-        let all_scales = _mm256_cvtepi8_epi16(scales8);
-        let l_scales = _mm256_extracti128_si256::<0>(all_scales);
-        let h_scales = _mm256_extracti128_si256::<1>(all_scales);
-        let scales = [set_m128i(l_scales, l_scales), set_m128i(h_scales, h_scales)];
+            let all_scales = _mm256_cvtepi8_epi16(scales8);
+            let l_scales = _mm256_extracti128_si256::<0>(all_scales);
+            let h_scales = _mm256_extracti128_si256::<1>(all_scales);
+            let scales = [set_m128i(l_scales, l_scales), set_m128i(h_scales, h_scales)];
 
-        let mut sumi = _mm256_setzero_si256();
-        for sc in scales {
-            let q2bits = load256(q2);
-            q2 = q2.add(32);
-            let q8_0 = load256(q8);
-            let q8_1 = load256(q8.add(32));
-            let q8_2 = load256(q8.add(64));
-            let q8_3 = load256(q8.add(96));
-            q8 = q8.add(128);
+            let mut sumi = _mm256_setzero_si256();
+            for sc in scales {
+                let q2bits = load256(q2);
+                q2 = q2.add(32);
+                let q8_0 = load256(q8);
+                let q8_1 = load256(q8.add(32));
+                let q8_2 = load256(q8.add(64));
+                let q8_3 = load256(q8.add(96));
+                q8 = q8.add(128);
 
-            let q2_0 = _mm256_and_si256(q2bits, m3);
-            let q2_1 = _mm256_and_si256(_mm256_srli_epi16::<2>(q2bits), m3);
-            let q2_2 = _mm256_and_si256(_mm256_srli_epi16::<4>(q2bits), m3);
-            let q2_3 = _mm256_and_si256(_mm256_srli_epi16::<6>(q2bits), m3);
+                let q2_0 = _mm256_and_si256(q2bits, m3);
+                let q2_1 = _mm256_and_si256(_mm256_srli_epi16::<2>(q2bits), m3);
+                let q2_2 = _mm256_and_si256(_mm256_srli_epi16::<4>(q2bits), m3);
+                let q2_3 = _mm256_and_si256(_mm256_srli_epi16::<6>(q2bits), m3);
 
-            let p0 = _mm256_maddubs_epi16(q2_0, q8_0);
-            let p1 = _mm256_maddubs_epi16(q2_1, q8_1);
-            let p2 = _mm256_maddubs_epi16(q2_2, q8_2);
-            let p3 = _mm256_maddubs_epi16(q2_3, q8_3);
+                let p0 = _mm256_maddubs_epi16(q2_0, q8_0);
+                let p1 = _mm256_maddubs_epi16(q2_1, q8_1);
+                let p2 = _mm256_maddubs_epi16(q2_2, q8_2);
+                let p3 = _mm256_maddubs_epi16(q2_3, q8_3);
 
-            let p0 = _mm256_madd_epi16(_mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 0)), p0);
-            let p1 = _mm256_madd_epi16(_mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 1)), p1);
-            let p2 = _mm256_madd_epi16(_mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 2)), p2);
-            let p3 = _mm256_madd_epi16(_mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 3)), p3);
+                let p0 =
+                    _mm256_madd_epi16(_mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 0)), p0);
+                let p1 =
+                    _mm256_madd_epi16(_mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 1)), p1);
+                let p2 =
+                    _mm256_madd_epi16(_mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 2)), p2);
+                let p3 =
+                    _mm256_madd_epi16(_mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 3)), p3);
 
-            sumi = _mm256_add_epi32(
-                sumi,
-                _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)),
-            );
+                sumi = _mm256_add_epi32(
+                    sumi,
+                    _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)),
+                );
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        hsum_float_8(acc)
     }
-    hsum_float_8(acc)
 }
 
 /// `ggml_vec_dot_q3_K_q8_K`.
@@ -462,87 +521,91 @@ pub(super) unsafe fn q2_k_q8_k<const VNNI: bool>(nb: usize, x: *const u8, y: *co
 /// As [`x_q8_0`].
 #[inline(always)]
 pub(super) unsafe fn q3_k_q8_k<const VNNI: bool>(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let m3 = _mm256_set1_epi8(3);
-    let m32 = _mm_set1_epi8(32);
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (blk::<BlockQ3K>(x, i), blk::<BlockQ8K>(y, i));
-        prefetch_ahead(xb, <BlockQ3K as Block>::SIZE);
-        let d = f32_at(yb) * f16_at(xb.add(offset_of!(BlockQ3K, d)));
-        let mut q3 = xb.add(offset_of!(BlockQ3K, qs));
-        let mut q8 = yb.add(Q8K_QS);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let m3 = _mm256_set1_epi8(3);
+        let m32 = _mm_set1_epi8(32);
+        let mut acc = _mm256_setzero_ps();
+        for i in 0..nb {
+            let (xb, yb) = (blk::<BlockQ3K>(x, i), blk::<BlockQ8K>(y, i));
+            prefetch_ahead(xb, <BlockQ3K as Block>::SIZE);
+            let d = f32_at(yb) * f16_at(xb.add(offset_of!(BlockQ3K, d)));
+            let mut q3 = xb.add(offset_of!(BlockQ3K, qs));
+            let mut q8 = yb.add(Q8K_QS);
 
-        let raw: [u8; 12] =
-            (xb.add(offset_of!(BlockQ3K, scales)) as *const [u8; 12]).read_unaligned();
-        let scales128 = _mm_sub_epi8(load128(q3k_scales(&raw).as_ptr()), m32);
-        let all_scales = _mm256_cvtepi8_epi16(scales128);
-        let l_scales = _mm256_extracti128_si256::<0>(all_scales);
-        let h_scales = _mm256_extracti128_si256::<1>(all_scales);
-        let scales = [set_m128i(l_scales, l_scales), set_m128i(h_scales, h_scales)];
+            let raw: [u8; 12] =
+                (xb.add(offset_of!(BlockQ3K, scales)) as *const [u8; 12]).read_unaligned();
+            let scales128 = _mm_sub_epi8(load128(q3k_scales(&raw).as_ptr()), m32);
+            let all_scales = _mm256_cvtepi8_epi16(scales128);
+            let l_scales = _mm256_extracti128_si256::<0>(all_scales);
+            let h_scales = _mm256_extracti128_si256::<1>(all_scales);
+            let scales = [set_m128i(l_scales, l_scales), set_m128i(h_scales, h_scales)];
 
-        let hbits = load256(xb.add(offset_of!(BlockQ3K, hmask)));
+            let hbits = load256(xb.add(offset_of!(BlockQ3K, hmask)));
 
-        let mut sumi = _mm256_setzero_si256();
-        for (j, sc) in scales.into_iter().enumerate() {
-            let q3bits = load256(q3);
-            q3 = q3.add(32);
-            let bit = 4 * j as u32;
-            let q3l_0 = _mm256_and_si256(q3bits, m3);
-            let q3l_1 = _mm256_and_si256(_mm256_srli_epi16::<2>(q3bits), m3);
-            let q3l_2 = _mm256_and_si256(_mm256_srli_epi16::<4>(q3bits), m3);
-            let q3l_3 = _mm256_and_si256(_mm256_srli_epi16::<6>(q3bits), m3);
+            let mut sumi = _mm256_setzero_si256();
+            for (j, sc) in scales.into_iter().enumerate() {
+                let q3bits = load256(q3);
+                q3 = q3.add(32);
+                let bit = 4 * j as u32;
+                let q3l_0 = _mm256_and_si256(q3bits, m3);
+                let q3l_1 = _mm256_and_si256(_mm256_srli_epi16::<2>(q3bits), m3);
+                let q3l_2 = _mm256_and_si256(_mm256_srli_epi16::<4>(q3bits), m3);
+                let q3l_3 = _mm256_and_si256(_mm256_srli_epi16::<6>(q3bits), m3);
 
-            let q8_0 = load256(q8);
-            let q8_1 = load256(q8.add(32));
-            let q8_2 = load256(q8.add(64));
-            let q8_3 = load256(q8.add(96));
-            q8 = q8.add(128);
+                let q8_0 = load256(q8);
+                let q8_1 = load256(q8.add(32));
+                let q8_2 = load256(q8.add(64));
+                let q8_3 = load256(q8.add(96));
+                q8 = q8.add(128);
 
-            let p16_0 = _mm256_sub_epi16(
-                _mm256_maddubs_epi16(q3l_0, q8_0),
-                _mm256_maddubs_epi16(q3h(hbits, bit), q8_0),
-            );
-            let p16_1 = _mm256_sub_epi16(
-                _mm256_maddubs_epi16(q3l_1, q8_1),
-                _mm256_maddubs_epi16(q3h(hbits, bit + 1), q8_1),
-            );
-            let p16_2 = _mm256_sub_epi16(
-                _mm256_maddubs_epi16(q3l_2, q8_2),
-                _mm256_maddubs_epi16(q3h(hbits, bit + 2), q8_2),
-            );
-            let p16_3 = _mm256_sub_epi16(
-                _mm256_maddubs_epi16(q3l_3, q8_3),
-                _mm256_maddubs_epi16(q3h(hbits, bit + 3), q8_3),
-            );
+                let p16_0 = _mm256_sub_epi16(
+                    _mm256_maddubs_epi16(q3l_0, q8_0),
+                    _mm256_maddubs_epi16(q3h(hbits, bit), q8_0),
+                );
+                let p16_1 = _mm256_sub_epi16(
+                    _mm256_maddubs_epi16(q3l_1, q8_1),
+                    _mm256_maddubs_epi16(q3h(hbits, bit + 1), q8_1),
+                );
+                let p16_2 = _mm256_sub_epi16(
+                    _mm256_maddubs_epi16(q3l_2, q8_2),
+                    _mm256_maddubs_epi16(q3h(hbits, bit + 2), q8_2),
+                );
+                let p16_3 = _mm256_sub_epi16(
+                    _mm256_maddubs_epi16(q3l_3, q8_3),
+                    _mm256_maddubs_epi16(q3h(hbits, bit + 3), q8_3),
+                );
 
-            let p16_0 = _mm256_madd_epi16(
-                _mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 0)),
-                p16_0,
-            );
-            let p16_1 = _mm256_madd_epi16(
-                _mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 1)),
-                p16_1,
-            );
-            let p16_2 = _mm256_madd_epi16(
-                _mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 2)),
-                p16_2,
-            );
-            let p16_3 = _mm256_madd_epi16(
-                _mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 3)),
-                p16_3,
-            );
+                let p16_0 = _mm256_madd_epi16(
+                    _mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 0)),
+                    p16_0,
+                );
+                let p16_1 = _mm256_madd_epi16(
+                    _mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 1)),
+                    p16_1,
+                );
+                let p16_2 = _mm256_madd_epi16(
+                    _mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 2)),
+                    p16_2,
+                );
+                let p16_3 = _mm256_madd_epi16(
+                    _mm256_shuffle_epi8(sc, shuffle256(&K_SHUFFLE_Q3K, 3)),
+                    p16_3,
+                );
 
-            sumi = _mm256_add_epi32(
-                sumi,
-                _mm256_add_epi32(
-                    _mm256_add_epi32(p16_0, p16_1),
-                    _mm256_add_epi32(p16_2, p16_3),
-                ),
-            );
+                sumi = _mm256_add_epi32(
+                    sumi,
+                    _mm256_add_epi32(
+                        _mm256_add_epi32(p16_0, p16_1),
+                        _mm256_add_epi32(p16_2, p16_3),
+                    ),
+                );
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        hsum_float_8(acc)
     }
-    hsum_float_8(acc)
 }
 
 /// 4 where bit `bit` of each `hmask` byte is clear (ggml subtracts 4 there), else 0.
@@ -551,9 +614,13 @@ pub(super) unsafe fn q3_k_q8_k<const VNNI: bool>(nb: usize, x: *const u8, y: *co
 /// AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn q3h(hbits: __m256i, bit: u32) -> __m256i {
-    let m = _mm256_set1_epi8((1u8 << bit) as i8);
-    let clear = _mm256_cmpeq_epi8(_mm256_and_si256(hbits, m), _mm256_setzero_si256());
-    _mm256_and_si256(clear, _mm256_set1_epi8(4))
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let m = _mm256_set1_epi8((1u8 << bit) as i8);
+        let clear = _mm256_cmpeq_epi8(_mm256_and_si256(hbits, m), _mm256_setzero_si256());
+        _mm256_and_si256(clear, _mm256_set1_epi8(4))
+    }
 }
 
 /// 16 where bit `bit` of each `qh` byte is set, else 0.
@@ -562,11 +629,15 @@ unsafe fn q3h(hbits: __m256i, bit: u32) -> __m256i {
 /// AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn q5h(hbits: __m256i, bit: u32) -> __m256i {
-    let m = _mm256_set1_epi8((1u8 << bit) as i8);
-    _mm256_and_si256(
-        _mm256_cmpeq_epi8(_mm256_and_si256(hbits, m), m),
-        _mm256_set1_epi8(16),
-    )
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let m = _mm256_set1_epi8((1u8 << bit) as i8);
+        _mm256_and_si256(
+            _mm256_cmpeq_epi8(_mm256_and_si256(hbits, m), m),
+            _mm256_set1_epi8(16),
+        )
+    }
 }
 
 /// Q6_K scales `2k` and `2k+1`, 8 i16 lanes each.
@@ -575,7 +646,9 @@ unsafe fn q5h(hbits: __m256i, bit: u32) -> __m256i {
 /// `k < 8`; AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn q6k_scale(scales: __m128i, k: usize) -> __m256i {
-    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, shuffle128(&K_SHUFFLE, k)))
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe { _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, shuffle128(&K_SHUFFLE, k))) }
 }
 
 /// 16 packed IQ4 nibbles to 32 table values (`kvalues_iq4nl`), low nibbles first.
@@ -584,12 +657,16 @@ unsafe fn q6k_scale(scales: __m128i, k: usize) -> __m256i {
 /// AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn iq4_lookup(q4bits: __m128i) -> __m256i {
-    let values128 = load128(KVALUES_IQ4NL.as_ptr() as *const u8);
-    let m4b = _mm_set1_epi8(0x0f);
-    set_m128i(
-        _mm_shuffle_epi8(values128, _mm_and_si128(_mm_srli_epi16::<4>(q4bits), m4b)),
-        _mm_shuffle_epi8(values128, _mm_and_si128(q4bits, m4b)),
-    )
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let values128 = load128(KVALUES_IQ4NL.as_ptr() as *const u8);
+        let m4b = _mm_set1_epi8(0x0f);
+        set_m128i(
+            _mm_shuffle_epi8(values128, _mm_and_si128(_mm_srli_epi16::<4>(q4bits), m4b)),
+            _mm_shuffle_epi8(values128, _mm_and_si128(q4bits, m4b)),
+        )
+    }
 }
 
 /// The 8 scales and 8 mins of a Q4_K / Q5_K block as 16 i16 lanes (scales first).
@@ -598,12 +675,16 @@ unsafe fn iq4_lookup(q4bits: __m128i) -> __m256i {
 /// `p` must be readable for 12 bytes; AVX2 enabled in the caller.
 #[inline(always)]
 unsafe fn mins_and_scales_k4(p: *const u8) -> __m256i {
-    let raw: [u8; K_SCALE_SIZE] = (p as *const [u8; K_SCALE_SIZE]).read_unaligned();
-    let mut sm = [0u8; 16];
-    for j in 0..8 {
-        (sm[j], sm[8 + j]) = get_scale_min_k4(j, &raw);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let raw: [u8; K_SCALE_SIZE] = (p as *const [u8; K_SCALE_SIZE]).read_unaligned();
+        let mut sm = [0u8; 16];
+        for j in 0..8 {
+            (sm[j], sm[8 + j]) = get_scale_min_k4(j, &raw);
+        }
+        _mm256_cvtepu8_epi16(load128(sm.as_ptr()))
     }
-    _mm256_cvtepu8_epi16(load128(sm.as_ptr()))
 }
 
 /// What differs between ggml's Q4_K and Q5_K AVX2 kernels.
@@ -629,11 +710,15 @@ impl K4Quants for BlockQ4K {
     const MINS_IN_LANES: bool = true;
     #[inline(always)]
     unsafe fn quants(xb: *const u8, j: usize) -> (__m256i, __m256i) {
-        let m4 = _mm256_set1_epi8(0xF);
-        let q4bits = load256(xb.add(offset_of!(BlockQ4K, qs) + 32 * j));
-        let q4l = _mm256_and_si256(q4bits, m4);
-        let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4);
-        (q4l, q4h)
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0xF);
+            let q4bits = load256(xb.add(offset_of!(BlockQ4K, qs) + 32 * j));
+            let q4l = _mm256_and_si256(q4bits, m4);
+            let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4);
+            (q4l, q4h)
+        }
     }
 }
 
@@ -644,16 +729,20 @@ impl K4Quants for BlockQ5K {
     const MINS_IN_LANES: bool = false;
     #[inline(always)]
     unsafe fn quants(xb: *const u8, j: usize) -> (__m256i, __m256i) {
-        let m4 = _mm256_set1_epi8(0xF);
-        let hbits = load256(xb.add(offset_of!(BlockQ5K, qh)));
-        let q5bits = load256(xb.add(offset_of!(BlockQ5K, qs) + 32 * j));
-        let bit = 2 * j as u32;
-        let q5_0 = _mm256_add_epi8(_mm256_and_si256(q5bits, m4), q5h(hbits, bit));
-        let q5_1 = _mm256_add_epi8(
-            _mm256_and_si256(_mm256_srli_epi16::<4>(q5bits), m4),
-            q5h(hbits, bit + 1),
-        );
-        (q5_0, q5_1)
+        // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+        // pointer access below.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0xF);
+            let hbits = load256(xb.add(offset_of!(BlockQ5K, qh)));
+            let q5bits = load256(xb.add(offset_of!(BlockQ5K, qs) + 32 * j));
+            let bit = 2 * j as u32;
+            let q5_0 = _mm256_add_epi8(_mm256_and_si256(q5bits, m4), q5h(hbits, bit));
+            let q5_1 = _mm256_add_epi8(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(q5bits), m4),
+                q5h(hbits, bit + 1),
+            );
+            (q5_0, q5_1)
+        }
     }
 }
 
@@ -667,54 +756,58 @@ pub(super) unsafe fn k4_q8_k<X: K4Quants, const VNNI: bool>(
     x: *const u8,
     y: *const u8,
 ) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_m = _mm_setzero_ps();
-    let mut summs = 0f32;
-    for i in 0..nb {
-        let (xb, yb) = (blk::<X>(x, i), blk::<BlockQ8K>(y, i));
-        prefetch_ahead(xb, <X as Block>::SIZE);
-        let yd = f32_at(yb);
-        let d = yd * f16_at(xb.add(X::D));
-        let dmin = -yd * f16_at(xb.add(X::DMIN));
-        let mins_and_scales = mins_and_scales_k4(xb.add(X::SCALES));
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let mut acc = _mm256_setzero_ps();
+        let mut acc_m = _mm_setzero_ps();
+        let mut summs = 0f32;
+        for i in 0..nb {
+            let (xb, yb) = (blk::<X>(x, i), blk::<BlockQ8K>(y, i));
+            prefetch_ahead(xb, <X as Block>::SIZE);
+            let yd = f32_at(yb);
+            let d = yd * f16_at(xb.add(X::D));
+            let dmin = -yd * f16_at(xb.add(X::DMIN));
+            let mins_and_scales = mins_and_scales_k4(xb.add(X::SCALES));
 
-        let q8sums = load256(yb.add(Q8K_BSUMS));
-        let q8s = _mm_hadd_epi16(
-            _mm256_extracti128_si256::<0>(q8sums),
-            _mm256_extracti128_si256::<1>(q8sums),
-        );
-        let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
+            let q8sums = load256(yb.add(Q8K_BSUMS));
+            let q8s = _mm_hadd_epi16(
+                _mm256_extracti128_si256::<0>(q8sums),
+                _mm256_extracti128_si256::<1>(q8sums),
+            );
+            let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
+            if X::MINS_IN_LANES {
+                acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+            } else {
+                let zero = _mm_setzero_si128();
+                let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, zero), zero);
+                // GCC contracts ggml's `summs += dmin * hsum` into an FMA.
+                summs = dmin.mul_add(_mm_cvtsi128_si32(hsum) as f32, summs);
+            }
+
+            let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
+            let scales = set_m128i(sc128, sc128);
+            let q8 = yb.add(Q8K_QS);
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..QK_K / 64 {
+                let scale_l = _mm256_shuffle_epi8(scales, shuffle256(&K_SHUFFLE_K4, 2 * j));
+                let scale_h = _mm256_shuffle_epi8(scales, shuffle256(&K_SHUFFLE_K4, 2 * j + 1));
+                let (ql, qh) = X::quants(xb, j);
+                let p16l = _mm256_maddubs_epi16(ql, load256(q8.add(64 * j)));
+                let p16h = _mm256_maddubs_epi16(qh, load256(q8.add(64 * j + 32)));
+                let p16l = _mm256_madd_epi16(scale_l, p16l);
+                let p16h = _mm256_madd_epi16(scale_h, p16h);
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
         if X::MINS_IN_LANES {
-            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+            acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+            acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+            hsum_float_8(acc) + _mm_cvtss_f32(acc_m)
         } else {
-            let zero = _mm_setzero_si128();
-            let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, zero), zero);
-            // GCC contracts ggml's `summs += dmin * hsum` into an FMA.
-            summs = dmin.mul_add(_mm_cvtsi128_si32(hsum) as f32, summs);
+            hsum_float_8(acc) + summs
         }
-
-        let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
-        let scales = set_m128i(sc128, sc128);
-        let q8 = yb.add(Q8K_QS);
-        let mut sumi = _mm256_setzero_si256();
-        for j in 0..QK_K / 64 {
-            let scale_l = _mm256_shuffle_epi8(scales, shuffle256(&K_SHUFFLE_K4, 2 * j));
-            let scale_h = _mm256_shuffle_epi8(scales, shuffle256(&K_SHUFFLE_K4, 2 * j + 1));
-            let (ql, qh) = X::quants(xb, j);
-            let p16l = _mm256_maddubs_epi16(ql, load256(q8.add(64 * j)));
-            let p16h = _mm256_maddubs_epi16(qh, load256(q8.add(64 * j + 32)));
-            let p16l = _mm256_madd_epi16(scale_l, p16l);
-            let p16h = _mm256_madd_epi16(scale_h, p16h);
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    if X::MINS_IN_LANES {
-        acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-        acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-        hsum_float_8(acc) + _mm_cvtss_f32(acc_m)
-    } else {
-        hsum_float_8(acc) + summs
     }
 }
 
@@ -724,65 +817,71 @@ pub(super) unsafe fn k4_q8_k<X: K4Quants, const VNNI: bool>(
 /// As [`x_q8_0`].
 #[inline(always)]
 pub(super) unsafe fn q6_k_q8_k<const VNNI: bool>(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let m3 = _mm256_set1_epi8(3);
-    let m15 = _mm256_set1_epi8(15);
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (blk::<BlockQ6K>(x, i), blk::<BlockQ8K>(y, i));
-        prefetch_ahead(xb, <BlockQ6K as Block>::SIZE);
-        let d = f32_at(yb) * f16_at(xb.add(offset_of!(BlockQ6K, d)));
-        let mut q4 = xb.add(offset_of!(BlockQ6K, ql));
-        let mut qh = xb.add(offset_of!(BlockQ6K, qh));
-        let mut q8 = yb.add(Q8K_QS);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let m3 = _mm256_set1_epi8(3);
+        let m15 = _mm256_set1_epi8(15);
+        let mut acc = _mm256_setzero_ps();
+        for i in 0..nb {
+            let (xb, yb) = (blk::<BlockQ6K>(x, i), blk::<BlockQ8K>(y, i));
+            prefetch_ahead(xb, <BlockQ6K as Block>::SIZE);
+            let d = f32_at(yb) * f16_at(xb.add(offset_of!(BlockQ6K, d)));
+            let mut q4 = xb.add(offset_of!(BlockQ6K, ql));
+            let mut qh = xb.add(offset_of!(BlockQ6K, qh));
+            let mut q8 = yb.add(Q8K_QS);
 
-        let q8sums = load256(yb.add(Q8K_BSUMS));
-        let scales = load128(xb.add(offset_of!(BlockQ6K, scales)));
-        let scales_16 = _mm256_cvtepi8_epi16(scales);
-        let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(q8sums, scales_16));
+            let q8sums = load256(yb.add(Q8K_BSUMS));
+            let scales = load128(xb.add(offset_of!(BlockQ6K, scales)));
+            let scales_16 = _mm256_cvtepi8_epi16(scales);
+            let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(q8sums, scales_16));
 
-        let mut sumi = _mm256_setzero_si256();
-        for j in 0..QK_K / 128 {
-            let q4bits1 = load256(q4);
-            let q4bits2 = load256(q4.add(32));
-            let q4bits_h = load256(qh);
-            q4 = q4.add(64);
-            qh = qh.add(32);
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..QK_K / 128 {
+                let q4bits1 = load256(q4);
+                let q4bits2 = load256(q4.add(32));
+                let q4bits_h = load256(qh);
+                q4 = q4.add(64);
+                qh = qh.add(32);
 
-            let q4h_0 = _mm256_slli_epi16::<4>(_mm256_and_si256(q4bits_h, m3));
-            let q4h_1 = _mm256_slli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(12)));
-            let q4h_2 = _mm256_and_si256(q4bits_h, _mm256_set1_epi8(48));
-            let q4h_3 = _mm256_srli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(-64)));
+                let q4h_0 = _mm256_slli_epi16::<4>(_mm256_and_si256(q4bits_h, m3));
+                let q4h_1 =
+                    _mm256_slli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(12)));
+                let q4h_2 = _mm256_and_si256(q4bits_h, _mm256_set1_epi8(48));
+                let q4h_3 =
+                    _mm256_srli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(-64)));
 
-            let q4_0 = _mm256_or_si256(_mm256_and_si256(q4bits1, m15), q4h_0);
-            let q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m15), q4h_1);
-            let q4_2 = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits1), m15),
-                q4h_2,
-            );
-            let q4_3 = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits2), m15),
-                q4h_3,
-            );
+                let q4_0 = _mm256_or_si256(_mm256_and_si256(q4bits1, m15), q4h_0);
+                let q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m15), q4h_1);
+                let q4_2 = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits1), m15),
+                    q4h_2,
+                );
+                let q4_3 = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits2), m15),
+                    q4h_3,
+                );
 
-            let p16_0 = _mm256_maddubs_epi16(q4_0, load256(q8));
-            let p16_1 = _mm256_maddubs_epi16(q4_1, load256(q8.add(32)));
-            let p16_2 = _mm256_maddubs_epi16(q4_2, load256(q8.add(64)));
-            let p16_3 = _mm256_maddubs_epi16(q4_3, load256(q8.add(96)));
-            q8 = q8.add(128);
+                let p16_0 = _mm256_maddubs_epi16(q4_0, load256(q8));
+                let p16_1 = _mm256_maddubs_epi16(q4_1, load256(q8.add(32)));
+                let p16_2 = _mm256_maddubs_epi16(q4_2, load256(q8.add(64)));
+                let p16_3 = _mm256_maddubs_epi16(q4_3, load256(q8.add(96)));
+                q8 = q8.add(128);
 
-            let is = 4 * j;
-            let p16_0 = _mm256_madd_epi16(q6k_scale(scales, is), p16_0);
-            let p16_1 = _mm256_madd_epi16(q6k_scale(scales, is + 1), p16_1);
-            let p16_2 = _mm256_madd_epi16(q6k_scale(scales, is + 2), p16_2);
-            let p16_3 = _mm256_madd_epi16(q6k_scale(scales, is + 3), p16_3);
+                let is = 4 * j;
+                let p16_0 = _mm256_madd_epi16(q6k_scale(scales, is), p16_0);
+                let p16_1 = _mm256_madd_epi16(q6k_scale(scales, is + 1), p16_1);
+                let p16_2 = _mm256_madd_epi16(q6k_scale(scales, is + 2), p16_2);
+                let p16_3 = _mm256_madd_epi16(q6k_scale(scales, is + 3), p16_3);
 
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16_0, p16_1));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16_2, p16_3));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16_0, p16_1));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16_2, p16_3));
+            }
+            let sumi = _mm256_sub_epi32(sumi, q8sclsub);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
-        let sumi = _mm256_sub_epi32(sumi, q8sclsub);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        hsum_float_8(acc)
     }
-    hsum_float_8(acc)
 }
 
 /// `ggml_vec_dot_iq4_xs_q8_K`.
@@ -791,36 +890,40 @@ pub(super) unsafe fn q6_k_q8_k<const VNNI: bool>(nb: usize, x: *const u8, y: *co
 /// As [`x_q8_0`].
 #[inline(always)]
 pub(super) unsafe fn iq4_xs_q8_k<const VNNI: bool>(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mut accum = _mm256_setzero_ps();
-    for ibl in 0..nb {
-        let (xb, yb) = (blk::<BlockIq4Xs>(x, ibl), blk::<BlockQ8K>(y, ibl));
-        prefetch_ahead(xb, <BlockIq4Xs as Block>::SIZE);
-        let mut qs = xb.add(offset_of!(BlockIq4Xs, qs));
-        let mut q8 = yb.add(Q8K_QS);
-        let scales_l = xb.add(offset_of!(BlockIq4Xs, scales_l));
-        let mut sh = (xb.add(offset_of!(BlockIq4Xs, scales_h)) as *const u16).read_unaligned();
-        let mut sumi1 = _mm256_setzero_si256();
-        let mut sumi2 = _mm256_setzero_si256();
-        for ib in (0..QK_K / 32).step_by(2) {
-            let q4b_1 = iq4_lookup(load128(qs));
-            let q4b_2 = iq4_lookup(load128(qs.add(16)));
-            qs = qs.add(32);
-            let p16_1 = mul_add_epi8(q4b_1, load256(q8));
-            let p16_2 = mul_add_epi8(q4b_2, load256(q8.add(32)));
-            q8 = q8.add(64);
-            let sl = *scales_l.add(ib / 2);
-            let ls1 = ((sl & 0xf) as i16 | ((sh << 4) & 0x30) as i16) - 32;
-            let ls2 = ((sl >> 4) as i16 | ((sh << 2) & 0x30) as i16) - 32;
-            sh >>= 4;
-            sumi1 = _mm256_add_epi32(_mm256_madd_epi16(p16_1, _mm256_set1_epi16(ls1)), sumi1);
-            sumi2 = _mm256_add_epi32(_mm256_madd_epi16(p16_2, _mm256_set1_epi16(ls2)), sumi2);
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let mut accum = _mm256_setzero_ps();
+        for ibl in 0..nb {
+            let (xb, yb) = (blk::<BlockIq4Xs>(x, ibl), blk::<BlockQ8K>(y, ibl));
+            prefetch_ahead(xb, <BlockIq4Xs as Block>::SIZE);
+            let mut qs = xb.add(offset_of!(BlockIq4Xs, qs));
+            let mut q8 = yb.add(Q8K_QS);
+            let scales_l = xb.add(offset_of!(BlockIq4Xs, scales_l));
+            let mut sh = (xb.add(offset_of!(BlockIq4Xs, scales_h)) as *const u16).read_unaligned();
+            let mut sumi1 = _mm256_setzero_si256();
+            let mut sumi2 = _mm256_setzero_si256();
+            for ib in (0..QK_K / 32).step_by(2) {
+                let q4b_1 = iq4_lookup(load128(qs));
+                let q4b_2 = iq4_lookup(load128(qs.add(16)));
+                qs = qs.add(32);
+                let p16_1 = mul_add_epi8(q4b_1, load256(q8));
+                let p16_2 = mul_add_epi8(q4b_2, load256(q8.add(32)));
+                q8 = q8.add(64);
+                let sl = *scales_l.add(ib / 2);
+                let ls1 = ((sl & 0xf) as i16 | ((sh << 4) & 0x30) as i16) - 32;
+                let ls2 = ((sl >> 4) as i16 | ((sh << 2) & 0x30) as i16) - 32;
+                sh >>= 4;
+                sumi1 = _mm256_add_epi32(_mm256_madd_epi16(p16_1, _mm256_set1_epi16(ls1)), sumi1);
+                sumi2 = _mm256_add_epi32(_mm256_madd_epi16(p16_2, _mm256_set1_epi16(ls2)), sumi2);
+            }
+            let d = f16_at(xb) * f32_at(yb);
+            accum = _mm256_fmadd_ps(
+                _mm256_set1_ps(d),
+                _mm256_cvtepi32_ps(_mm256_add_epi32(sumi1, sumi2)),
+                accum,
+            );
         }
-        let d = f16_at(xb) * f32_at(yb);
-        accum = _mm256_fmadd_ps(
-            _mm256_set1_ps(d),
-            _mm256_cvtepi32_ps(_mm256_add_epi32(sumi1, sumi2)),
-            accum,
-        );
+        hsum_float_8(accum)
     }
-    hsum_float_8(accum)
 }

@@ -75,7 +75,10 @@ impl Reference {
                 op if op.is_view() => {}
                 _ => {
                     let src = t.src.map(|s| s.map(|s| memory.read(ctx, s)));
-                    let out = eval(t, &src)?;
+                    let out = eval(t, &src).map_err(|e| match e {
+                        Error::Graph(m) => Error::Graph(format!("node '{}': {m}", ctx.label(id))),
+                        e => e,
+                    })?;
                     memory.write(ctx, id, &out)?;
                 }
             }
@@ -101,13 +104,9 @@ fn load_leaf(ctx: &Context, memory: &mut Memory, id: TensorId) -> Result<()> {
 /// The result of node `t` from its sources' current values, with `t`'s shape.
 fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
     let s = |i: usize| -> Result<&RefTensor> {
-        src[i].as_ref().ok_or_else(|| {
-            Error::Graph(format!(
-                "{} node '{}' lacks source {i}",
-                t.op.name(),
-                t.name
-            ))
-        })
+        src[i]
+            .as_ref()
+            .ok_or_else(|| Error::Graph(format!("{} lacks source {i}", t.op.name())))
     };
     let out = match t.op {
         Op::Cpy | Op::Cont => copy::flat(s(0)?, t.typ, t.ne),
