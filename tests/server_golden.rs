@@ -90,3 +90,33 @@ fn context_shift() {
 fn parallel_four_slots() {
     run_case("parallel-4");
 }
+
+/// The multi-turn case's answer is mostly byte tokens that do not form valid UTF-8:
+/// streamed, incomplete characters are held back across tokens and invalid bytes become
+/// U+FFFD, so the chunks join to the same text.
+#[test]
+fn streamed_byte_tokens_join_to_the_golden_text() {
+    let Some(path) = common::shared_file("golden/server/chat-multiturn-llama.json") else {
+        return;
+    };
+    let case: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let Some(model) = common::shared_file(&format!("models/{}", case["model"].as_str().unwrap()))
+    else {
+        return;
+    };
+    let server = TestServer::start(&model, &["--chat-template", "llama3", "--seed", "1"]);
+    let mut body = case["requests"][0]["body"].clone();
+    body["stream"] = Value::Bool(true);
+    let chunks = server.stream("/v1/chat/completions", &body);
+    let text: String = chunks
+        .iter()
+        .filter(|c| *c != "[DONE]")
+        .map(|c| serde_json::from_str::<Value>(c).unwrap())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(text, case["texts"][0].as_str().unwrap());
+}
