@@ -281,15 +281,7 @@ fn endpoints_answer_in_llama_cpp_and_openai_shapes() {
     assert_eq!(v["stop_type"], "word");
     assert_eq!(v["stopping_word"], "Lily");
     // Streamed, the stop string's start is held back until it is decided, and cut.
-    let chunks = s.stream("/completion", &json!({"prompt": "Once upon a time", "n_predict": 64, "temperature": 0, "stop": ["Lily"], "stream": true}));
-    let parsed: Vec<Value> = chunks
-        .iter()
-        .map(|c| serde_json::from_str(c).unwrap())
-        .collect();
-    let streamed: String = parsed
-        .iter()
-        .map(|c| c["content"].as_str().unwrap().to_string())
-        .collect();
+    let (parsed, streamed) = s.stream_native(&json!({"prompt": "Once upon a time", "n_predict": 64, "temperature": 0, "stop": ["Lily"], "stream": true}));
     assert_eq!(streamed, ", there was a little girl named ");
     assert_eq!(parsed.last().unwrap()["stop_type"], "word");
 
@@ -301,18 +293,9 @@ fn endpoints_answer_in_llama_cpp_and_openai_shapes() {
         )
         .1,
     );
-    let chunks = s.stream(
-        "/completion",
+    let (parsed, streamed) = s.stream_native(
         &json!({"prompt": "The sun was", "n_predict": 24, "temperature": 0, "stream": true}),
     );
-    let parsed: Vec<Value> = chunks
-        .iter()
-        .map(|c| serde_json::from_str(c).unwrap())
-        .collect();
-    let streamed: String = parsed
-        .iter()
-        .map(|c| c["content"].as_str().unwrap().to_string())
-        .collect();
     assert_eq!(streamed, whole);
     assert_eq!(parsed.last().unwrap()["stop"], true);
     let chunks = s.stream(

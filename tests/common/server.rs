@@ -117,6 +117,20 @@ impl TestServer {
 }
 
 impl TestServer {
+    /// Streams a native `/completion` request: the parsed chunks and their joined text.
+    pub fn stream_native(&self, body: &Value) -> (Vec<Value>, String) {
+        let chunks: Vec<Value> = self
+            .stream("/completion", body)
+            .iter()
+            .map(|c| serde_json::from_str(c).unwrap())
+            .collect();
+        let text = chunks
+            .iter()
+            .map(|c| c["content"].as_str().unwrap().to_string())
+            .collect();
+        (chunks, text)
+    }
+
     /// Stops the server as a signal would, waiting for it to end.
     pub fn shutdown(mut self) {
         if let (Some(rt), Some(s)) = (self.rt.take(), self.server.take()) {
