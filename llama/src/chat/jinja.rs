@@ -1,0 +1,320 @@
+//! Rendering a Jinja chat template with `minijinja`, configured to print what
+//! llama.cpp's own Jinja engine (`common/jinja/`) prints: `trim_blocks` and
+//! `lstrip_blocks` on, one trailing newline of the source dropped, `none` and
+//! undefined printed as nothing, booleans as `True`/`False`, and Hugging Face's
+//! helpers (`raise_exception`, `strftime_now`, `tojson` with Python's spacing).
+//! Python's string, list and dict methods come from `minijinja-contrib`'s
+//! `pycompat`. Fuel and a recursion limit make a hostile template fail instead of
+//! running away.
+
+use std::fmt::Write as _;
+use std::io;
+
+use super::json_text::{to_json_text, JsonStyle};
+use super::ChatError;
+use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, State, UndefinedBehavior};
+
+/// Instructions one render may execute before it fails: far more than any real
+/// template needs for a long conversation, few enough to stop a runaway loop in
+/// about a second.
+pub(crate) const FUEL: u64 = 50_000_000;
+/// Nesting depth (macro calls, includes, nested loops) a render may reach.
+const RECURSION_LIMIT: usize = 200;
+/// Largest prompt a render may produce.
+pub(crate) const MAX_OUTPUT_BYTES: usize = 256 << 20;
+/// The name the template is stored under inside the environment.
+const TEMPLATE: &str = "chat_template";
+/// Prefix marking an error raised by the template itself.
+const RAISED: &str = "raise_exception: ";
+
+/// A parsed Jinja chat template, ready to render.
+pub(crate) struct JinjaTemplate {
+    name: String,
+    env: Environment<'static>,
+}
+
+impl std::fmt::Debug for JinjaTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JinjaTemplate")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl JinjaTemplate {
+    /// Parses `source`; `name` appears in errors. Errors: [`ChatError::TemplateSyntax`]
+    /// with the line.
+    pub(crate) fn new(name: &str, source: &str) -> Result<Self, ChatError> {
+        let mut env = environment();
+        env.add_template_owned(TEMPLATE, normalize_source(source))
+            .map_err(|e| to_chat_error(name, &e))?;
+        Ok(JinjaTemplate {
+            name: name.to_string(),
+            env,
+        })
+    }
+
+    /// The name errors use.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Renders with `context` (a map of variables). Errors: [`ChatError::Raised`]
+    /// for `raise_exception`, [`ChatError::TemplateRender`] for anything else
+    /// (unknown filter, type error, fuel or output size exhausted), with the line.
+    pub(crate) fn render(&self, context: &Value) -> Result<String, ChatError> {
+        let tmpl = self
+            .env
+            .get_template(TEMPLATE)
+            .map_err(|e| to_chat_error(&self.name, &e))?;
+        let mut out = CappedWriter(Vec::new());
+        tmpl.render_captured_to(context, &mut out)
+            .map_err(|e| to_chat_error(&self.name, &e))?;
+        String::from_utf8(out.0).map_err(|_| ChatError::TemplateRender {
+            template: self.name.clone(),
+            line: None,
+            detail: "the template produced invalid UTF-8".into(),
+        })
+    }
+}
+
+/// The source as llama.cpp's lexer sees it: `\r\n` and `\r` made `\n`, and Hugging
+/// Face's `{% generation %}` markers (assistant-mask bookkeeping that prints
+/// nothing) made into `{% if true %}`/`{% endif %}` so that lines keep their numbers.
+fn normalize_source(source: &str) -> String {
+    let mut s = source.replace("\r\n", "\n").replace('\r', "\n");
+    for (from, to) in [("endgeneration", "endif"), ("generation", "if true")] {
+        for open in ["{%", "{%-"] {
+            for pad in ["", " "] {
+                for close in ["%}", "-%}"] {
+                    let pat = format!("{open}{pad}{from}{pad}{close}");
+                    if s.contains(&pat) {
+                        s = s.replace(&pat, &format!("{open} {to} {close}"));
+                    }
+                }
+            }
+        }
+    }
+    s
+}
+
+struct CappedWriter(Vec<u8>);
+
+impl io::Write for CappedWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_OUTPUT_BYTES {
+            return Err(io::Error::other(format!(
+                "the template's output exceeds {} MiB",
+                MAX_OUTPUT_BYTES >> 20
+            )));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn to_chat_error(name: &str, e: &Error) -> ChatError {
+    let template = name.to_string();
+    let line = e.line();
+    // The innermost cause says what happened; the outer ones only where.
+    let mut detail = e
+        .detail()
+        .map(str::to_string)
+        .unwrap_or_else(|| e.kind().to_string());
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(inner) = s.downcast_ref::<Error>() {
+            if let Some(d) = inner.detail() {
+                detail = d.to_string();
+            }
+        } else {
+            detail = s.to_string();
+        }
+        source = s.source();
+    }
+    if let Some(msg) = detail.strip_prefix(RAISED) {
+        return ChatError::Raised {
+            template,
+            line,
+            message: msg.to_string(),
+        };
+    }
+    match e.kind() {
+        ErrorKind::SyntaxError | ErrorKind::BadEscape => ChatError::TemplateSyntax {
+            template,
+            line: line.unwrap_or(0),
+            detail,
+        },
+        _ => ChatError::TemplateRender {
+            template,
+            line,
+            detail,
+        },
+    }
+}
+
+/// The environment every chat template renders in.
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(false)
+        .build()
+    {
+        env.set_syntax(syntax);
+    }
+    env.set_undefined_behavior(UndefinedBehavior::Chainable);
+    env.set_fuel(Some(FUEL));
+    env.set_recursion_limit(RECURSION_LIMIT);
+    env.set_formatter(format_value);
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", raise_exception);
+    env.add_function("strftime_now", strftime_now);
+    env.add_filter("tojson", tojson);
+    env.add_filter("string", to_string_filter);
+    env.add_filter("safe", to_string_filter);
+    env
+}
+
+fn raise_exception(msg: Value) -> Result<Value, Error> {
+    Err(Error::new(
+        ErrorKind::InvalidOperation,
+        format!(
+            "{RAISED}{}",
+            msg.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| msg.to_string())
+        ),
+    ))
+}
+
+fn strftime_now(format: &str) -> Result<String, Error> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    super::time::strftime(format, now).map_err(|e| Error::new(ErrorKind::InvalidOperation, e))
+}
+
+/// How llama.cpp prints a value in `{{ }}`: strings as they are, integers in
+/// decimal, floats as C's `%f` without trailing zeros, booleans as `True`/`False`,
+/// lists as their items one after the other, and nothing for `none`, undefined,
+/// maps and other objects.
+fn format_value(
+    out: &mut minijinja::Output,
+    _state: &mut State,
+    value: &Value,
+) -> Result<(), Error> {
+    let mut s = String::new();
+    print_into(&mut s, value);
+    out.write_str(&s).map_err(Error::from)
+}
+
+fn print_into(s: &mut String, value: &Value) {
+    match value.kind() {
+        ValueKind::String => s.push_str(value.as_str().unwrap_or("")),
+        ValueKind::Bool => s.push_str(if value.is_true() { "True" } else { "False" }),
+        ValueKind::Number => s.push_str(&number_text(value)),
+        ValueKind::Seq => {
+            if let Some(plain) = super::caps::untracked(value) {
+                return print_into(s, &plain);
+            }
+            if let Ok(items) = value.try_iter() {
+                for item in items {
+                    print_into(s, &item);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A number as llama.cpp prints it: integers in decimal, floats as `%f` with the
+/// trailing zeros removed (one kept after the point).
+fn number_text(value: &Value) -> String {
+    if let Ok(i) = i64::try_from(value.clone()) {
+        if value.as_i64().is_some() {
+            return i.to_string();
+        }
+    }
+    match f64::try_from(value.clone()) {
+        Ok(f) if f.is_finite() => {
+            let mut t = format!("{f:.6}");
+            while t.ends_with('0') {
+                t.pop();
+            }
+            if t.ends_with('.') {
+                t.push('0');
+            }
+            t
+        }
+        Ok(f) => {
+            let mut t = String::new();
+            let _ = write!(t, "{f}");
+            t.to_lowercase()
+        }
+        Err(_) => value.to_string(),
+    }
+}
+
+/// `tojson(value, ensure_ascii=False, indent=None, separators=None)` as llama.cpp
+/// writes it: `", "` and `": "` between items without an indent, `","` with one,
+/// non-ASCII kept unless `ensure_ascii`, floats as C++ streams print them.
+fn tojson(
+    value: Value,
+    ensure_ascii: Option<Value>,
+    indent: Option<Value>,
+    separators: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<String, Error> {
+    let ensure_ascii = kwargs
+        .get::<Option<Value>>("ensure_ascii")?
+        .or(ensure_ascii)
+        .is_some_and(|v| v.is_true());
+    let indent = kwargs.get::<Option<Value>>("indent")?.or(indent);
+    let separators = kwargs.get::<Option<Value>>("separators")?.or(separators);
+    if kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false) {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "tojson: sort_keys=true is not supported (llama.cpp does not implement it)",
+        ));
+    }
+    kwargs.assert_all_used()?;
+    let indent = indent.and_then(|v| v.as_i64());
+    let seps: Vec<String> = separators
+        .filter(|v| v.kind() == ValueKind::Seq)
+        .and_then(|v| v.try_iter().ok())
+        .map(|it| it.map(|x| x.as_str().unwrap_or("").to_string()).collect())
+        .unwrap_or_default();
+    let style = JsonStyle {
+        indent: indent.map(|i| i.max(0) as usize),
+        item_sep: seps
+            .first()
+            .cloned()
+            .unwrap_or_else(|| if indent.is_none() { ", " } else { "," }.to_string()),
+        key_sep: seps.get(1).cloned().unwrap_or_else(|| ": ".to_string()),
+        ensure_ascii,
+    };
+    to_json_text(&value, &style)
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))
+}
+
+/// `|string` and `|safe`: llama.cpp gives lists and maps as JSON, other values as
+/// they print.
+fn to_string_filter(value: Value) -> Result<Value, Error> {
+    match value.kind() {
+        ValueKind::Seq | ValueKind::Map | ValueKind::Number => Ok(Value::from(
+            to_json_text(&value, &JsonStyle::python())
+                .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("string: {e}")))?,
+        )),
+        ValueKind::String => Ok(value),
+        ValueKind::Bool => Ok(Value::from(if value.is_true() { "True" } else { "False" })),
+        ValueKind::None | ValueKind::Undefined => Ok(Value::from("None")),
+        _ => Ok(Value::from(value.to_string())),
+    }
+}
