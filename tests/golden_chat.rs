@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use llama::chat::{ChatMessage, ChatTemplate, SpecialTokens};
+use llama::chat::{ChatMessage, ChatTemplate, TemplateTokens};
 use serde_json::Value;
 
 struct Case {
@@ -41,8 +41,8 @@ fn model() -> Option<PathBuf> {
     common::shared_file("models/stories260K.gguf")
 }
 
-fn tokens(model: &Path) -> SpecialTokens {
-    SpecialTokens::from_vocab(&llama::load_vocab(model).expect("load vocab"))
+fn tokens(model: &Path) -> TemplateTokens {
+    TemplateTokens::from_vocab(&llama::load_vocab(model).expect("load vocab"))
 }
 
 #[test]
@@ -77,4 +77,169 @@ fn library_matches_llama_cpp() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn program_matches_llama_cpp() {
+    let (Some(cases), Some(model)) = (cases(), model()) else {
+        return;
+    };
+    let tmp = std::env::temp_dir().join(format!("golden_chat_{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut failures = Vec::new();
+    for case in &cases {
+        let t = &case.json["template"];
+        let msgs = tmp.join(format!("{}.messages.json", case.name));
+        std::fs::write(&msgs, case.json["messages"].to_string()).unwrap();
+        let mut args = vec!["-m".to_string(), model.display().to_string()];
+        if t["kind"] == "jinja" {
+            let f = tmp.join(format!("{}.jinja", case.name));
+            std::fs::write(&f, t["source"].as_str().unwrap()).unwrap();
+            args.extend([
+                "--jinja".into(),
+                "--chat-template-file".into(),
+                f.display().to_string(),
+            ]);
+        } else {
+            args.extend([
+                "--no-jinja".into(),
+                "--chat-template".into(),
+                t["name"].as_str().unwrap().into(),
+            ]);
+        }
+        if case.json["add_generation_prompt"] == false {
+            args.push("--no-add-generation-prompt".into());
+        }
+        args.push(msgs.display().to_string());
+        let (mut out, mut log) = (Vec::new(), Vec::new());
+        let code = llamars::cli::chat_template::main_with(&args, &mut &b""[..], &mut out, &mut log);
+        let want = case.json["prompt"].as_str().unwrap();
+        if code != 0 || out != want.as_bytes() {
+            failures.push(format!(
+                "{}: exit {code}, stderr {:?}\n  want {want:?}\n  got  {:?}",
+                case.name,
+                String::from_utf8_lossy(&log),
+                String::from_utf8_lossy(&out)
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(
+        failures.is_empty(),
+        "{} of {} differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+fn run(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let code =
+        llamars::cli::chat_template::main_with(&args, &mut stdin.as_bytes(), &mut out, &mut log);
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(log).unwrap(),
+    )
+}
+
+#[test]
+fn program_reports_bad_input_clearly() {
+    let Some(model) = model() else { return };
+    let m = model.display().to_string();
+    let m = m.as_str();
+    // stories260K has no template: ChatML, with a warning on stderr only.
+    let (code, out, log) = run(&["-m", m, "-"], r#"[{"role":"user","content":"Hi"}]"#);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        out,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert!(log.contains("no chat template; using ChatML"), "{log}");
+
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["-m", m, "-"], "not json", "not valid JSON"),
+        (
+            &["-m", m, "-"],
+            r#"{"role":"user"}"#,
+            "expected a JSON array of messages",
+        ),
+        (
+            &["-m", m, "-"],
+            r#"[{"content":"x"}]"#,
+            "message 0: missing 'role'",
+        ),
+        (
+            &["-m", m, "-"],
+            r#"[{"role":"user","content":5}]"#,
+            "invalid 'content'",
+        ),
+        (
+            &["-m", m, "-"],
+            r#"[{"role":"user"}]"#,
+            "neither 'content' nor 'tool_calls'",
+        ),
+        (
+            &["-m", m, "/nonexistent/messages.json"],
+            "",
+            "cannot read messages file",
+        ),
+        (
+            &["-m", "/nonexistent/model.gguf", "-"],
+            "[]",
+            "cannot read model",
+        ),
+        (
+            &["-m", m, "--no-jinja", "--chat-template", "nope", "-"],
+            "[]",
+            "unknown built-in chat template 'nope'; known: bailing,",
+        ),
+        (
+            &["-m", m, "--chat-template", "{% if %}", "-"],
+            "[]",
+            "syntax error at line 1",
+        ),
+        (
+            &[
+                "-m",
+                m,
+                "--chat-template",
+                "x\n{{ raise_exception('no system role') }}",
+                "-",
+            ],
+            "[]",
+            "rejected the conversation at line 2: no system role",
+        ),
+        (
+            &["-m", m, "--chat-template-file", "/nonexistent.jinja", "-"],
+            "[]",
+            "cannot read template file",
+        ),
+        (&["-m", m], "[]", "no messages file"),
+        (&["-"], "[]", "no model given"),
+        (
+            &["-m", m, "--bogus", "-"],
+            "[]",
+            "invalid argument: --bogus",
+        ),
+        (
+            &["-m", m, "-"],
+            r#"[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"assistant","content":"c"}]"#,
+            "2 or more assistant messages",
+        ),
+    ];
+    for (args, stdin, want) in cases {
+        let (code, out, log) = run(args, stdin);
+        assert_eq!(code, 1, "{args:?}: expected failure, stdout {out:?}");
+        assert!(
+            out.is_empty(),
+            "{args:?}: stdout must stay empty on error: {out:?}"
+        );
+        assert!(
+            log.contains(want),
+            "{args:?}: stderr {log:?} lacks {want:?}"
+        );
+    }
 }

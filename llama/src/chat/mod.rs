@@ -17,11 +17,11 @@
 //! ([`ChatTemplates::from_gguf`]).
 //!
 //! ```
-//! use llama::chat::{ChatMessage, ChatTemplate, SpecialTokens};
+//! use llama::chat::{ChatMessage, ChatTemplate, TemplateTokens};
 //!
 //! let source = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
 //!               {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-//! let tmpl = ChatTemplate::jinja("example", source, SpecialTokens::default())?;
+//! let tmpl = ChatTemplate::jinja("example", source, TemplateTokens::default())?;
 //! let chat = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi")];
 //! assert_eq!(
 //!     tmpl.apply(&chat, true)?,
@@ -49,8 +49,8 @@ pub use caps::TemplateCaps;
 pub use message::{ChatMessage, ChatTool, ContentPart, MessageContent, ToolCall};
 pub use reasoning::{ReasoningMarkers, ReasoningMode};
 pub use template::{
-    ChatOptions, ChatTemplate, ChatTemplates, Continuation, GgufChatTemplates, SpecialTokens,
-    CHATML_JINJA,
+    ChatOptions, ChatTemplate, ChatTemplates, Continuation, GgufChatTemplates, TemplateOverride,
+    TemplateTokens, CHATML_JINJA,
 };
 
 /// What can go wrong formatting a chat.

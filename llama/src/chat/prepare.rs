@@ -11,7 +11,7 @@ use super::caps::{self, TemplateCaps};
 use super::jinja::JinjaTemplate;
 use super::message::{concat_parts, ChatMessage, ChatTool};
 use super::reasoning::{self, trim_ws, ReasoningMarkers, ReasoningMode};
-use super::template::{Continuation, SpecialTokens};
+use super::template::{Continuation, TemplateTokens};
 use super::ChatError;
 
 /// Which of llama.cpp's specialised handlers a template gets (chosen from its
@@ -96,7 +96,7 @@ pub(crate) struct JinjaChat {
     caps: TemplateCaps,
     handler: Handler,
     reasoning: ReasoningMarkers,
-    tokens: SpecialTokens,
+    tokens: TemplateTokens,
 }
 
 impl std::fmt::Debug for JinjaChat {
@@ -138,7 +138,7 @@ struct Render<'a> {
 impl JinjaChat {
     /// Parses `source` and derives its capabilities and handler (and, for the
     /// generic handler, its reasoning markers). Errors: the template does not parse.
-    pub(crate) fn new(name: &str, source: &str, tokens: SpecialTokens) -> Result<Self, ChatError> {
+    pub(crate) fn new(name: &str, source: &str, tokens: TemplateTokens) -> Result<Self, ChatError> {
         let source = patch_source(source);
         let tmpl = JinjaTemplate::new(name, &source)?;
         let caps = caps::detect(&source);

@@ -20,7 +20,7 @@ pub const CHATML_JINJA: &str = "{%- for message in messages -%}\n  {{- '<|im_sta
 /// whether the tokenizer adds them itself, in which case a prompt that starts
 /// with BOS (ends with EOS) loses it, as in llama.cpp.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SpecialTokens {
+pub struct TemplateTokens {
     /// BOS text (`""` when the vocabulary has none).
     pub bos: String,
     /// EOS text (`""` when the vocabulary has none).
@@ -31,7 +31,7 @@ pub struct SpecialTokens {
     pub add_eos: bool,
 }
 
-impl SpecialTokens {
+impl TemplateTokens {
     /// The texts of `vocab`'s BOS and EOS tokens (special pieces, as llama.cpp's
     /// `common_token_to_piece(..., special = true)`), and its add flags.
     pub fn from_vocab(vocab: &Vocab) -> Self {
@@ -40,7 +40,7 @@ impl SpecialTokens {
                 .map(|b| String::from_utf8_lossy(b).into_owned())
                 .unwrap_or_default()
         };
-        SpecialTokens {
+        TemplateTokens {
             bos: text(vocab.bos()),
             eos: text(vocab.eos()),
             add_bos: vocab.add_bos(),
@@ -118,7 +118,7 @@ enum Kind {
 impl ChatTemplate {
     /// A Jinja template; `name` is used in errors, `tokens` gives `bos_token` and
     /// `eos_token`. Errors: [`ChatError::TemplateSyntax`] with the line.
-    pub fn jinja(name: &str, source: &str, tokens: SpecialTokens) -> Result<Self, ChatError> {
+    pub fn jinja(name: &str, source: &str, tokens: TemplateTokens) -> Result<Self, ChatError> {
         Ok(ChatTemplate {
             name: name.to_string(),
             kind: Kind::Jinja(Box::new(JinjaChat::new(name, source, tokens)?)),
@@ -359,6 +359,16 @@ impl GgufChatTemplates {
     }
 }
 
+/// A template given by the caller instead of the model's (`--chat-template` text
+/// or name, `--chat-template-file` contents).
+#[derive(Clone, Copy, Debug)]
+pub struct TemplateOverride<'a> {
+    /// What errors call it (a file name, `--chat-template`).
+    pub name: &'a str,
+    /// The Jinja text, or a built-in format's name.
+    pub source: &'a str,
+}
+
 /// A model's templates as llama.cpp sets them up (`common_chat_templates_init`):
 /// the default one and, if the model has it, the `tool_use` variant used for
 /// requests with tools.
@@ -385,14 +395,14 @@ impl ChatTemplates {
     /// built-in format.
     pub fn from_gguf(
         templates: &GgufChatTemplates,
-        tokens: SpecialTokens,
-        override_template: Option<&str>,
+        tokens: TemplateTokens,
+        override_template: Option<TemplateOverride>,
         use_jinja: bool,
     ) -> Result<Self, ChatError> {
         let mut warnings = Vec::new();
         let (mut default_src, mut name, tool_use_src, explicit) = match override_template {
-            Some(src) if !src.is_empty() => {
-                (src.to_string(), "--chat-template".to_string(), None, true)
+            Some(o) if !o.source.is_empty() => {
+                (o.source.to_string(), o.name.to_string(), None, true)
             }
             _ => {
                 let d = templates.get(None).unwrap_or("").to_string();
@@ -421,14 +431,28 @@ impl ChatTemplates {
                 ));
             }
         }
+        let is_override = override_template.is_some_and(|o| !o.source.is_empty());
+        let has_tags = ["{{", "{%"].iter().any(|t| default_src.contains(t));
         let default = if !use_jinja {
-            ChatTemplate::detect(&name, &default_src)?
-        } else if name == "--chat-template" && BuiltinFormat::from_name(&default_src).is_ok() {
+            ChatTemplate::detect(&name, &default_src).map_err(|e| {
+                if is_override && !has_tags {
+                    // A name, not a template text: say which names exist.
+                    BuiltinFormat::from_name(&default_src).err().unwrap_or(e)
+                } else {
+                    e
+                }
+            })?
+        } else if is_override && BuiltinFormat::from_name(&default_src).is_ok() {
             warnings.push(format!(
                 "'{default_src}' is the name of a built-in format, not a Jinja template: using the built-in format"
             ));
             ChatTemplate::builtin(&default_src)?
         } else {
+            if !has_tags {
+                warnings.push(format!(
+                    "chat template '{name}' has no Jinja tags: every prompt will be its text as is"
+                ));
+            }
             ChatTemplate::jinja(&name, &default_src, tokens.clone())?
         };
         let tool_use = match tool_use_src.filter(|t| !t.is_empty() && use_jinja) {
@@ -454,12 +478,12 @@ impl ChatTemplates {
     /// As [`ChatTemplates::from_gguf`] for a loaded model.
     pub fn for_model(
         model: &crate::Model,
-        override_template: Option<&str>,
+        override_template: Option<TemplateOverride>,
         use_jinja: bool,
     ) -> Result<Self, ChatError> {
         Self::from_gguf(
             &model.info.chat_templates,
-            SpecialTokens::from_vocab(&model.vocab),
+            TemplateTokens::from_vocab(&model.vocab),
             override_template,
             use_jinja,
         )
