@@ -18,7 +18,7 @@ use minijinja::{Environment, Error, ErrorKind, State, UndefinedBehavior};
 /// Instructions one render may execute before it fails: far more than any real
 /// template needs for a long conversation, few enough to stop a runaway loop in
 /// about a second.
-pub(crate) const FUEL: u64 = 50_000_000;
+pub(crate) const FUEL: u64 = 20_000_000;
 /// Nesting depth (macro calls, includes, nested loops) a render may reach.
 const RECURSION_LIMIT: usize = 200;
 /// Largest prompt a render may produce.
@@ -83,7 +83,7 @@ impl JinjaTemplate {
 /// Face's `{% generation %}` markers (assistant-mask bookkeeping that prints
 /// nothing) made into `{% if true %}`/`{% endif %}` so that lines keep their numbers.
 fn normalize_source(source: &str) -> String {
-    let mut s = source.replace("\r\n", "\n").replace('\r', "\n");
+    let mut s = rewrite_list_mutations(&source.replace("\r\n", "\n").replace('\r', "\n"));
     for (from, to) in [("endgeneration", "endif"), ("generation", "if true")] {
         for open in ["{%", "{%-"] {
             for pad in ["", " "] {
@@ -97,6 +97,76 @@ fn normalize_source(source: &str) -> String {
         }
     }
     s
+}
+
+/// minijinja's lists are values, not shared objects, so `list.append(x)` and
+/// `list.pop(i)` (which llama.cpp's engine and Python mutate in place) cannot work
+/// as calls. On a namespace attribute, the one place a mutation is visible outside
+/// the current scope, the statements that use them are rewritten into assignments
+/// with the same effect:
+/// `{% set _ = ns.a.append(x) %}` → `{% set ns.a = ns.a + [x] %}` and
+/// `{% set v = ns.a.pop(i) %}` → `{% set v = ns.a[i] %}{% set ns.a = ns.a[:i] + ns.a[i+1:] %}`
+/// (`pop()` takes the last item). Other statements are left alone.
+fn rewrite_list_mutations(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut rest = src;
+    while let Some(open) = rest.find("{%") {
+        let Some(len) = rest[open..].find("%}") else {
+            break;
+        };
+        let tag = &rest[open..open + len + 2];
+        out.push_str(&rest[..open]);
+        out.push_str(&rewrite_tag(tag).unwrap_or_else(|| tag.to_string()));
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The rewrite of one `{% set v = ns.attr.append(..) / .pop(..) %}` tag, if it is one.
+fn rewrite_tag(tag: &str) -> Option<String> {
+    let inner = &tag[2..tag.len() - 2];
+    let (left, inner) = match inner.strip_prefix('-') {
+        Some(i) => ("{%-", i),
+        None => ("{%", inner),
+    };
+    let (inner, right) = match inner.strip_suffix('-') {
+        Some(i) => (i, "-%}"),
+        None => (inner, "%}"),
+    };
+    let stmt = inner.trim().strip_prefix("set ")?.trim();
+    let (var, expr) = stmt.split_once('=')?;
+    let var = var.trim();
+    let expr = expr.trim().strip_suffix(')')?;
+    let is_ident = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    if !is_ident(var) {
+        return None;
+    }
+    let (target, arg) = if let Some((t, a)) = expr.split_once(".append(") {
+        (t.trim(), Some(("append", a.trim())))
+    } else if let Some((t, a)) = expr.split_once(".pop(") {
+        (t.trim(), Some(("pop", a.trim())))
+    } else {
+        (expr, None)
+    };
+    let (method, arg) = arg?;
+    let (ns, attr) = target.split_once('.')?;
+    if !is_ident(ns) || !is_ident(attr) {
+        return None;
+    }
+    Some(match method {
+        "append" => format!("{left} set {target} = {target} + [{arg}] {right}"),
+        _ if arg.is_empty() => format!(
+            "{left} set {var} = {target}[-1] %}}{{% set {target} = {target}[:-1] {right}"
+        ),
+        _ => format!(
+            "{left} set {var} = {target}[{arg}] %}}{{% set {target} = {target}[:{arg}] + {target}[({arg}) + 1:] {right}"
+        ),
+    })
 }
 
 struct CappedWriter(Vec<u8>);
@@ -178,7 +248,63 @@ fn environment() -> Environment<'static> {
     env.add_filter("tojson", tojson);
     env.add_filter("string", to_string_filter);
     env.add_filter("safe", to_string_filter);
+    env.add_filter("indent", indent);
     env
+}
+
+/// `indent(width=4, first=False, blank=False)` as llama.cpp's engine (and Jinja2)
+/// do it: every line but the first (unless `first`) and blank ones (unless `blank`)
+/// prefixed, a trailing newline kept. `width` may be a number or a string.
+fn indent(
+    value: &str,
+    width: Option<Value>,
+    first: Option<bool>,
+    blank: Option<bool>,
+    kwargs: Kwargs,
+) -> Result<String, Error> {
+    let width = kwargs.get::<Option<Value>>("width")?.or(width);
+    let first = kwargs
+        .get::<Option<bool>>("first")?
+        .or(first)
+        .unwrap_or(false);
+    let blank = kwargs
+        .get::<Option<bool>>("blank")?
+        .or(blank)
+        .unwrap_or(false);
+    kwargs.assert_all_used()?;
+    let prefix = match &width {
+        Some(w) if w.is_integer() => " ".repeat(w.as_i64().unwrap_or(0).clamp(0, 1 << 16) as usize),
+        Some(w) if w.as_str().is_some() => w.as_str().unwrap_or("").to_string(),
+        _ => "    ".to_string(),
+    };
+    // Line by line as C++'s getline splits (no empty piece after a final newline),
+    // with llama.cpp's test of "first" as "nothing written yet".
+    let mut lines: Vec<&str> = value.split('\n').collect();
+    if value.is_empty() || value.ends_with('\n') {
+        lines.pop();
+    }
+    let mut out = String::new();
+    for line in lines {
+        let at_start = out.is_empty();
+        if !at_start {
+            out.push('\n');
+        }
+        if if at_start {
+            first
+        } else {
+            !line.is_empty() || blank
+        } {
+            out.push_str(&prefix);
+        }
+        out.push_str(line);
+    }
+    if value.ends_with('\n') {
+        out.push('\n');
+        if blank {
+            out.push_str(&prefix);
+        }
+    }
+    Ok(out)
 }
 
 fn raise_exception(msg: Value) -> Result<Value, Error> {
@@ -237,10 +363,8 @@ fn print_into(s: &mut String, value: &Value) {
 /// A number as llama.cpp prints it: integers in decimal, floats as `%f` with the
 /// trailing zeros removed (one kept after the point).
 fn number_text(value: &Value) -> String {
-    if let Ok(i) = i64::try_from(value.clone()) {
-        if value.as_i64().is_some() {
-            return i.to_string();
-        }
+    if value.is_integer() {
+        return value.to_string();
     }
     match f64::try_from(value.clone()) {
         Ok(f) if f.is_finite() => {
@@ -316,5 +440,93 @@ fn to_string_filter(value: Value) -> Result<Value, Error> {
         ValueKind::Bool => Ok(Value::from(if value.is_true() { "True" } else { "False" })),
         ValueKind::None | ValueKind::Undefined => Ok(Value::from("None")),
         _ => Ok(Value::from(value.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minijinja::context;
+
+    fn render(src: &str) -> String {
+        JinjaTemplate::new("t", src)
+            .unwrap()
+            .render(&context! {})
+            .unwrap()
+    }
+
+    #[test]
+    fn list_mutations_on_namespaces() {
+        assert_eq!(
+            rewrite_tag("{%- set _ = q.ids.append(x) -%}").as_deref(),
+            Some("{%- set q.ids = q.ids + [x] -%}")
+        );
+        assert_eq!(rewrite_tag("{% set _ = ids.append(x) %}"), None);
+        let src = "{%- set q = namespace(ids=[]) -%}{%- for i in range(3) -%}\
+                   {%- set _ = q.ids.append(i * 10) -%}{%- endfor -%}\
+                   {%- set a = q.ids.pop(0) -%}{%- set b = q.ids.pop() -%}\
+                   {{ a }},{{ b }},{{ q.ids|length }}";
+        assert_eq!(render(src), "0,20,1");
+    }
+
+    #[test]
+    fn prints_as_llama_cpp() {
+        assert_eq!(
+            render("{{ none }}|{{ true }}|{{ 1.5 }}|{{ 2.0 }}|{{ [1, 'a'] }}|{{ {'k': 1} }}"),
+            "|True|1.5|2.0|1a|"
+        );
+        assert_eq!(render("{{ {'a': [1, 2.5]}|tojson }}"), r#"{"a": [1, 2.5]}"#);
+        assert_eq!(
+            render("{{ {'a': 1}|tojson(indent=2) }}"),
+            "{\n  \"a\": 1\n}"
+        );
+        assert_eq!(render("{{ 'é'|tojson(ensure_ascii=True) }}"), r#""\u00e9""#);
+        assert_eq!(render("{{ [1, 2]|string }}"), "[1, 2]");
+        assert_eq!(
+            render(
+                "{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{{ i }}{% endfor %}"
+            ),
+            "012"
+        );
+        assert_eq!(render("a\n{% if true %}\n  b\n{% endif %}\n"), "a\n  b\n");
+        assert_eq!(render("[{{ '{\\n'|indent(4, first=true) }}]"), "[    {\n]");
+        assert_eq!(render("[{{ 'a\\n\\nb'|indent(2) }}]"), "[a\n\n  b]");
+        assert_eq!(
+            render("[{{ 'a\\nb\\n'|indent('> ', blank=true) }}]"),
+            "[a\n> b\n> ]"
+        );
+        assert_eq!(
+            render("{{ ' x '.strip() }}{{ 'a,b'.split(',')|length }}{{ 'ab'.upper() }}"),
+            "x2AB"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = JinjaTemplate::new("t", "ok\n{% if x %}").unwrap_err();
+        assert!(
+            matches!(e, ChatError::TemplateSyntax { line: 2, .. }),
+            "{e:?}"
+        );
+        let e = JinjaTemplate::new("t", "a\nb\n{{ raise_exception('nope') }}")
+            .unwrap()
+            .render(&context! {})
+            .unwrap_err();
+        assert_eq!(
+            e,
+            ChatError::Raised {
+                template: "t".into(),
+                line: Some(3),
+                message: "nope".into()
+            }
+        );
+        let e = JinjaTemplate::new(
+            "t",
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        )
+        .unwrap()
+        .render(&context! {})
+        .unwrap_err();
+        assert!(matches!(e, ChatError::TemplateRender { .. }), "{e:?}");
     }
 }
