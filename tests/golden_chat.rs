@@ -243,3 +243,79 @@ fn program_reports_bad_input_clearly() {
         );
     }
 }
+
+/// stories260K rewritten with a template and a tool-use variant in its metadata:
+/// the loader keeps them, requests with tools use the variant, the program reads
+/// them from the file.
+#[test]
+fn templates_from_gguf_metadata() {
+    use ggml::gguf::{GgufFile, GgufWriter};
+    use llama::chat::{ChatOptions, ChatTemplates, ChatTool};
+    let Some(path) = model() else { return };
+    let file = GgufFile::open(&path).expect("open");
+    let mut w = GgufWriter::from_file(&file).expect("writer");
+    w.set(
+        "tokenizer.chat_template",
+        "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}",
+    )
+    .unwrap();
+    w.set(
+        "tokenizer.chat_template.tool_use",
+        "TOOLS {{ tools|length }} {{ messages|length }}",
+    )
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("chat-template-{}.gguf", std::process::id()));
+    w.write_to_path(&out).expect("write");
+
+    let model = llama::load_model(&out, llama::ModelParams::default()).expect("model");
+    let t = &model.info.chat_templates;
+    assert!(t.get(None).unwrap().starts_with("{{ bos_token }}"));
+    assert_eq!(
+        t.get(Some("tool_use")),
+        Some("TOOLS {{ tools|length }} {{ messages|length }}")
+    );
+    let tmpls = ChatTemplates::for_model(&model, None, true).expect("templates");
+    assert!(
+        tmpls.explicit && tmpls.warnings.is_empty(),
+        "{:?}",
+        tmpls.warnings
+    );
+    let msgs = [ChatMessage::new("user", "Hi")];
+    // BOS is stripped because the vocabulary adds it (stories260K: add_bos).
+    assert_eq!(
+        tmpls.apply_with(&msgs, &ChatOptions::default()).unwrap(),
+        "[user] Hi\n"
+    );
+    let tools = ChatTool::list_from_json(
+        &serde_json::json!([{"type": "function", "function": {"name": "f"}}]),
+    )
+    .unwrap();
+    let with_tools = ChatOptions {
+        tools,
+        ..ChatOptions::default()
+    };
+    assert_eq!(tmpls.apply_with(&msgs, &with_tools).unwrap(), "TOOLS 1 1");
+
+    let m = out.display().to_string();
+    let (code, stdout, log) = run(
+        &["-m", &m, "-"],
+        r#"[{"role":"system","content":"S"},{"role":"user","content":"U"}]"#,
+    );
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, "[system] S\n[user] U\n"),
+        "{log}"
+    );
+    let (code, stdout, log) = run(
+        &["-m", &m, "--no-jinja", "-"],
+        r#"[{"role":"user","content":"U"}]"#,
+    );
+    assert_eq!(code, 1, "{stdout}");
+    assert!(log.contains("matches no built-in format"), "{log}");
+    let (code, stdout, _) = run(
+        &["-m", &m, "--no-jinja", "--chat-template", "llama3", "-"],
+        r#"[{"role":"user","content":"U"}]"#,
+    );
+    assert_eq!((code, stdout.as_str()), (0, "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"));
+    let _ = std::fs::remove_file(&out);
+}

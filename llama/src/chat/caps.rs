@@ -62,12 +62,9 @@ impl Probe {
     }
 }
 
-/// Probes `source` (already known to parse). Never fails: a probe that errors
-/// counts as the template not taking that input, as in llama.cpp.
-pub(crate) fn detect(source: &str) -> TemplateCaps {
-    let Ok(tmpl) = JinjaTemplate::new("caps probe", source) else {
-        return TemplateCaps::default();
-    };
+/// Probes `tmpl`. Never fails: a probe that errors counts as the template not
+/// taking that input, as in llama.cpp.
+pub(crate) fn detect(tmpl: &JinjaTemplate) -> TemplateCaps {
     let mut caps = TemplateCaps::default();
 
     let as_string = run(
@@ -244,6 +241,10 @@ pub(crate) fn untracked(value: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn detect(src: &str) -> TemplateCaps {
+        super::detect(&JinjaTemplate::new("t", src).unwrap())
+    }
 
     #[test]
     fn chatml_takes_strings_and_system_messages() {

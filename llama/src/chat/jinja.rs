@@ -16,9 +16,13 @@ use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State, UndefinedBehavior};
 
 /// Instructions one render may execute before it fails: far more than any real
-/// template needs for a long conversation, few enough to stop a runaway loop in
-/// about a second.
+/// template needs for a long conversation (the templates of llama.cpp's
+/// `models/templates/` use under 3,000 for six messages with tools), few enough to
+/// stop a runaway loop in about a second.
 pub(crate) const FUEL: u64 = 20_000_000;
+/// The budget of the short probe renders done once per template (capabilities,
+/// reasoning markers), so that a hostile template costs little to set up.
+pub(crate) const PROBE_FUEL: u64 = 500_000;
 /// Nesting depth (macro calls, includes, nested loops) a render may reach.
 const RECURSION_LIMIT: usize = 200;
 /// Largest prompt a render may produce.
@@ -46,7 +50,13 @@ impl JinjaTemplate {
     /// Parses `source`; `name` appears in errors. Errors: [`ChatError::TemplateSyntax`]
     /// with the line.
     pub(crate) fn new(name: &str, source: &str) -> Result<Self, ChatError> {
+        Self::with_fuel(name, source, FUEL)
+    }
+
+    /// As [`JinjaTemplate::new`], allowing `fuel` instructions per render.
+    pub(crate) fn with_fuel(name: &str, source: &str, fuel: u64) -> Result<Self, ChatError> {
         let mut env = environment();
+        env.set_fuel(Some(fuel));
         env.add_template_owned(TEMPLATE, normalize_source(source))
             .map_err(|e| to_chat_error(name, &e))?;
         Ok(JinjaTemplate {
@@ -239,7 +249,6 @@ fn environment() -> Environment<'static> {
         env.set_syntax(syntax);
     }
     env.set_undefined_behavior(UndefinedBehavior::Chainable);
-    env.set_fuel(Some(FUEL));
     env.set_recursion_limit(RECURSION_LIMIT);
     env.set_formatter(format_value);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);

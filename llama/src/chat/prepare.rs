@@ -8,7 +8,7 @@
 use serde_json::{json, Map, Value as Json};
 
 use super::caps::{self, TemplateCaps};
-use super::jinja::JinjaTemplate;
+use super::jinja::{JinjaTemplate, PROBE_FUEL};
 use super::message::{concat_parts, ChatMessage, ChatTool};
 use super::reasoning::{self, trim_ws, ReasoningMarkers, ReasoningMode};
 use super::template::{Continuation, TemplateTokens};
@@ -92,6 +92,8 @@ impl Handler {
 /// A Jinja chat template with what llama.cpp derives from it once.
 pub(crate) struct JinjaChat {
     tmpl: JinjaTemplate,
+    /// The same template with a small fuel budget, for the one-time analysis.
+    probe: JinjaTemplate,
     source: String,
     caps: TemplateCaps,
     handler: Handler,
@@ -131,8 +133,10 @@ struct Render<'a> {
     add_generation_prompt: bool,
     enable_thinking: bool,
     extra: &'a Map<String, Json>,
-    /// Drop a leading BOS / trailing EOS text the vocabulary adds anyway.
-    strip_special: bool,
+    /// A render for the template analysis: the low-fuel template, and no BOS/EOS
+    /// stripping (a prompt render drops a leading BOS / trailing EOS text the
+    /// vocabulary adds anyway).
+    analysis: bool,
 }
 
 impl JinjaChat {
@@ -141,10 +145,12 @@ impl JinjaChat {
     pub(crate) fn new(name: &str, source: &str, tokens: TemplateTokens) -> Result<Self, ChatError> {
         let source = patch_source(source);
         let tmpl = JinjaTemplate::new(name, &source)?;
-        let caps = caps::detect(&source);
+        let probe = JinjaTemplate::with_fuel(name, &source, PROBE_FUEL)?;
+        let caps = caps::detect(&probe);
         let handler = Handler::detect(&source);
         let mut chat = JinjaChat {
             tmpl,
+            probe,
             source,
             caps,
             handler,
@@ -267,7 +273,7 @@ impl JinjaChat {
             add_generation_prompt: add_gen,
             enable_thinking: req.enable_thinking,
             extra: &extra,
-            strip_special: true,
+            analysis: false,
         };
         let mut prompt = self.direct_apply(&render)?;
         if self.handler == Handler::GptOss && !add_gen {
@@ -500,11 +506,11 @@ impl JinjaChat {
             .render(&minijinja::Value::from(minijinja::value::Serde(&ctx)))?;
         let t = &self.tokens;
         let out = match out.strip_prefix(t.bos.as_str()) {
-            Some(rest) if t.add_bos && r.strip_special => rest.to_string(),
+            Some(rest) if t.add_bos && !r.analysis => rest.to_string(),
             _ => out,
         };
         Ok(match out.strip_suffix(t.eos.as_str()) {
-            Some(rest) if t.add_eos && r.strip_special => rest.to_string(),
+            Some(rest) if t.add_eos && !r.analysis => rest.to_string(),
             _ => out,
         })
     }
@@ -527,7 +533,7 @@ impl reasoning::Render for JinjaChat {
             add_generation_prompt,
             enable_thinking,
             extra: &extra,
-            strip_special: false,
+            analysis: true,
         })
         .ok()
     }
