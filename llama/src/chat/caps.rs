@@ -68,12 +68,12 @@ pub(crate) fn detect(tmpl: &JinjaTemplate) -> TemplateCaps {
     let mut caps = TemplateCaps::default();
 
     let as_string = run(
-        &tmpl,
+        tmpl,
         json!([{"role": "user", "content": CONTENT_MARKER}]),
         json!([]),
     );
     let as_parts = run(
-        &tmpl,
+        tmpl,
         json!([{"role": "user", "content": [{"type": "text", "text": CONTENT_MARKER}]}]),
         json!([]),
     );
@@ -86,7 +86,7 @@ pub(crate) fn detect(tmpl: &JinjaTemplate) -> TemplateCaps {
     };
 
     let system = run(
-        &tmpl,
+        tmpl,
         json!([
             {"role": "system", "content": "System message"},
             {"role": "user", "content": "User message"},
@@ -122,7 +122,7 @@ pub(crate) fn detect(tmpl: &JinjaTemplate) -> TemplateCaps {
         ])
     };
     let object_args = run(
-        &tmpl,
+        tmpl,
         tool_conversation(json!({"arg": "value"})),
         tools.clone(),
     );
@@ -136,7 +136,7 @@ pub(crate) fn detect(tmpl: &JinjaTemplate) -> TemplateCaps {
     }
     if !caps.supports_object_arguments {
         let string_args = run(
-            &tmpl,
+            tmpl,
             tool_conversation(json!("{\"arg\": \"value\"}")),
             tools,
         );

@@ -501,9 +501,8 @@ impl JinjaChat {
             ctx.insert("reasoning_strength".into(), effort.clone().into());
         }
         ctx.extend(vars);
-        let out = self
-            .tmpl
-            .render(&minijinja::Value::from(minijinja::value::Serde(&ctx)))?;
+        let tmpl = if r.analysis { &self.probe } else { &self.tmpl };
+        let out = tmpl.render(&minijinja::Value::from(minijinja::value::Serde(&ctx)))?;
         let t = &self.tokens;
         let out = match out.strip_prefix(t.bos.as_str()) {
             Some(rest) if t.add_bos && !r.analysis => rest.to_string(),
