@@ -204,7 +204,8 @@ impl JinjaChat {
         let mut cont_msg = None;
         if continuation != Continuation::None {
             add_gen = false;
-            if let Some(last) = msgs.last() {
+            // The message continued is the one given, untrimmed (as llama.cpp).
+            if let Some(last) = req.messages.last() {
                 messages.pop();
                 if continuation == Continuation::Auto {
                     continuation = if last

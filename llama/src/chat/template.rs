@@ -505,7 +505,15 @@ impl ChatTemplates {
         messages: &[ChatMessage],
         opts: &ChatOptions,
     ) -> Result<String, ChatError> {
+        // llama-server decides the thinking default on the default template, also
+        // for requests that use the tool-use variant.
+        let opts = ChatOptions {
+            enable_thinking: opts
+                .enable_thinking
+                .or_else(|| Some(self.default.supports_thinking())),
+            ..opts.clone()
+        };
         self.select(!opts.tools.is_empty())
-            .apply_with(messages, opts)
+            .apply_with(messages, &opts)
     }
 }
