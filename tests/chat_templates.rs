@@ -265,4 +265,12 @@ fn every_llama_cpp_model_template_renders() {
         "unexpected failures:\n{unexpected:#?}"
     );
     assert_eq!(failures.len(), EXPECTED_FAILURES.len(), "{failures:#?}");
+    for (t, _, e) in &failures {
+        let want = if t == FIREFUNCTION {
+            "unsupported types string and undefined"
+        } else {
+            "rejected the conversation"
+        };
+        assert!(e.contains(want), "{t}: {e}");
+    }
 }

@@ -52,9 +52,10 @@ impl Default for Params {
     }
 }
 
-const ABOUT: &str = "Prints the prompt llama.cpp's server builds for a conversation \
-(a JSON array of messages in MESSAGES.json, or - for stdin), nothing added.\n\
-usage: llama-chat-template -m MODEL [options] MESSAGES.json";
+const ABOUT: &str =
+    "Prints the prompt llama.cpp's server builds for a conversation, nothing added.\n\
+The last argument is MESSAGES.json: a JSON array of messages (or an object with \"messages\"\n\
+and \"tools\"), or - for stdin. Example: llama-chat-template -m model.gguf chat.json";
 
 fn opts() -> Vec<Opt<Params>> {
     vec![
