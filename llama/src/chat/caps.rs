@@ -219,6 +219,12 @@ impl Object for Tracked {
         }
     }
 
+    /// Turning the value into text (`|trim` of a list, `~`) does not count as
+    /// reading its elements; llama.cpp's engine does not mark them used either.
+    fn render(self: &Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.json)
+    }
+
     fn enumerate(self: &Arc<Self>) -> Enumerator {
         match &self.json {
             Json::Array(a) => Enumerator::Seq(a.len()),
