@@ -121,7 +121,8 @@ fn rewrite_list_mutations(src: &str) -> String {
     let mut out = String::with_capacity(src.len());
     let mut rest = src;
     while let Some(open) = rest.find("{%") {
-        let Some(len) = rest[open..].find("%}") else {
+        // The closing "%}" is searched after the opening "{%" ("{%}" is not a tag).
+        let Some(len) = rest[open + 2..].find("%}").map(|l| l + 2) else {
             break;
         };
         let tag = &rest[open..open + len + 2];
@@ -471,6 +472,7 @@ mod tests {
             Some("{%- set q.ids = q.ids + [x] -%}")
         );
         assert_eq!(rewrite_tag("{% set _ = ids.append(x) %}"), None);
+        assert_eq!(rewrite_list_mutations("a{%}b{%-%}c"), "a{%}b{%-%}c");
         let src = "{%- set q = namespace(ids=[]) -%}{%- for i in range(3) -%}\
                    {%- set _ = q.ids.append(i * 10) -%}{%- endfor -%}\
                    {%- set a = q.ids.pop(0) -%}{%- set b = q.ids.pop() -%}\
