@@ -274,3 +274,29 @@ fn every_llama_cpp_model_template_renders() {
         assert!(e.contains(want), "{t}: {e}");
     }
 }
+
+/// Turn by turn, as llama.cpp's interactive chat formats it.
+#[test]
+fn format_single_gives_each_turns_text() {
+    let tmpl = ChatTemplate::builtin("chatml").unwrap();
+    let opts = ChatOptions::default();
+    let sys = ChatMessage::new("system", "S");
+    let user = ChatMessage::new("user", "U");
+    let first = tmpl
+        .format_single(&[sys.clone()], &user, true, &opts)
+        .unwrap();
+    assert_eq!(
+        first,
+        "\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let reply = ChatMessage::new("assistant", "A");
+    let closed = tmpl
+        .format_single(&[sys.clone(), user.clone()], &reply, false, &opts)
+        .unwrap();
+    assert_eq!(closed, "<|im_start|>assistant\nA<|im_end|>\n");
+    let alone = tmpl.format_single(&[], &user, true, &opts).unwrap();
+    assert_eq!(
+        alone,
+        "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    );
+}

@@ -195,6 +195,60 @@ impl ChatTemplate {
         }
     }
 
+    /// The text that `new` adds after `past` (llama.cpp's `common_chat_format_single`,
+    /// what its interactive chat feeds the model turn by turn): the prompt of
+    /// `past + [new]` (with the generation prompt if `add_generation_prompt`) minus
+    /// the prompt of `past` alone, with a newline kept in front when the past ends
+    /// with one. A final assistant message is closed here, never continued. Errors as
+    /// [`ChatTemplate::apply_with`], and [`ChatError::InvalidRequest`] when the
+    /// template renders the earlier messages differently once `new` is added, so
+    /// that no suffix can be cut.
+    pub fn format_single(
+        &self,
+        past: &[ChatMessage],
+        new: &ChatMessage,
+        add_generation_prompt: bool,
+        opts: &ChatOptions,
+    ) -> Result<String, ChatError> {
+        let opts = ChatOptions {
+            prefill_assistant: false,
+            continue_final_message: Continuation::None,
+            ..opts.clone()
+        };
+        let before = if past.is_empty() {
+            String::new()
+        } else {
+            self.apply_with(
+                past,
+                &ChatOptions {
+                    add_generation_prompt: false,
+                    ..opts.clone()
+                },
+            )?
+        };
+        let mut all = past.to_vec();
+        all.push(new.clone());
+        let after = self.apply_with(
+            &all,
+            &ChatOptions {
+                add_generation_prompt,
+                ..opts
+            },
+        )?;
+        let added = after.get(before.len()..).ok_or_else(|| {
+            ChatError::InvalidRequest(
+                "the template renders the earlier messages differently once a new one is added"
+                    .into(),
+            )
+        })?;
+        let newline = if add_generation_prompt && before.ends_with('\n') {
+            "\n"
+        } else {
+            ""
+        };
+        Ok(format!("{newline}{added}"))
+    }
+
     /// The prompt for `messages` with llama-server's defaults
     /// ([`ChatOptions::default`]) and `add_generation_prompt`. Errors as
     /// [`ChatTemplate::apply_with`].
