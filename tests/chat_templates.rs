@@ -283,7 +283,7 @@ fn format_single_gives_each_turns_text() {
     let sys = ChatMessage::new("system", "S");
     let user = ChatMessage::new("user", "U");
     let first = tmpl
-        .format_single(&[sys.clone()], &user, true, &opts)
+        .format_single(std::slice::from_ref(&sys), &user, true, &opts)
         .unwrap();
     assert_eq!(
         first,
