@@ -8,6 +8,7 @@
 
 pub mod arch;
 pub mod batch;
+pub mod chat;
 pub mod context;
 pub mod error;
 pub mod graph;

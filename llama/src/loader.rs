@@ -40,6 +40,7 @@ pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Mod
             .unwrap_or_default(),
         path: path.display().to_string(),
         gguf_version: g.version(),
+        chat_templates: crate::chat::GgufChatTemplates::from_gguf(g),
         ..Default::default()
     };
     let mut ctx = Context::new_no_alloc();

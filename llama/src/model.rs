@@ -70,6 +70,8 @@ pub struct ModelInfo {
     pub n_params: usize,
     /// GGUF version.
     pub gguf_version: u32,
+    /// The chat templates of the metadata (`tokenizer.chat_template*`).
+    pub chat_templates: crate::chat::GgufChatTemplates,
 }
 
 /// A loaded model.

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod chat_template;
 pub mod common;
 pub mod completion;
 pub mod gen_model;
