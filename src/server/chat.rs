@@ -1,140 +1,91 @@
-//! Turning chat messages into a prompt. The server asks one thing of a template:
-//! `apply(messages, add_generation_prompt)`. Until `llama::chat` (Jinja templates and
-//! llama.cpp's built-in formats) is on this branch, this module renders the two
-//! built-in formats the server's tests use, chatml and llama3, picked by name or by
-//! llama.cpp's detection markers in a template's source, and, with `--jinja` (on by
-//! default, as llama.cpp), a source without any Jinja tag, which renders as itself
-//! (llama.cpp with `--chat-template llama3` renders the constant text "llama3");
-//! anything else is refused at startup with a clear message rather than rendered wrongly.
+//! Turning chat messages into a prompt, through `llama::chat`: the model's template
+//! (or `--chat-template` / `--chat-template-file`), Jinja or llama.cpp's built-in
+//! formats, with llama-server's defaults. The server asks one thing of it:
+//! `apply(messages, add_generation_prompt)`.
+
+use llama::chat::{
+    ChatError, ChatMessage, ChatTemplate as Template, ChatTemplates, TemplateOverride,
+    TemplateTokens,
+};
+use llama::Model;
 
 use super::error::ApiError;
-use super::types::ChatMessage;
 
-/// A chat format the server can render.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ChatTemplate {
-    /// `<|im_start|>role\ncontent<|im_end|>\n` (llama.cpp's default).
-    ChatMl,
-    /// `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>`.
-    Llama3,
-    /// A Jinja source with no tags: the text itself, whatever the messages.
-    Constant(String),
+/// The server's chat templates.
+pub struct ChatTemplate {
+    templates: ChatTemplates,
 }
 
 impl ChatTemplate {
-    /// The template for a `--chat-template` value (a built-in name or a Jinja source),
-    /// or else the model's `tokenizer.chat_template`, or else chatml, as llama.cpp
-    /// falls back. `Err` names a template this build cannot render.
-    pub fn resolve(
-        given: Option<&str>,
-        model_template: Option<&str>,
-        jinja: bool,
-    ) -> Result<Self, String> {
-        let src = given.or(model_template);
-        let Some(src) = src else {
-            return Ok(ChatTemplate::ChatMl);
+    /// The templates for `model`, or for `given` (`(name, source)`: a built-in name or
+    /// Jinja text) when set. With `jinja`, a source without Jinja tags other than
+    /// `chatml` renders as itself, as llama.cpp 0c1e570 does (`--chat-template llama3`
+    /// gives the constant text "llama3"). Warnings go to stderr; `Err` is a message.
+    pub fn load(model: &Model, given: Option<(&str, &str)>, jinja: bool) -> Result<Self, String> {
+        let tokens = TemplateTokens::from_vocab(&model.vocab);
+        let err = |e: ChatError| format!("error: chat template: {e}");
+        let templates = match given {
+            Some((name, src))
+                if jinja
+                    && src != "chatml"
+                    && !src.is_empty()
+                    && !src.contains("{{")
+                    && !src.contains("{%") =>
+            {
+                eprintln!("srv  warning: chat template '{name}' has no Jinja tags: every prompt will be its text as is");
+                ChatTemplates {
+                    default: Template::jinja(name, src, tokens).map_err(err)?,
+                    tool_use: None,
+                    explicit: true,
+                    warnings: Vec::new(),
+                }
+            }
+            Some((name, source)) => {
+                ChatTemplates::for_model(model, Some(TemplateOverride { name, source }), jinja)
+                    .map_err(err)?
+            }
+            None => ChatTemplates::for_model(model, None, jinja).map_err(err)?,
         };
-        match src.trim() {
-            "" | "chatml" => return Ok(ChatTemplate::ChatMl),
-            "llama3" if !jinja => return Ok(ChatTemplate::Llama3),
-            _ => {}
+        for w in &templates.warnings {
+            eprintln!("srv  warning: {w}");
         }
-        if jinja && !src.contains("{{") && !src.contains("{%") {
-            return Ok(ChatTemplate::Constant(src.to_string()));
-        }
-        if src.contains("<|im_start|>") {
-            Ok(ChatTemplate::ChatMl)
-        } else if src.contains("<|start_header_id|>") && src.contains("<|end_header_id|>") {
-            Ok(ChatTemplate::Llama3)
-        } else {
-            Err(format!(
-                "error: chat template not supported by this build (chatml and llama3 are): {}",
-                src.chars().take(60).collect::<String>()
-            ))
-        }
+        Ok(ChatTemplate { templates })
     }
 
-    /// The template's name, as `/props` reports it.
+    /// The default template's name, as `/props` reports it.
     pub fn name(&self) -> &str {
-        match self {
-            ChatTemplate::ChatMl => "chatml",
-            ChatTemplate::Llama3 => "llama3",
-            ChatTemplate::Constant(s) => s,
-        }
+        self.templates.default.name()
     }
 
-    /// Renders `messages`; with `add_generation_prompt` the assistant's header follows.
+    /// Renders `messages`; with `add_generation_prompt` the assistant's turn is opened.
+    /// A conversation the template refuses is a 400.
     pub fn apply(
         &self,
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, ApiError> {
-        let mut s = String::new();
-        match self {
-            ChatTemplate::ChatMl => {
-                for m in messages {
-                    s.push_str(&format!(
-                        "<|im_start|>{}\n{}<|im_end|>\n",
-                        m.role, m.content
-                    ));
-                }
-                if add_generation_prompt {
-                    s.push_str("<|im_start|>assistant\n");
-                }
-            }
-            ChatTemplate::Llama3 => {
-                for m in messages {
-                    s.push_str(&format!(
-                        "<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>",
-                        m.role,
-                        m.content.trim()
-                    ));
-                }
-                if add_generation_prompt {
-                    s.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
-                }
-            }
-            ChatTemplate::Constant(text) => s.push_str(text),
-        }
-        Ok(s)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn msg(role: &str, content: &str) -> ChatMessage {
-        ChatMessage {
-            role: role.into(),
-            content: content.into(),
-        }
+        self.render(messages, add_generation_prompt, true)
     }
 
-    #[test]
-    fn formats_match_llama_cpp_builtins() {
-        let m = [msg("system", "S"), msg("user", " Hi ")];
-        assert_eq!(
-            ChatTemplate::ChatMl.apply(&m, true).unwrap(),
-            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\n"
-        );
-        assert_eq!(
-            ChatTemplate::Llama3.apply(&m, false).unwrap(),
-            "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-        );
-        assert_eq!(
-            ChatTemplate::resolve(None, None, true),
-            Ok(ChatTemplate::ChatMl)
-        );
-        assert_eq!(
-            ChatTemplate::resolve(Some("llama3"), None, false),
-            Ok(ChatTemplate::Llama3)
-        );
-        // With Jinja, a name that is not a template renders as itself (as llama.cpp).
-        assert_eq!(
-            ChatTemplate::resolve(Some("llama3"), None, true),
-            Ok(ChatTemplate::Constant("llama3".into()))
-        );
-        assert!(ChatTemplate::resolve(Some("{{ weird }}"), None, true).is_err());
+    /// Renders the first turns of a conversation as they appear inside the whole one:
+    /// every turn closed (a last assistant message is not continued).
+    pub fn apply_prefix(&self, messages: &[ChatMessage]) -> Result<String, ApiError> {
+        self.render(messages, false, false)
+    }
+
+    fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        prefill_assistant: bool,
+    ) -> Result<String, ApiError> {
+        let opts = llama::chat::ChatOptions {
+            add_generation_prompt,
+            prefill_assistant,
+            ..Default::default()
+        };
+        self.templates
+            .apply_with(messages, &opts)
+            .map_err(|e| ApiError::InvalidRequest(e.to_string()))
     }
 }

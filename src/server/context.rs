@@ -119,7 +119,7 @@ pub fn fit_chat(
             if m.role != "user" {
                 continue;
             }
-            let prefix = render(template, vocab, &kept[..j], false)?;
+            let prefix = vocab.tokenize(&template.apply_prefix(&kept[..j])?, true, true);
             // A boundary counts only where the prefix tokenizes as the prompt does.
             if tokens.starts_with(&prefix) {
                 turn_starts.push((prefix.len(), j));

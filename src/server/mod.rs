@@ -81,20 +81,21 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
     let path = p.common.model.clone();
     let (model, t_load) =
         tokio::task::block_in_place(|| crate::cli::common::load(&path, &mut log))?;
-    let model_template = ggml::gguf::GgufFile::open(&path).ok().and_then(|g| {
-        g.gguf()
-            .get("tokenizer.chat_template")
-            .and_then(|v| v.as_str())
-            .map(String::from)
-    });
     let given = match &p.chat_template_file {
-        Some(f) => {
-            Some(std::fs::read_to_string(f).map_err(|e| format!("error: cannot read '{f}': {e}"))?)
-        }
-        None => p.chat_template.clone(),
+        Some(f) => Some((
+            f.clone(),
+            std::fs::read_to_string(f).map_err(|e| format!("error: cannot read '{f}': {e}"))?,
+        )),
+        None => p
+            .chat_template
+            .clone()
+            .map(|t| ("--chat-template".to_string(), t)),
     };
-    let template =
-        chat::ChatTemplate::resolve(given.as_deref(), model_template.as_deref(), p.jinja)?;
+    let template = chat::ChatTemplate::load(
+        &model,
+        given.as_ref().map(|(n, s)| (n.as_str(), s.as_str())),
+        p.jinja,
+    )?;
 
     let (n_slots, unified) = if p.n_parallel < 0 {
         (4u32, p.kv_unified.unwrap_or(true))

@@ -90,14 +90,7 @@ impl GenParams {
     }
 }
 
-/// One chat message (text content only).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct ChatMessage {
-    /// `system`, `user`, `assistant`, `tool`...
-    pub role: String,
-    /// The text.
-    pub content: String,
-}
+pub use llama::chat::ChatMessage;
 
 /// Reads typed fields of a JSON object, with errors naming the field.
 pub struct Fields<'a>(pub &'a Map<String, Value>);
@@ -412,48 +405,18 @@ pub fn tokenize_prompt(v: &Value, model: &Model) -> Result<Vec<Token>, ApiError>
     }
 }
 
-/// Reads `messages`: an array of `{role, content}` where content is a string, null, or
-/// an array of `{"type": "text", "text": ...}` parts.
+/// Reads `messages` as llama.cpp does (`llama::chat`): an array of `{role, content}`
+/// where content is a string, null, or an array of typed parts, with tool calls.
 pub fn parse_messages(v: Option<&Value>) -> Result<Vec<ChatMessage>, ApiError> {
     let v = v.ok_or_else(|| ApiError::InvalidRequest("\"messages\" is required".into()))?;
-    let a = v
-        .as_array()
-        .ok_or_else(|| type_err("messages", "an array", v))?;
-    if a.is_empty() {
+    let list =
+        ChatMessage::list_from_json(v).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    if list.is_empty() {
         return Err(ApiError::InvalidRequest(
             "\"messages\" must not be empty".into(),
         ));
     }
-    a.iter()
-        .map(|m| {
-            let f = Fields::of(m).map_err(|_| type_err("messages[]", "an object", m))?;
-            let role = f
-                .str("role")?
-                .ok_or_else(|| ApiError::InvalidRequest("every message needs a \"role\"".into()))?
-                .to_string();
-            let content = match f.get("content") {
-                None => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Array(parts)) => {
-                    let mut text = String::new();
-                    for part in parts {
-                        let pf = Fields::of(part)?;
-                        match pf.str("type")? {
-                            Some("text") => text.push_str(pf.str("text")?.unwrap_or("")),
-                            other => {
-                                return Err(ApiError::InvalidRequest(format!(
-                                    "unsupported content part type {other:?}: only text"
-                                )))
-                            }
-                        }
-                    }
-                    text
-                }
-                Some(v) => return Err(type_err("content", "a string or an array of parts", v)),
-            };
-            Ok(ChatMessage { role, content })
-        })
-        .collect()
+    Ok(list)
 }
 
 #[cfg(test)]
@@ -494,7 +457,7 @@ mod tests {
             {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
         ])))
         .unwrap();
-        assert_eq!(m[1].content, "ab");
+        assert_eq!(m[1].render_content(""), "ab");
         assert!(parse_messages(Some(&json!([{"content": "x"}]))).is_err());
         assert!(parse_messages(Some(&json!([]))).is_err());
         assert!(parse_messages(Some(&json!("hi"))).is_err());
