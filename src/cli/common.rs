@@ -448,12 +448,7 @@ impl CommonParams {
         ContextParams {
             n_ctx: self.n_ctx,
             n_batch: self.n_batch,
-            // llama.cpp: a micro-batch of 0 is the logical batch.
-            n_ubatch: if self.n_ubatch == 0 {
-                self.n_batch
-            } else {
-                self.n_ubatch
-            },
+            n_ubatch: ubatch_or_batch(self.n_batch, self.n_ubatch),
             n_threads: self.n_threads,
             type_k: self.type_k,
             type_v: self.type_v,
@@ -509,6 +504,24 @@ pub fn process_escapes(b: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
+}
+
+/// The micro-batch for `-b`/`-ub`: llama.cpp takes `-ub 0` as the logical batch.
+pub fn ubatch_or_batch(n_batch: u32, n_ubatch: u32) -> u32 {
+    if n_ubatch == 0 {
+        n_batch
+    } else {
+        n_ubatch
+    }
+}
+
+/// Loads the model at `path` without progress or summary;
+/// [`CliError::LoadModel`] naming the path when it fails.
+pub fn load_quiet(path: &Path) -> Result<Model> {
+    load_model(path, ModelParams::default()).map_err(|source| CliError::LoadModel {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// Loads the model, drawing llama.cpp's progress dots and printing its summary on

@@ -7,10 +7,10 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams};
+use llama::{Batch, ContextParams, LlamaContext};
 
 use super::args::{parse_params, run_main, Opt};
-use super::common::threads_value;
+use super::common::{load_quiet, threads_value};
 use super::error::{CliError, Result, ValueError};
 
 /// The program's parameters.
@@ -128,12 +128,7 @@ pub fn run(p: &Params, out: &mut dyn Write) -> Result<()> {
         .model
         .as_ref()
         .ok_or_else(|| CliError::Usage("-m MODEL is required".into()))?;
-    let model = Arc::new(load_model(path, ModelParams::default()).map_err(|source| {
-        CliError::LoadModel {
-            path: path.display().to_string(),
-            source,
-        }
-    })?);
+    let model = Arc::new(load_quiet(path)?);
     let tokens = match (&p.tokens, &p.prompt) {
         (Some(t), _) => t.clone(),
         (None, Some(text)) => model.vocab.tokenize_bytes(text, true, true),

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams};
+use llama::{Batch, ContextParams, LlamaContext};
 
 use super::args::{parse_params, run_main, Opt};
-use super::common::threads_value;
+use super::common::{load_quiet, threads_value};
 use super::error::{CliError, Result};
 
 /// The program's parameters.
@@ -101,12 +101,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
         .model
         .as_ref()
         .ok_or_else(|| CliError::Usage("-m MODEL is required".into()))?;
-    let model = Arc::new(load_model(path, ModelParams::default()).map_err(|source| {
-        CliError::LoadModel {
-            path: path.display().to_string(),
-            source,
-        }
-    })?);
+    let model = Arc::new(load_quiet(path)?);
     let mut ctx = LlamaContext::new(
         Arc::clone(&model),
         &ContextParams {

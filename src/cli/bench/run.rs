@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ggml::GgmlType;
-use llama::{Batch, ContextParams, LlamaContext, Model, ModelParams};
+use llama::{Batch, ContextParams, LlamaContext, Model};
 
 use super::args::{Format, Params};
 use super::bandwidth::{measure_bandwidth, MemBandwidth};
 use super::cost::{model_cost, ModelCost};
 use super::output::{details_table, Printer};
 use super::result::TestResult;
-use crate::cli::common::{warn_threads, FlashAttn};
+use crate::cli::common::{load_quiet, ubatch_or_batch, warn_threads, FlashAttn};
 use crate::cli::error::{CliError, Result};
 use crate::cli::rng::Rng;
 
@@ -170,12 +170,7 @@ fn run_test(
     let cp = ContextParams {
         n_ctx: n_ctx as u32,
         n_batch: inst.n_batch,
-        // llama.cpp: a micro-batch of 0 is the logical batch.
-        n_ubatch: if inst.n_ubatch == 0 {
-            inst.n_batch
-        } else {
-            inst.n_ubatch
-        },
+        n_ubatch: ubatch_or_batch(inst.n_batch, inst.n_ubatch),
         n_threads: inst.n_threads,
         type_k: inst.type_k,
         type_v: inst.type_v,
@@ -282,13 +277,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Vec<T
             previous => {
                 // Free the previous model before loading the next.
                 drop(previous);
-                let model =
-                    llama::load_model(&inst.model, ModelParams::default()).map_err(|source| {
-                        CliError::LoadModel {
-                            path: inst.model.display().to_string(),
-                            source,
-                        }
-                    })?;
+                let model = load_quiet(&inst.model)?;
                 if p.verbose {
                     for line in model.summary() {
                         let _ = writeln!(log, "{line}");
