@@ -110,6 +110,16 @@ pub fn load_hparams(g: &Gguf, arch: Arch, n_vocab: usize) -> Result<Hparams> {
     let n_ctx_train = positive(k(Kv::ContextLength), get(g, &k(Kv::ContextLength))?)? as u32;
     let n_embd = positive(k(Kv::EmbeddingLength), get(g, &k(Kv::EmbeddingLength))?)?;
     let n_layer = positive(k(Kv::BlockCount), get(g, &k(Kv::BlockCount))?)?;
+    // A hostile count would size the layer table (and abort on the allocation).
+    if n_layer > crate::hparams::MAX_LAYERS {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::BlockCount),
+            detail: format!(
+                "{n_layer} layers, more than llama.cpp's LLAMA_MAX_LAYERS = {}",
+                crate::hparams::MAX_LAYERS
+            ),
+        });
+    }
     let n_ff = positive(k(Kv::FeedForwardLength), get(g, &k(Kv::FeedForwardLength))?)?;
     let n_head = positive(
         k(Kv::AttentionHeadCount),

@@ -417,7 +417,8 @@ pub fn options() -> Vec<Opt<Params>> {
             Ok(())
         }),
         Opt::value(&["--layers"], "N", "number of blocks", |p, v| {
-            p.n_layer = size(v)?;
+            let max = llama::hparams::MAX_LAYERS;
+            p.n_layer = Some(v.num_in(1, max, &format!("must be in 1..={max}, as llama.cpp loads"))?);
             Ok(())
         }),
         Opt::value(&["--heads"], "N", "attention heads", |p, v| {
@@ -1160,7 +1161,7 @@ mod tests {
         let s = p.shape().unwrap();
         assert_eq!((s.arch, s.tied, s.n_vocab), (Arch::Qwen2, false, 300));
 
-        let err = |a: &[&str]| parse_args(&args(a)).err().expect("an error").to_string();
+        let err = |a: &[&str]| parse_args(&args(a)).expect_err("an error").to_string();
         assert!(err(&["--type", "q9"]).contains("unknown file type"));
         assert!(err(&["--preset", "gpt5"]).contains("unknown preset"));
         assert!(err(&["--embd", "0"]).contains("--embd: 0 is out of range"));
