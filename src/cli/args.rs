@@ -59,7 +59,18 @@ impl<'a> Value<'a> {
         max: T,
         rule: &str,
     ) -> Result<T, ValueError> {
-        let n: T = self.num()?;
+        let n: T = match self.num() {
+            Ok(n) => n,
+            // An integer the type cannot hold (a negative count, 2^40 threads) is
+            // out of range rather than "not a number".
+            Err(e) => {
+                let t = self.text()?.trim();
+                return Err(match t.parse::<i128>() {
+                    Ok(big) => ValueError::out_of_range(big, rule),
+                    Err(_) => e,
+                });
+            }
+        };
         if n < min || n > max {
             return Err(ValueError::out_of_range(n, rule));
         }

@@ -113,7 +113,7 @@ fn check(params: &Params) -> Result<()> {
             source: ValueError::out_of_range(p.n_keep, "must be >= 0 for the passkey test"),
         });
     }
-    if p.n_batch % p.grp_attn_n as u32 != 0 {
+    if !p.n_batch.is_multiple_of(p.grp_attn_n as u32) {
         return Err(CliError::Usage(format!(
             "n_batch ({}) must be divisible by n_grp ({})",
             p.n_batch, p.grp_attn_n
