@@ -8,8 +8,9 @@
 //! ```
 //! use llama::quantize::{Ftype, TensorCategory, TypeChooser};
 //! use ggml::GgmlType;
-//! let mut chooser = TypeChooser::new(Ftype::Q4_K_M, 4, 4, false);
-//! // Tensors are visited in file order, as llama-quantize does.
+//! let mut chooser = TypeChooser::new(Ftype::Q4_K_M, 8, 4, false);
+//! // Tensors are visited in file order, as llama-quantize does; the first eighth
+//! // of the layers gets more bits in Q4_K_M.
 //! let cat = TensorCategory::classify("blk.0.attn_v.weight", 2);
 //! assert_eq!(chooser.choose(cat, 256), GgmlType::Q6_K);
 //! assert_eq!(chooser.choose(TensorCategory::Output, 256), GgmlType::Q6_K);
