@@ -2,7 +2,8 @@
 //! out.gguf`); see `llamars::cli::gen_model` and `gen-model -h`.
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Arguments as the OS gives them: a prompt or path need not be UTF-8.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let code = llamars::cli::gen_model::main_with(
         &args,
         &mut std::io::stdin().lock(),

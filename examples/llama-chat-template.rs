@@ -2,7 +2,7 @@
 //! builds it; see `llamars::cli::chat_template` and `llama-chat-template -h`.
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let code = llamars::cli::chat_template::main_with(
         &args,
         &mut std::io::stdin().lock(),

@@ -2,7 +2,8 @@
 //! `llamars::cli::completion` and `llama-cli -h`.
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Arguments as the OS gives them: a prompt or path need not be UTF-8.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let code = llamars::cli::completion::main_with(
         &args,
         &mut std::io::stdin().lock(),

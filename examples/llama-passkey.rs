@@ -2,7 +2,8 @@
 //! --grp-attn-n N`); see `llamars::cli::passkey` and `llama-passkey -h`.
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Arguments as the OS gives them: a prompt or path need not be UTF-8.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let code = llamars::cli::passkey::main_with(
         &args,
         &mut std::io::stdin().lock(),

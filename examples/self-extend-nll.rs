@@ -48,7 +48,14 @@ fn parse_args() -> Result<Args, String> {
         threads: 2,
         out: "target/self-extend.csv".into(),
     };
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // A research tool with text-only flags: a non-UTF-8 argument is an error, not a panic.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| {
+            a.into_string()
+                .map_err(|a| format!("argument {a:?} is not valid UTF-8"))
+        })
+        .collect::<Result<_, _>>()?;
     let mut i = 0;
     while i < args.len() {
         let v = args
@@ -60,8 +67,8 @@ fn parse_args() -> Result<Args, String> {
             "-m" => a.model = v,
             "-f" => a.text = v,
             "-n" => a.n_tokens = num(&v)?,
-            "-g" => a.group = num(&v)? as u32,
-            "-w" => a.window = num(&v)? as u32,
+            "-g" => a.group = u32::try_from(num(&v)?).map_err(|_| format!("bad group '{v}'"))?,
+            "-w" => a.window = u32::try_from(num(&v)?).map_err(|_| format!("bad window '{v}'"))?,
             "-t" => a.threads = num(&v)?,
             "-o" => a.out = v,
             other => return Err(format!("unknown argument {other}")),

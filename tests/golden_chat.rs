@@ -215,7 +215,7 @@ fn program_reports_bad_input_clearly() {
         (
             &["-m", m, "--chat-template-file", "/nonexistent.jinja", "-"],
             "[]",
-            "cannot read template file",
+            "--chat-template-file: cannot read '/nonexistent.jinja'",
         ),
         (&["-m", m], "[]", "no messages file"),
         (&["-"], "[]", "no model given"),

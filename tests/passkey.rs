@@ -87,8 +87,15 @@ fn bad_settings_are_clear_errors() {
             "--junk 5 -b 64 --grp-attn-n 3",
             "must be divisible by n_grp",
         ),
-        ("--junk 0", "--junk must be positive"),
-        ("--junk 5 --grp-attn-n 0", "--grp-attn-n must be positive"),
+        ("--junk 0", "--junk: 0 is out of range"),
+        (
+            "--junk 5 --pos 5",
+            "--pos: 5 is out of range: must be below --junk (5)",
+        ),
+        (
+            "--junk 5 --grp-attn-n 0",
+            "--grp-attn-n: 0 is out of range: must be positive",
+        ),
     ] {
         let Some((code, _, log)) = run(args) else {
             return;

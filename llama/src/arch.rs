@@ -44,6 +44,7 @@ pub enum Kv {
     GeneralArchitecture,
     GeneralName,
     GeneralFileType,
+    GeneralQuantizationVersion,
     GeneralAlignment,
     VocabSize,
     ContextLength,
@@ -74,6 +75,7 @@ impl Kv {
             Kv::GeneralArchitecture => (true, "general.architecture"),
             Kv::GeneralName => (true, "general.name"),
             Kv::GeneralFileType => (true, "general.file_type"),
+            Kv::GeneralQuantizationVersion => (true, "general.quantization_version"),
             Kv::GeneralAlignment => (true, "general.alignment"),
             Kv::VocabSize => (false, "vocab_size"),
             Kv::ContextLength => (false, "context_length"),
@@ -123,7 +125,8 @@ pub enum TensorName {
 }
 
 impl TensorName {
-    fn base(self) -> &'static str {
+    /// The name without layer prefix and suffix (`attn_q`).
+    pub fn base(self) -> &'static str {
         match self {
             TensorName::TokenEmbd => "token_embd",
             TensorName::OutputNorm => "output_norm",

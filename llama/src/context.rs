@@ -128,6 +128,10 @@ pub struct Cparams {
     pub self_extend: Option<SelfExtendParams>,
 }
 
+/// The largest context a [`LlamaContext`] accepts (`n_ctx`, after padding to 256):
+/// 16M tokens; more is [`LlamaError::InvalidParam`].
+pub const MAX_N_CTX: u32 = 1 << 24;
+
 impl Cparams {
     /// Resolves `p` against the model, as llama.cpp's `llama_context` constructor does.
     /// [`LlamaError::InvalidParam`] for values out of range.
@@ -146,7 +150,7 @@ impl Cparams {
         } else {
             p.n_ctx
         };
-        if n_ctx == 0 || n_ctx > 1 << 24 {
+        if n_ctx == 0 || n_ctx > MAX_N_CTX {
             return Err(LlamaError::InvalidParam(format!(
                 "n_ctx = {n_ctx} is out of range"
             )));

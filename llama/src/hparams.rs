@@ -3,6 +3,10 @@
 use crate::arch::Arch;
 use ggml::RopeMode;
 
+/// The most blocks a model may have (llama.cpp's `LLAMA_MAX_LAYERS`); the loader
+/// refuses more with [`crate::LlamaError::BadKey`].
+pub const MAX_LAYERS: usize = 512;
+
 /// How rope positions are scaled beyond the trained context (`rope.scaling.type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RopeScaling {

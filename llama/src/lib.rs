@@ -17,6 +17,7 @@ pub mod loader;
 pub mod memory;
 pub mod model;
 pub mod models;
+pub mod quantize;
 pub mod sampling;
 pub mod vocab;
 pub mod window;

@@ -111,6 +111,16 @@ pub fn load_hparams(g: &Gguf, arch: Arch, n_vocab: usize) -> Result<Hparams> {
     let n_ctx_train = positive(k(Kv::ContextLength), get(g, &k(Kv::ContextLength))?)? as u32;
     let n_embd = positive(k(Kv::EmbeddingLength), get(g, &k(Kv::EmbeddingLength))?)?;
     let n_layer = positive(k(Kv::BlockCount), get(g, &k(Kv::BlockCount))?)?;
+    // A hostile count would size the layer table (and abort on the allocation).
+    if n_layer > crate::hparams::MAX_LAYERS {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::BlockCount),
+            detail: format!(
+                "{n_layer} layers, more than llama.cpp's LLAMA_MAX_LAYERS = {}",
+                crate::hparams::MAX_LAYERS
+            ),
+        });
+    }
     let n_ff = positive(k(Kv::FeedForwardLength), get(g, &k(Kv::FeedForwardLength))?)?;
     let n_head = positive(
         k(Kv::AttentionHeadCount),
@@ -279,29 +289,9 @@ impl TensorLoader<'_> {
 
 /// llama.cpp's name for `general.file_type` (or a guess from the weight types).
 fn file_type_name(ftype: Option<u32>, g: &Gguf) -> String {
-    let name = match ftype {
-        Some(0) => "all F32",
-        Some(1) => "F16",
-        Some(2) => "Q4_0",
-        Some(3) => "Q4_1",
-        Some(7) => "Q8_0",
-        Some(8) => "Q5_0",
-        Some(9) => "Q5_1",
-        Some(10) => "Q2_K - Medium",
-        Some(11) => "Q3_K - Small",
-        Some(12) => "Q3_K - Medium",
-        Some(13) => "Q3_K - Large",
-        Some(14) => "Q4_K - Small",
-        Some(15) => "Q4_K - Medium",
-        Some(16) => "Q5_K - Small",
-        Some(17) => "Q5_K - Medium",
-        Some(18) => "Q6_K",
-        Some(21) => "Q2_K - Small",
-        Some(25) => "IQ4_NL - 4.5 bpw",
-        Some(30) => "IQ4_XS - 4.25 bpw",
-        Some(32) => "BF16",
-        _ => "",
-    };
+    let name = ftype
+        .and_then(crate::quantize::Ftype::from_id)
+        .map_or("", |f| f.description());
     if !name.is_empty() {
         return name.to_string();
     }

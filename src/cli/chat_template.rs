@@ -6,7 +6,9 @@
 //! `--chat-template-file`; `--no-jinja` uses llama.cpp's built-in formats.
 //! Warnings (ChatML fallback, ...) go to stderr.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, Write};
+use std::path::PathBuf;
 
 use llama::chat::{
     ChatMessage, ChatOptions, ChatTemplates, ChatTool, GgufChatTemplates, TemplateOverride,
@@ -15,12 +17,13 @@ use llama::chat::{
 use serde_json::Value as Json;
 
 use super::args::{parse_params, run_main, Opt};
+use super::error::{CliError, Result, ValueError};
 
 /// The program's parameters.
 #[derive(Debug)]
 pub struct Params {
     /// `-m`: the GGUF file (only its vocabulary and metadata are read).
-    pub model: String,
+    pub model: PathBuf,
     /// `--chat-template` / `--chat-template-file`: (name for errors, text).
     pub chat_template: Option<(String, String)>,
     /// Jinja (default) or llama.cpp's built-in formats.
@@ -32,22 +35,22 @@ pub struct Params {
     /// `--chat-template-kwargs` as a JSON object.
     pub kwargs: serde_json::Map<String, Json>,
     /// `--tools`: a JSON file with the request's `tools` list.
-    pub tools_file: Option<String>,
+    pub tools_file: Option<PathBuf>,
     /// The messages file (`-` for stdin).
-    pub messages: String,
+    pub messages: PathBuf,
 }
 
 impl Default for Params {
     fn default() -> Self {
         Params {
-            model: String::new(),
+            model: PathBuf::new(),
             chat_template: None,
             jinja: true,
             add_generation_prompt: true,
             prefill_assistant: true,
             kwargs: ChatOptions::default().template_kwargs,
             tools_file: None,
-            messages: String::new(),
+            messages: PathBuf::new(),
         }
     }
 }
@@ -57,119 +60,110 @@ const ABOUT: &str =
 The last argument is MESSAGES.json: a JSON array of messages (or an object with \"messages\"\n\
 and \"tools\"), or - for stdin. Example: llama-chat-template -m model.gguf chat.json";
 
-fn opts() -> Vec<Opt<Params>> {
+/// The options this program accepts (the messages file is the positional argument).
+pub fn options() -> Vec<Opt<Params>> {
     vec![
-        Opt {
-            names: &["-m", "--model"],
-            value: Some("FNAME"),
-            help: "model (GGUF) whose template and BOS/EOS texts are used",
-            apply: |p, v| {
-                p.model = v.to_string();
+        Opt::value(
+            &["-m", "--model"],
+            "FNAME",
+            "model (GGUF) whose template and BOS/EOS texts are used",
+            |p, v| {
+                p.model = v.path();
                 Ok(())
             },
-        },
-        Opt {
-            names: &["--chat-template"],
-            value: Some("JINJA_TEMPLATE"),
-            help: "Jinja template text, or a built-in format name (chatml, llama3, ...; with --no-jinja)",
-            apply: |p, v| {
-                p.chat_template = Some(("--chat-template".into(), v.to_string()));
+        ),
+        Opt::value(
+            &["--chat-template"],
+            "JINJA_TEMPLATE",
+            "Jinja template text, or a built-in format name (chatml, llama3, ...; with --no-jinja)",
+            |p, v| {
+                p.chat_template = Some(("--chat-template".into(), v.text()?.to_string()));
                 Ok(())
             },
-        },
-        Opt {
-            names: &["--chat-template-file"],
-            value: Some("FILE"),
-            help: "read the Jinja template from FILE",
-            apply: |p, v| {
-                let text = std::fs::read_to_string(v)
-                    .map_err(|e| format!("cannot read template file '{v}': {e}"))?;
-                p.chat_template = Some((v.to_string(), text));
+        ),
+        Opt::value(
+            &["--chat-template-file"],
+            "FILE",
+            "read the Jinja template from FILE",
+            |p, v| {
+                let path = v.path();
+                let text = std::fs::read_to_string(&path).map_err(|source| ValueError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                p.chat_template = Some((path.display().to_string(), text));
                 Ok(())
             },
-        },
-        Opt {
-            names: &["--jinja"],
-            value: None,
-            help: "render Jinja templates (default)",
-            apply: |p, _| {
-                p.jinja = true;
-                Ok(())
-            },
-        },
-        Opt {
-            names: &["--no-jinja"],
-            value: None,
-            help: "use llama.cpp's built-in formats (named, or recognised in the template)",
-            apply: |p, _| {
-                p.jinja = false;
-                Ok(())
-            },
-        },
-        Opt {
-            names: &["--no-add-generation-prompt"],
-            value: None,
-            help: "do not open the assistant's turn at the end",
-            apply: |p, _| {
-                p.add_generation_prompt = false;
-                Ok(())
-            },
-        },
-        Opt {
-            names: &["--no-prefill-assistant"],
-            value: None,
-            help: "close a final assistant message instead of continuing it",
-            apply: |p, _| {
-                p.prefill_assistant = false;
-                Ok(())
-            },
-        },
-        Opt {
-            names: &["--chat-template-kwargs"],
-            value: Some("JSON"),
-            help: "extra template variables, a JSON object (default {\"preserve_reasoning\": true})",
-            apply: |p, v| {
-                match serde_json::from_str::<Json>(v) {
-                    Ok(Json::Object(m)) => p.kwargs.extend(m),
-                    Ok(_) => return Err("expected a JSON object".into()),
-                    Err(e) => return Err(format!("not valid JSON: {e}")),
+        ),
+        Opt::flag(&["--jinja"], "render Jinja templates (default)", |p| {
+            p.jinja = true
+        }),
+        Opt::flag(
+            &["--no-jinja"],
+            "use llama.cpp's built-in formats (named, or recognised in the template)",
+            |p| p.jinja = false,
+        ),
+        Opt::flag(
+            &["--no-add-generation-prompt"],
+            "do not open the assistant's turn at the end",
+            |p| p.add_generation_prompt = false,
+        ),
+        Opt::flag(
+            &["--no-prefill-assistant"],
+            "close a final assistant message instead of continuing it",
+            |p| p.prefill_assistant = false,
+        ),
+        Opt::value(
+            &["--chat-template-kwargs"],
+            "JSON",
+            "extra template variables, a JSON object (default {\"preserve_reasoning\": true})",
+            |p, v| match serde_json::from_str::<Json>(v.text()?) {
+                Ok(Json::Object(m)) => {
+                    p.kwargs.extend(m);
+                    Ok(())
                 }
+                Ok(_) => Err(ValueError::Invalid("expected a JSON object".into())),
+                Err(e) => Err(ValueError::Invalid(format!("not valid JSON: {e}"))),
+            },
+        ),
+        Opt::value(
+            &["--tools"],
+            "FILE",
+            "JSON file with the tools list ([{\"type\": \"function\", \"function\": {...}}])",
+            |p, v| {
+                p.tools_file = Some(v.path());
                 Ok(())
             },
-        },
-        Opt {
-            names: &["--tools"],
-            value: Some("FILE"),
-            help: "JSON file with the tools list ([{\"type\": \"function\", \"function\": {...}}])",
-            apply: |p, v| {
-                p.tools_file = Some(v.to_string());
-                Ok(())
-            },
-        },
+        ),
     ]
 }
 
 /// Splits off the positional argument (the messages file); the rest are options.
-fn split_positional(opts: &[Opt<Params>], args: &[String]) -> (Vec<String>, Vec<String>) {
+fn split_positional<'a, A: AsRef<OsStr>>(
+    opts: &[Opt<Params>],
+    args: &'a [A],
+) -> (Vec<&'a OsStr>, Vec<&'a OsStr>) {
     let (mut options, mut positional) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < args.len() {
-        let a = &args[i];
-        let takes_value = opts
-            .iter()
-            .any(|o| o.value.is_some() && o.names.contains(&a.as_str()));
+        let a = args[i].as_ref();
+        let takes_value = a.to_str().is_some_and(|name| {
+            opts.iter()
+                .any(|o| o.takes_value() && o.names.contains(&name))
+        });
         if takes_value {
-            options.push(a.clone());
+            options.push(a);
             if let Some(v) = args.get(i + 1) {
-                options.push(v.clone());
+                options.push(v.as_ref());
             }
             i += 2;
             continue;
         }
-        if a == "-" || !a.starts_with('-') {
-            positional.push(a.clone());
+        let bytes = a.as_encoded_bytes();
+        if bytes == b"-" || !bytes.starts_with(b"-") {
+            positional.push(a);
         } else {
-            options.push(a.clone());
+            options.push(a);
         }
         i += 1;
     }
@@ -178,32 +172,37 @@ fn split_positional(opts: &[Opt<Params>], args: &[String]) -> (Vec<String>, Vec<
 
 /// Parses the command line; `Ok(None)` for `-h`. Errors name the offending
 /// argument, a missing model or messages file, or more than one messages file.
-pub fn parse_args(args: &[String]) -> Result<Option<Params>, String> {
-    let opts = opts();
+pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+    let opts = options();
     let (options, positional) = split_positional(&opts, args);
     let Some(mut p) = parse_params(&opts, &options)? else {
         return Ok(None);
     };
     match positional.as_slice() {
-        [one] => p.messages = one.clone(),
-        [] => return Err("error: no messages file given (MESSAGES.json, or - for stdin)".into()),
-        more => {
-            return Err(format!(
-                "error: more than one messages file given: {}",
-                more.join(" ")
+        [one] => p.messages = PathBuf::from(one),
+        [] => {
+            return Err(CliError::Usage(
+                "no messages file given (MESSAGES.json, or - for stdin)".into(),
             ))
         }
+        more => {
+            let names: Vec<_> = more.iter().map(|a| a.to_string_lossy()).collect();
+            return Err(CliError::Usage(format!(
+                "more than one messages file given: {}",
+                names.join(" ")
+            )));
+        }
     }
-    if p.model.is_empty() {
-        return Err("error: no model given (-m FNAME)".into());
+    if p.model.as_os_str().is_empty() {
+        return Err(CliError::Usage("no model given (-m FNAME)".into()));
     }
     Ok(Some(p))
 }
 
 /// Runs the program with `args` (without the program name): the prompt on `out`,
 /// warnings and errors on `log`. Returns the exit code (0 on success, 1 on an error).
-pub fn main_with(
-    args: &[String],
+pub fn main_with<A: AsRef<OsStr>>(
+    args: &[A],
     input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -211,7 +210,7 @@ pub fn main_with(
     run_main(
         "llama-chat-template",
         ABOUT,
-        &opts(),
+        &options(),
         parse_args(args),
         out,
         log,
@@ -224,11 +223,14 @@ fn run(
     input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
-) -> Result<(), String> {
-    let file = ggml::gguf::GgufFile::open(&p.model)
-        .map_err(|e| format!("error: cannot read model '{}': {e}", p.model))?;
+) -> Result<()> {
+    let model = p.model.display();
+    let file = ggml::gguf::GgufFile::open(&p.model).map_err(|source| CliError::Ggml {
+        what: format!("cannot read model '{model}'"),
+        source,
+    })?;
     let vocab = llama::vocab::Vocab::from_gguf(file.gguf())
-        .map_err(|e| format!("error: model '{}': {e}", p.model))?;
+        .map_err(|e| CliError::Input(format!("model '{model}': {e}")))?;
     let templates = ChatTemplates::from_gguf(
         &GgufChatTemplates::from_gguf(file.gguf()),
         TemplateTokens::from_vocab(&vocab),
@@ -237,42 +239,47 @@ fn run(
             .map(|(name, source)| TemplateOverride { name, source }),
         p.jinja,
     )
-    .map_err(|e| format!("error: {e}"))?;
+    .map_err(chat_error)?;
     for w in &templates.warnings {
         let _ = writeln!(log, "warning: {w}");
     }
 
-    let text = if p.messages == "-" {
+    let messages_name = p.messages.display();
+    let text = if p.messages.as_os_str() == "-" {
         let mut s = String::new();
         input
             .read_to_string(&mut s)
-            .map_err(|e| format!("error: cannot read messages from stdin: {e}"))?;
+            .map_err(CliError::io("cannot read messages from stdin"))?;
         s
     } else {
-        std::fs::read_to_string(&p.messages)
-            .map_err(|e| format!("error: cannot read messages file '{}': {e}", p.messages))?
+        std::fs::read_to_string(&p.messages).map_err(|source| CliError::Io {
+            what: format!("cannot read messages file '{messages_name}'"),
+            source,
+        })?
     };
     let json: Json = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "error: messages file '{}' is not valid JSON: {e}",
-            p.messages
-        )
+        CliError::Input(format!(
+            "messages file '{messages_name}' is not valid JSON: {e}"
+        ))
     })?;
     let (messages_json, mut tools_json) = match &json {
         Json::Object(o) if o.contains_key("messages") => (&o["messages"], o.get("tools").cloned()),
         other => (other, None),
     };
-    let messages = ChatMessage::list_from_json(messages_json).map_err(|e| format!("error: {e}"))?;
+    let messages = ChatMessage::list_from_json(messages_json).map_err(chat_error)?;
     if let Some(path) = &p.tools_file {
-        let t = std::fs::read_to_string(path)
-            .map_err(|e| format!("error: cannot read tools file '{path}': {e}"))?;
-        tools_json = Some(
-            serde_json::from_str(&t)
-                .map_err(|e| format!("error: tools file '{path}' is not valid JSON: {e}"))?,
-        );
+        let name = path.display();
+        let t = std::fs::read_to_string(path).map_err(|source| CliError::Io {
+            what: format!("cannot read tools file '{name}'"),
+            source,
+        })?;
+        tools_json =
+            Some(serde_json::from_str(&t).map_err(|e| {
+                CliError::Input(format!("tools file '{name}' is not valid JSON: {e}"))
+            })?);
     }
     let tools = match tools_json.filter(|t| !t.is_null()) {
-        Some(t) => ChatTool::list_from_json(&t).map_err(|e| format!("error: {e}"))?,
+        Some(t) => ChatTool::list_from_json(&t).map_err(chat_error)?,
         None => Vec::new(),
     };
     let opts = ChatOptions {
@@ -282,10 +289,13 @@ fn run(
         template_kwargs: p.kwargs.clone(),
         ..ChatOptions::default()
     };
-    let prompt = templates
-        .apply_with(&messages, &opts)
-        .map_err(|e| format!("error: {e}"))?;
+    let prompt = templates.apply_with(&messages, &opts).map_err(chat_error)?;
     out.write_all(prompt.as_bytes())
         .and_then(|_| out.flush())
-        .map_err(|e| format!("error: cannot write the prompt: {e}"))
+        .map_err(CliError::io("cannot write the prompt"))
+}
+
+/// A template or conversation refused by `llama::chat`, as the program reports it.
+fn chat_error(e: llama::chat::ChatError) -> CliError {
+    CliError::Input(e.to_string())
 }

@@ -2,6 +2,7 @@
 //! context and sampling, loading with progress, and the timings printed at the end.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,8 @@ use ggml::GgmlType;
 use llama::sampling::{SamplerChain, SamplerParams};
 use llama::{load_model, ContextParams, LlamaContext, Model, ModelParams};
 
-use super::args::{num, Opt};
+use super::args::{Opt, Value};
+use super::error::{CliError, Result, ValueError};
 
 /// Flash attention setting (`-fa on|off|auto`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,11 +28,12 @@ pub enum FlashAttn {
 #[derive(Clone, Debug)]
 pub struct CommonParams {
     /// Model path (`-m`).
-    pub model: String,
-    /// Prompt text (`-p`, or the contents of `-f`).
-    pub prompt: String,
+    pub model: PathBuf,
+    /// Prompt (`-p`, or the contents of `-f`): bytes, as llama.cpp's tokenizer takes
+    /// them (they need not be UTF-8).
+    pub prompt: Vec<u8>,
     /// Prompt file given with `-f`.
-    pub prompt_file: Option<String>,
+    pub prompt_file: Option<PathBuf>,
     /// Tokens to predict (`-n`; -1 infinite, -2 until the context is full).
     pub n_predict: i32,
     /// Context size (`-c`; 0 = trained context).
@@ -67,8 +70,8 @@ pub struct CommonParams {
     pub verbose_prompt: bool,
     /// Interactive mode (`-i`).
     pub interactive: bool,
-    /// Reverse prompts (`-r`, repeatable).
-    pub antiprompt: Vec<String>,
+    /// Reverse prompts (`-r`, repeatable), as bytes.
+    pub antiprompt: Vec<Vec<u8>>,
     /// Shift the context when full (`--context-shift`; off by default as in llama.cpp).
     pub ctx_shift: bool,
     /// Debug logs (`-v`).
@@ -87,14 +90,14 @@ pub struct CommonParams {
 impl Default for CommonParams {
     fn default() -> Self {
         CommonParams {
-            model: String::new(),
-            prompt: String::new(),
+            model: PathBuf::new(),
+            prompt: Vec::new(),
             prompt_file: None,
             n_predict: -1,
             n_ctx: 0,
             n_batch: 2048,
             n_ubatch: 512,
-            n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n_threads: default_threads(),
             sampling: SamplerParams::default(),
             ignore_eos: false,
             n_keep: 0,
@@ -119,242 +122,324 @@ impl Default for CommonParams {
     }
 }
 
+/// The most threads a program accepts: ggml's `GGML_MAX_N_THREADS`, the size of
+/// llama.cpp's per-thread tables.
+pub const MAX_THREADS: usize = 512;
+
+/// The machine's logical cores (1 when unknown): the default thread count.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `-t N` as llama.cpp reads it: 0 or negative means all cores; more than
+/// [`MAX_THREADS`] is refused.
+pub(crate) fn threads_value(v: Value<'_>) -> Result<usize, ValueError> {
+    let n: i64 = v.num()?;
+    if n <= 0 {
+        return Ok(default_threads());
+    }
+    if n > MAX_THREADS as i64 {
+        return Err(ValueError::out_of_range(
+            n,
+            format!("at most {MAX_THREADS} threads"),
+        ));
+    }
+    Ok(n as usize)
+}
+
+/// Warns on `log` when more threads than cores are asked for: they take turns on
+/// the cores and every barrier of every graph waits for the slowest.
+pub fn warn_threads(log: &mut dyn Write, n_threads: usize) {
+    let cores = default_threads();
+    if n_threads > cores {
+        let _ = writeln!(
+            log,
+            "warning: {n_threads} threads on {cores} cores: the extra threads only wait for each other (use -t {cores} or fewer)"
+        );
+    }
+}
+
 /// A KV cache type name (`-ctk`, `-ctv`): one of the types the cache supports.
-pub(crate) fn cache_type(v: &str) -> Result<GgmlType, String> {
+pub(crate) fn cache_type(v: &str) -> Result<GgmlType, ValueError> {
     match GgmlType::from_name(v) {
         Some(
             t @ (GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::Q4_0),
         ) => Ok(t),
-        _ => Err(format!(
-            "unsupported cache type '{v}' (f32, f16, bf16, q8_0, q4_0)"
-        )),
+        _ => Err(ValueError::Unknown {
+            what: "cache type",
+            value: v.to_string(),
+            expected: "f32, f16, bf16, q8_0, q4_0",
+        }),
     }
 }
 
-fn on_off(v: &str) -> Result<bool, String> {
+fn on_off(v: &str) -> Result<bool, ValueError> {
     match v {
         "on" | "1" | "true" | "enabled" => Ok(true),
         "off" | "0" | "false" | "disabled" => Ok(false),
-        _ => Err(format!("expected on or off, got '{v}'")),
+        _ => Err(ValueError::Unknown {
+            what: "switch value",
+            value: v.to_string(),
+            expected: "on or off",
+        }),
     }
+}
+
+/// A count where -1 has a meaning (`-1 = all`) and other negatives none.
+fn count_or_minus_one(v: Value<'_>, meaning: &str) -> Result<i32, ValueError> {
+    v.num_in(-1, i32::MAX, &format!("must be >= 0, or -1 for {meaning}"))
 }
 
 /// The flags every program accepts (model, prompt, context, sampling).
 pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
     vec![
-        Opt { names: &["-m", "--model"], value: Some("FNAME"), help: "model path", apply: |p, v| {
-            let _: () = p.as_mut().model = v.into();
+        Opt::value(&["-m", "--model"], "FNAME", "model path", |p, v| {
+            p.as_mut().model = v.path();
             Ok(())
-        } },
-        Opt { names: &["-p", "--prompt"], value: Some("PROMPT"), help: "prompt to start generation with", apply: |p, v| {
-            let _: () = p.as_mut().prompt = v.into();
+        }),
+        Opt::value(&["-p", "--prompt"], "PROMPT", "prompt to start generation with", |p, v| {
+            p.as_mut().prompt = v.bytes().to_vec();
             Ok(())
-        } },
-        Opt {
-            names: &["-f", "--file"],
-            value: Some("FNAME"),
-            help: "a file containing the prompt",
-            apply: |p, v| {
-                let mut text = std::fs::read_to_string(v).map_err(|e| format!("cannot read '{v}': {e}"))?;
-                if text.ends_with('\n') {
-                    text.pop();
-                }
-                let c = p.as_mut();
-                c.prompt = text;
-                c.prompt_file = Some(v.into());
+        }),
+        Opt::value(&["-f", "--file"], "FNAME", "a file containing the prompt", |p, v| {
+            let path = v.path();
+            let mut text = std::fs::read(&path).map_err(|source| ValueError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            if text.last() == Some(&b'\n') {
+                text.pop();
+            }
+            let c = p.as_mut();
+            c.prompt = text;
+            c.prompt_file = Some(path);
+            Ok(())
+        }),
+        Opt::value(
+            &["-n", "--predict", "--n-predict"],
+            "N",
+            "tokens to predict (default: -1, -1 = infinity, -2 = until context filled)",
+            |p, v| {
+                p.as_mut().n_predict =
+                    v.num_in(-2, i32::MAX, "must be >= 0, or -1 (infinity) or -2 (until the context is full)")?;
                 Ok(())
             },
-        },
-        Opt { names: &["-n", "--predict", "--n-predict"], value: Some("N"), help: "tokens to predict (default: -1, -1 = infinity, -2 = until context filled)", apply: |p, v| {
-            let _: () = p.as_mut().n_predict = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["-c", "--ctx-size"], value: Some("N"), help: "size of the prompt context (default: 0, 0 = loaded from model)", apply: |p, v| {
-            let _: () = p.as_mut().n_ctx = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["-b", "--batch-size"], value: Some("N"), help: "logical maximum batch size (default: 2048)", apply: |p, v| {
-            let _: () = p.as_mut().n_batch = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["-ub", "--ubatch-size"], value: Some("N"), help: "physical maximum batch size (default: 512)", apply: |p, v| {
-            let _: () = p.as_mut().n_ubatch = num(v)?;
-            Ok(())
-        } },
-        Opt {
-            names: &["-t", "--threads"],
-            value: Some("N"),
-            help: "number of threads (default: all cores)",
-            apply: |p, v| {
-                let n: i64 = num(v)?;
-                if n > 0 {
-                    p.as_mut().n_threads = n as usize;
-                }
+        ),
+        Opt::value(
+            &["-c", "--ctx-size"],
+            "N",
+            "size of the prompt context (default: 0, 0 = loaded from model)",
+            |p, v| {
+                p.as_mut().n_ctx = v.num_in(
+                    0,
+                    llama::context::MAX_N_CTX,
+                    &format!("must be in 0..={} (0 = from the model)", llama::context::MAX_N_CTX),
+                )?;
                 Ok(())
             },
-        },
-        Opt { names: &["-s", "--seed"], value: Some("SEED"), help: "RNG seed (default: -1, random)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.seed = num::<i64>(v)? as u32;
+        ),
+        Opt::value(&["-b", "--batch-size"], "N", "logical maximum batch size (default: 2048)", |p, v| {
+            p.as_mut().n_batch = v.num_in(1, u32::MAX, "must be at least 1")?;
             Ok(())
-        } },
-        Opt { names: &["--temp"], value: Some("N"), help: "temperature (default: 0.8)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.temp = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["--top-k"], value: Some("N"), help: "top-k sampling (default: 40, 0 = disabled)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.top_k = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["--top-p"], value: Some("N"), help: "top-p sampling (default: 0.95, 1.0 = disabled)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.top_p = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["--min-p"], value: Some("N"), help: "min-p sampling (default: 0.05, 0.0 = disabled)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.min_p = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["--typical"], value: Some("N"), help: "locally typical sampling p (default: 1.0, disabled)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.typical_p = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["--repeat-penalty"], value: Some("N"), help: "penalize repeated tokens (default: 1.0, disabled)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.repeat_penalty = num(v)?;
-            Ok(())
-        } },
-        Opt {
-            names: &["--repeat-last-n"],
-            value: Some("N"),
-            help: "last n tokens the penalties consider (default: 64, -1 = ctx size)",
-            apply: |p, v| {
-                let n: i64 = num(v)?;
-                p.as_mut().sampling.penalty_last_n = if n < 0 { usize::MAX } else { n as usize };
+        }),
+        Opt::value(
+            &["-ub", "--ubatch-size"],
+            "N",
+            "physical maximum batch size (default: 512, 0 = the logical batch size)",
+            |p, v| {
+                p.as_mut().n_ubatch = v.num_in(0, u32::MAX, "must be >= 0 (0 = the logical batch size)")?;
                 Ok(())
             },
-        },
-        Opt { names: &["--presence-penalty"], value: Some("N"), help: "presence penalty (default: 0.0)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.presence_penalty = num(v)?;
+        ),
+        Opt::value(&["-t", "--threads"], "N", "number of threads (default: all cores, <= 0 = all cores)", |p, v| {
+            p.as_mut().n_threads = threads_value(v)?;
             Ok(())
-        } },
-        Opt { names: &["--frequency-penalty"], value: Some("N"), help: "frequency penalty (default: 0.0)", apply: |p, v| {
-            let _: () = p.as_mut().sampling.freq_penalty = num(v)?;
+        }),
+        Opt::value(&["-s", "--seed"], "SEED", "RNG seed (default: -1, random)", |p, v| {
+            // As llama.cpp's `std::stoul` then the cast to 32 bits: -1 is 0xFFFFFFFF.
+            p.as_mut().sampling.seed = v.num::<i64>()? as u32;
             Ok(())
-        } },
-        Opt { names: &["--ignore-eos"], value: None, help: "ignore end of stream token and continue generating", apply: |p, _| {
-            let _: () = p.as_mut().ignore_eos = true;
+        }),
+        Opt::value(&["--temp", "--temperature"], "N", "temperature (default: 0.8, <= 0 = greedy)", |p, v| {
+            // llama.cpp clamps a negative temperature to 0: greedy.
+            p.as_mut().sampling.temp = v.float()?.max(0.0);
             Ok(())
-        } },
-        Opt { names: &["--keep"], value: Some("N"), help: "tokens to keep from the initial prompt (default: 0, -1 = all)", apply: |p, v| {
-            let _: () = p.as_mut().n_keep = num(v)?;
+        }),
+        Opt::value(&["--top-k"], "N", "top-k sampling (default: 40, 0 = disabled)", |p, v| {
+            p.as_mut().sampling.top_k = v.num()?;
             Ok(())
-        } },
-        Opt { names: &["-gan", "--grp-attn-n"], value: Some("N"), help: "group-attention factor (default: 1)", apply: |p, v| {
-            let _: () = p.as_mut().grp_attn_n = num(v)?;
+        }),
+        Opt::value(&["--top-p"], "N", "top-p sampling (default: 0.95, 1.0 = disabled)", |p, v| {
+            p.as_mut().sampling.top_p = v.float()?;
             Ok(())
-        } },
-        Opt { names: &["-gaw", "--grp-attn-w"], value: Some("N"), help: "group-attention width (default: 512)", apply: |p, v| {
-            let _: () = p.as_mut().grp_attn_w = num(v)?;
+        }),
+        Opt::value(&["--min-p"], "N", "min-p sampling (default: 0.05, 0.0 = disabled)", |p, v| {
+            p.as_mut().sampling.min_p = v.float()?;
             Ok(())
-        } },
-        Opt {
-            names: &["--self-extend"],
-            value: Some("G,W"),
-            help: "exact Self-Extend (the paper's bi-level attention): group size G, neighbour window W; instead of --grp-attn-n/-w, which follow llama.cpp's KV-shift form",
-            apply: |p, v| {
-                let se = parse_self_extend(v)?;
+        }),
+        Opt::value(&["--typical", "--typical-p"], "N", "locally typical sampling p (default: 1.0, disabled)", |p, v| {
+            p.as_mut().sampling.typical_p = v.float()?;
+            Ok(())
+        }),
+        Opt::value(&["--repeat-penalty"], "N", "penalize repeated tokens (default: 1.0, disabled)", |p, v| {
+            let x = v.finite()?;
+            if x <= 0.0 || !(1.0 / x).is_finite() {
+                return Err(ValueError::out_of_range(x, "must be finite and greater than 0"));
+            }
+            p.as_mut().sampling.repeat_penalty = x;
+            Ok(())
+        }),
+        Opt::value(
+            &["--repeat-last-n"],
+            "N",
+            "last n tokens the penalties consider (default: 64, 0 = disabled)",
+            |p, v| {
+                p.as_mut().sampling.penalty_last_n = v.num_in(0, usize::MAX, "must be >= 0")?;
+                Ok(())
+            },
+        ),
+        Opt::value(&["--presence-penalty"], "N", "presence penalty (default: 0.0)", |p, v| {
+            p.as_mut().sampling.presence_penalty = v.finite()?;
+            Ok(())
+        }),
+        Opt::value(&["--frequency-penalty"], "N", "frequency penalty (default: 0.0)", |p, v| {
+            p.as_mut().sampling.freq_penalty = v.finite()?;
+            Ok(())
+        }),
+        Opt::flag(&["--ignore-eos"], "ignore end of stream token and continue generating", |p| {
+            p.as_mut().ignore_eos = true
+        }),
+        Opt::value(&["--keep"], "N", "tokens to keep from the initial prompt (default: 0, -1 = all)", |p, v| {
+            p.as_mut().n_keep = count_or_minus_one(v, "all")?;
+            Ok(())
+        }),
+        Opt::value(&["-gan", "--grp-attn-n"], "N", "group-attention factor (default: 1)", |p, v| {
+            p.as_mut().grp_attn_n = v.num_in(1, i32::MAX, "must be positive")?;
+            Ok(())
+        }),
+        Opt::value(&["-gaw", "--grp-attn-w"], "N", "group-attention width (default: 512)", |p, v| {
+            p.as_mut().grp_attn_w = v.num_in(1, i32::MAX, "must be positive")?;
+            Ok(())
+        }),
+        Opt::value(
+            &["--self-extend"],
+            "G,W",
+            "exact Self-Extend (the paper's bi-level attention): group size G, neighbour window W; instead of --grp-attn-n/-w, which follow llama.cpp's KV-shift form",
+            |p, v| {
+                let se = parse_self_extend(v.text()?)?;
                 p.as_mut().self_extend = Some((se.group, se.window));
                 Ok(())
             },
-        },
-        Opt {
-            names: &["--grp-attn-shift"],
-            value: Some("[llama.cpp|exact]"),
-            help: "how Self-Extend shifts grouped keys: as llama.cpp 0c1e570 (default, same output), or exactly to their new positions",
-            apply: |p, v| {
-                p.as_mut().div_shift = match v {
+        ),
+        Opt::value(
+            &["--grp-attn-shift"],
+            "[llama.cpp|exact]",
+            "how Self-Extend shifts grouped keys: as llama.cpp 0c1e570 (default, same output), or exactly to their new positions",
+            |p, v| {
+                p.as_mut().div_shift = match v.text()? {
                     "llama.cpp" | "llamacpp" => llama::memory::DivShift::LlamaCpp,
                     "exact" => llama::memory::DivShift::Exact,
-                    _ => return Err(format!("expected llama.cpp or exact, got '{v}'")),
+                    other => {
+                        return Err(ValueError::Unknown {
+                            what: "shift form",
+                            value: other.to_string(),
+                            expected: "llama.cpp or exact",
+                        })
+                    }
                 };
                 Ok(())
             },
-        },
-        Opt {
-            names: &["-fa", "--flash-attn"],
-            value: Some("[on|off|auto]"),
-            help: "flash attention (default: auto = on)",
-            apply: |p, v| {
-                p.as_mut().flash_attn = match v {
-                    "auto" => FlashAttn::Auto,
-                    _ if on_off(v)? => FlashAttn::On,
-                    _ => FlashAttn::Off,
-                };
+        ),
+        Opt::value(&["-fa", "--flash-attn"], "[on|off|auto]", "flash attention (default: auto = on)", |p, v| {
+            let v = v.text()?;
+            p.as_mut().flash_attn = match v {
+                "auto" => FlashAttn::Auto,
+                _ if on_off(v)? => FlashAttn::On,
+                _ => FlashAttn::Off,
+            };
+            Ok(())
+        }),
+        Opt::value(
+            &["-ctk", "--cache-type-k"],
+            "TYPE",
+            "KV cache data type for K (f32, f16, bf16, q8_0, q4_0; default: f16)",
+            |p, v| {
+                p.as_mut().type_k = cache_type(v.text()?)?;
                 Ok(())
             },
-        },
-        Opt { names: &["-ctk", "--cache-type-k"], value: Some("TYPE"), help: "KV cache data type for K (f32, f16, bf16, q8_0, q4_0; default: f16)", apply: |p, v| {
-            let _: () = p.as_mut().type_k = cache_type(v)?;
+        ),
+        Opt::value(
+            &["-ctv", "--cache-type-v"],
+            "TYPE",
+            "KV cache data type for V (default: f16; quantized needs -fa)",
+            |p, v| {
+                p.as_mut().type_v = cache_type(v.text()?)?;
+                Ok(())
+            },
+        ),
+        Opt::flag(
+            &["-e", "--escape"],
+            "process escape sequences (\\n, \\r, \\t, \\', \\\", \\\\) (default: true)",
+            |p| p.as_mut().escape = true,
+        ),
+        Opt::flag(&["--no-escape"], "do not process escape sequences", |p| p.as_mut().escape = false),
+        Opt::flag(&["--no-display-prompt"], "don't print the prompt at generation", |p| {
+            p.as_mut().display_prompt = false
+        }),
+        Opt::flag(&["--verbose-prompt"], "print the prompt's tokens before generation", |p| {
+            p.as_mut().verbose_prompt = true
+        }),
+        Opt::flag(&["-i", "--interactive"], "run in interactive mode", |p| p.as_mut().interactive = true),
+        Opt::value(
+            &["-r", "--reverse-prompt"],
+            "PROMPT",
+            "halt generation at PROMPT, return control in interactive mode",
+            |p, v| {
+                p.as_mut().antiprompt.push(v.bytes().to_vec());
+                Ok(())
+            },
+        ),
+        Opt::flag(&["--context-shift"], "shift the context on infinite generation (default: disabled)", |p| {
+            p.as_mut().ctx_shift = true
+        }),
+        Opt::flag(&["--no-context-shift"], "stop when the context is full (default)", |p| {
+            p.as_mut().ctx_shift = false
+        }),
+        Opt::flag(&["-sp", "--special"], "print special tokens", |p| p.as_mut().special = true),
+        Opt::flag(&["-v", "--verbose"], "print debug logs (context shifts, Self-Extend steps)", |p| {
+            p.as_mut().verbose = true
+        }),
+        Opt::value(&["--rope-freq-base"], "N", "RoPE base frequency (default: from model)", |p, v| {
+            p.as_mut().rope_freq_base = non_negative(v)?;
             Ok(())
-        } },
-        Opt { names: &["-ctv", "--cache-type-v"], value: Some("TYPE"), help: "KV cache data type for V (default: f16; quantized needs -fa)", apply: |p, v| {
-            let _: () = p.as_mut().type_v = cache_type(v)?;
+        }),
+        Opt::value(&["--rope-freq-scale"], "N", "RoPE frequency scaling factor (default: from model)", |p, v| {
+            p.as_mut().rope_freq_scale = non_negative(v)?;
             Ok(())
-        } },
-        Opt { names: &["-e", "--escape"], value: None, help: "process escape sequences (\\n, \\r, \\t, \\', \\\", \\\\) (default: true)", apply: |p, _| {
-            let _: () = p.as_mut().escape = true;
-            Ok(())
-        } },
-        Opt { names: &["--no-escape"], value: None, help: "do not process escape sequences", apply: |p, _| {
-            let _: () = p.as_mut().escape = false;
-            Ok(())
-        } },
-        Opt { names: &["--no-display-prompt"], value: None, help: "don't print the prompt at generation", apply: |p, _| {
-            let _: () = p.as_mut().display_prompt = false;
-            Ok(())
-        } },
-        Opt { names: &["--verbose-prompt"], value: None, help: "print the prompt's tokens before generation", apply: |p, _| {
-            let _: () = p.as_mut().verbose_prompt = true;
-            Ok(())
-        } },
-        Opt { names: &["-i", "--interactive"], value: None, help: "run in interactive mode", apply: |p, _| {
-            let _: () = p.as_mut().interactive = true;
-            Ok(())
-        } },
-        Opt { names: &["-r", "--reverse-prompt"], value: Some("PROMPT"), help: "halt generation at PROMPT, return control in interactive mode", apply: |p, v| {
-            let _: () = p.as_mut().antiprompt.push(v.into());
-            Ok(())
-        } },
-        Opt { names: &["--context-shift"], value: None, help: "shift the context on infinite generation (default: disabled)", apply: |p, _| {
-            let _: () = p.as_mut().ctx_shift = true;
-            Ok(())
-        } },
-        Opt { names: &["--no-context-shift"], value: None, help: "stop when the context is full (default)", apply: |p, _| {
-            let _: () = p.as_mut().ctx_shift = false;
-            Ok(())
-        } },
-        Opt { names: &["-sp", "--special"], value: None, help: "print special tokens", apply: |p, _| {
-            let _: () = p.as_mut().special = true;
-            Ok(())
-        } },
-        Opt { names: &["-v", "--verbose"], value: None, help: "print debug logs (context shifts, Self-Extend steps)", apply: |p, _| {
-            let _: () = p.as_mut().verbose = true;
-            Ok(())
-        } },
-        Opt { names: &["--rope-freq-base"], value: Some("N"), help: "RoPE base frequency (default: from model)", apply: |p, v| {
-            let _: () = p.as_mut().rope_freq_base = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["--rope-freq-scale"], value: Some("N"), help: "RoPE frequency scaling factor (default: from model)", apply: |p, v| {
-            let _: () = p.as_mut().rope_freq_scale = num(v)?;
-            Ok(())
-        } },
+        }),
     ]
 }
 
+/// A finite number >= 0 (0 = the model's value).
+fn non_negative(v: Value<'_>) -> Result<f32, ValueError> {
+    let x = v.finite()?;
+    if x < 0.0 {
+        return Err(ValueError::out_of_range(
+            x,
+            "must be >= 0 (0 = from the model)",
+        ));
+    }
+    Ok(x)
+}
+
 impl CommonParams {
-    /// llama.cpp's post-processing: escapes in the prompt.
+    /// llama.cpp's post-processing: escapes in the prompt and the reverse prompts.
     pub fn finish(&mut self) {
         if self.escape {
             self.prompt = process_escapes(&self.prompt);
+            for a in &mut self.antiprompt {
+                *a = process_escapes(a);
+            }
         }
     }
 
@@ -363,7 +448,7 @@ impl CommonParams {
         ContextParams {
             n_ctx: self.n_ctx,
             n_batch: self.n_batch,
-            n_ubatch: self.n_ubatch,
+            n_ubatch: ubatch_or_batch(self.n_batch, self.n_ubatch),
             n_threads: self.n_threads,
             type_k: self.type_k,
             type_v: self.type_v,
@@ -387,9 +472,9 @@ pub fn emit(out: &mut dyn Write, piece: &[u8]) -> std::io::Result<()> {
     out.flush()
 }
 
-/// llama.cpp's `string_process_escapes`.
-pub fn process_escapes(s: &str) -> String {
-    let b = s.as_bytes();
+/// llama.cpp's `string_process_escapes`: `\n \r \t \' \" \\` and `\xNN`; any other
+/// backslash sequence is kept as it is. Works on bytes, as llama.cpp's does.
+pub fn process_escapes(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -399,15 +484,13 @@ pub fn process_escapes(s: &str) -> String {
                 b'n' => out.push(b'\n'),
                 b'r' => out.push(b'\r'),
                 b't' => out.push(b'\t'),
-                b'\'' => out.push(b'\''),
-                b'"' => out.push(b'"'),
-                b'\\' => out.push(b'\\'),
+                c @ (b'\'' | b'"' | b'\\') => out.push(c),
                 b'x' if i + 2 < b.len()
                     && b[i + 1].is_ascii_hexdigit()
                     && b[i + 2].is_ascii_hexdigit() =>
                 {
-                    let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("0");
-                    out.push(u8::from_str_radix(hex, 16).unwrap_or(0));
+                    let hex = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+                    out.push(hex(b[i + 1]) << 4 | hex(b[i + 2]));
                     i += 2;
                 }
                 c => {
@@ -420,17 +503,39 @@ pub fn process_escapes(s: &str) -> String {
         }
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
+}
+
+/// The micro-batch for `-b`/`-ub`: llama.cpp takes `-ub 0` as the logical batch.
+pub fn ubatch_or_batch(n_batch: u32, n_ubatch: u32) -> u32 {
+    if n_ubatch == 0 {
+        n_batch
+    } else {
+        n_ubatch
+    }
+}
+
+/// Loads the model at `path` without progress or summary;
+/// [`CliError::LoadModel`] naming the path when it fails.
+pub fn load_quiet(path: &Path) -> Result<Model> {
+    load_model(path, ModelParams::default()).map_err(|source| CliError::LoadModel {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// Loads the model, drawing llama.cpp's progress dots and printing its summary on
 /// `log`. Returns the model and the load time.
-pub fn load(path: &str, log: &mut dyn Write) -> Result<(Arc<Model>, Duration), String> {
-    if path.is_empty() {
-        return Err("error: no model given (-m FNAME)".into());
+pub fn load(path: &Path, log: &mut dyn Write) -> Result<(Arc<Model>, Duration)> {
+    if path.as_os_str().is_empty() {
+        return Err(CliError::Usage("no model given (-m FNAME)".into()));
     }
     let t0 = Instant::now();
-    let _ = writeln!(log, "llama_model_loader: loading model from {path}");
+    let _ = writeln!(
+        log,
+        "llama_model_loader: loading model from {}",
+        path.display()
+    );
     let dots = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let dots2 = Arc::clone(&dots);
     let progress = Box::new(move |f: f32| {
@@ -447,7 +552,10 @@ pub fn load(path: &str, log: &mut dyn Write) -> Result<(Arc<Model>, Duration), S
             progress: Some(progress),
         },
     )
-    .map_err(|e| format!("error: failed to load model '{path}': {e}"))?;
+    .map_err(|source| CliError::LoadModel {
+        path: path.display().to_string(),
+        source,
+    })?;
     eprintln!();
     for line in model.summary() {
         let _ = writeln!(log, "{line}");
@@ -456,19 +564,16 @@ pub fn load(path: &str, log: &mut dyn Write) -> Result<(Arc<Model>, Duration), S
 }
 
 /// Creates the context and logs its KV cache like llama.cpp.
-pub fn context(
-    model: &Arc<Model>,
-    p: &CommonParams,
-    log: &mut dyn Write,
-) -> Result<LlamaContext, String> {
+pub fn context(model: &Arc<Model>, p: &CommonParams, log: &mut dyn Write) -> Result<LlamaContext> {
     if p.self_extend.is_some() && p.grp_attn_n != 1 {
-        return Err(
-            "error: --self-extend (exact) and --grp-attn-n (llama.cpp's KV-shift form) exclude each other"
+        return Err(CliError::Usage(
+            "--self-extend (exact) and --grp-attn-n (llama.cpp's KV-shift form) exclude each other"
                 .into(),
-        );
+        ));
     }
-    let ctx = LlamaContext::new(Arc::clone(model), &p.context_params())
-        .map_err(|e| format!("error: failed to create context: {e}"))?;
+    warn_threads(log, p.n_threads);
+    let ctx =
+        LlamaContext::new(Arc::clone(model), &p.context_params()).map_err(CliError::Context)?;
     if let Some((g, w)) = p.self_extend {
         let _ = writeln!(
             log,
@@ -486,7 +591,7 @@ pub fn context(
 }
 
 /// The sampler chain for `p` (with EOG tokens banned for `--ignore-eos`).
-pub fn sampler(p: &CommonParams, model: &Model) -> Result<SamplerChain, String> {
+pub fn sampler(p: &CommonParams, model: &Model) -> Result<SamplerChain> {
     let mut chain = SamplerChain::new();
     if p.ignore_eos {
         chain.push(llama::sampling::LogitBias::new(
@@ -497,9 +602,7 @@ pub fn sampler(p: &CommonParams, model: &Model) -> Result<SamplerChain, String> 
                 .collect(),
         ));
     }
-    chain
-        .extend_from_params(&p.sampling)
-        .map_err(|e| format!("error: {e}"))?;
+    chain.extend_from_params(&p.sampling)?;
     Ok(chain)
 }
 
@@ -558,10 +661,13 @@ pub fn print_timings(
 /// `Err` with a message for anything but two valid numbers.
 pub(crate) fn parse_self_extend(
     v: &str,
-) -> Result<llama::graph::self_extend::SelfExtendParams, String> {
-    let (g, w) = v
-        .split_once(',')
-        .ok_or_else(|| format!("expected G,W (two numbers), got '{v}'"))?;
-    let (g, w): (u32, u32) = (num(g)?, num(w)?);
-    llama::graph::self_extend::SelfExtendParams::new(g, w).map_err(|e| e.to_string())
+) -> Result<llama::graph::self_extend::SelfExtendParams, ValueError> {
+    let bad = || ValueError::Invalid(format!("expected G,W (two numbers), got '{v}'"));
+    let (g, w) = v.split_once(',').ok_or_else(bad)?;
+    let (g, w): (u32, u32) = (
+        g.trim().parse().map_err(|_| bad())?,
+        w.trim().parse().map_err(|_| bad())?,
+    );
+    llama::graph::self_extend::SelfExtendParams::new(g, w)
+        .map_err(|e| ValueError::Invalid(e.to_string()))
 }

@@ -3,15 +3,25 @@
 //! timings go to `log` (stderr). With the same flags and `--temp 0` it prints the
 //! same bytes as llama.cpp's `llama-completion`, including through context shifts
 //! and Self-Extend.
+//!
+//! The program is a [`Session`] and a loop over its steps, in llama.cpp's order:
+//! [`Session::evaluate_pending`] (make room by context shift or Self-Extend, then
+//! decode), [`Session::sample`] or [`Session::queue_input`], [`Session::display`],
+//! and once the input is consumed [`Session::check_antiprompt`],
+//! [`Session::end_of_generation`] and [`Session::read_user_input`].
 
+use std::ffi::OsStr;
 use std::io::{BufRead, Write};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use llama::window::SelfExtend;
-use llama::{Batch, Token};
+use llama::sampling::SamplerChain;
+use llama::window::{context_shift, SelfExtend};
+use llama::{Batch, LlamaContext, Model, Token};
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams, SampleTimer};
+use super::error::{CliError, Result};
 
 /// The completion program's parameters (all of them are common ones).
 #[derive(Default)]
@@ -29,29 +39,34 @@ impl AsMut<CommonParams> for Params {
 const ABOUT: &str =
     "Text completion with a llama or qwen2 GGUF model (llama.cpp's llama-completion).";
 
+/// The options this program accepts.
+pub fn options() -> Vec<Opt<Params>> {
+    common::common_opts()
+}
+
 /// Parses the command line (llama.cpp's flags, escapes processed); `Ok(None)` for
 /// `-h`. Errors name the offending argument.
-pub fn parse_args(args: &[String]) -> Result<Option<Params>, String> {
-    let mut params = parse_params::<Params>(&common::common_opts(), args)?;
+pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+    let mut params = parse_params::<Params, A>(&options(), args)?;
     if let Some(p) = params.as_mut() {
         p.common.finish();
+        check_self_extend(&p.common)?;
     }
     Ok(params)
 }
 
 /// Runs the program with `args` (without the program name); returns the exit code
 /// (0 on success, 1 on an error, whose message goes to `log`).
-pub fn main_with(
-    args: &[String],
+pub fn main_with<A: AsRef<OsStr>>(
+    args: &[A],
     input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> i32 {
-    let opts: Vec<Opt<Params>> = common::common_opts();
     run_main(
         "llama-cli",
         ABOUT,
-        &opts,
+        &options(),
         parse_args(args),
         out,
         log,
@@ -59,347 +74,524 @@ pub fn main_with(
     )
 }
 
+/// llama.cpp's Self-Extend preconditions (`--grp-attn-w` a multiple of `--grp-attn-n`).
+fn check_self_extend(p: &CommonParams) -> Result<()> {
+    if p.grp_attn_n != 1 {
+        SelfExtend::new(p.grp_attn_n, p.grp_attn_w).map_err(|e| CliError::Usage(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Whether the loop goes on after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
+/// Whether `needle` occurs in `hay` (an empty needle always does, as `std::string::find`).
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// One run of the program: the model, context and sampler, the tokens waiting to be
+/// evaluated or shown, and llama.cpp's loop state under its names.
+struct Session<'p> {
+    p: &'p CommonParams,
+    model: Arc<Model>,
+    ctx: LlamaContext,
+    smpl: SamplerChain,
+    self_extend: Option<SelfExtend>,
+    t_load: Duration,
+    n_ctx: i32,
+    n_batch: usize,
+    n_keep: i32,
+    /// Reverse prompts that are a single token.
+    antiprompt_tokens: Vec<Token>,
+    /// Input tokens (the prompt, then what the user typed).
+    embd_inp: Vec<Token>,
+    /// Tokens to evaluate next.
+    embd: Vec<Token>,
+    /// Every token so far (prompt and generated), for the reverse-prompt check.
+    prev: Vec<Token>,
+    n_past: i32,
+    n_remain: i32,
+    n_consumed: usize,
+    is_interacting: bool,
+    is_antiprompt: bool,
+    input_echo: bool,
+    display: bool,
+    timer: SampleTimer,
+}
+
 fn run(
     p: &CommonParams,
     input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
-) -> Result<(), String> {
+) -> Result<()> {
     let start = Instant::now();
-    if p.grp_attn_n != 1 && (p.grp_attn_n <= 0 || p.grp_attn_w % p.grp_attn_n != 0) {
-        return Err(match SelfExtend::new(p.grp_attn_n, p.grp_attn_w) {
-            Err(e) => format!("error: {e}"),
-            Ok(_) => "error: invalid Self-Extend settings".into(),
-        });
-    }
-    let (model, t_load) = common::load(&p.model, log)?;
-    let mut ctx = common::context(&model, p, log)?;
-    let vocab = &model.vocab;
-    let n_ctx = ctx.n_ctx() as i32;
-    let n_ctx_train = model.hparams.n_ctx_train as i32;
-    if n_ctx > n_ctx_train {
-        let _ = writeln!(
-            log,
-            "main: model was trained on only {n_ctx_train} context tokens ({n_ctx} specified)"
-        );
-    }
-    let mut smpl = common::sampler(p, &model)?;
-    let add_bos = vocab.add_bos();
-    let mut embd_inp: Vec<Token> = vocab.tokenize(&p.prompt, true, true);
-    if embd_inp.is_empty() {
-        match vocab.bos() {
-            Some(bos) if add_bos => {
-                embd_inp.push(bos);
-                let _ = writeln!(log, "embd_inp was considered empty and bos was added");
-            }
-            _ => return Err("error: input is empty".into()),
+    check_self_extend(p)?;
+    let mut s = Session::new(p, log)?;
+    while (s.n_remain != 0 && !s.is_antiprompt) || p.interactive {
+        if s.evaluate_pending(log)? == Flow::Stop {
+            break;
         }
+        if s.input_consumed() && !s.is_interacting {
+            s.sample()?;
+        } else {
+            s.queue_input();
+        }
+        s.display(out)?;
+        if s.input_consumed() {
+            s.check_antiprompt();
+            s.end_of_generation(out)?;
+            if s.read_user_input(input, out, log)? == Flow::Stop {
+                break;
+            }
+        }
+        if s.end_of_text(out)? == Flow::Stop {
+            break;
+        }
+        s.refill_budget();
     }
-    if embd_inp.len() as i32 > n_ctx - 4 {
-        return Err(format!(
-            "main: error: prompt is too long ({} tokens, max {})",
-            embd_inp.len(),
-            n_ctx - 4
-        ));
+    let io = CliError::io("writing output");
+    write!(out, "\n\n").map_err(&io)?;
+    out.flush().map_err(&io)?;
+    common::print_profile(log, &mut s.ctx);
+    common::print_timings(log, &s.ctx, s.t_load, &s.timer, start);
+    Ok(())
+}
+
+impl<'p> Session<'p> {
+    /// Loads the model, makes the context and sampler, tokenizes the prompt and logs
+    /// the settings as llama.cpp does.
+    fn new(p: &'p CommonParams, log: &mut dyn Write) -> Result<Self> {
+        let (model, t_load) = common::load(&p.model, log)?;
+        let ctx = common::context(&model, p, log)?;
+        let n_ctx = ctx.n_ctx() as i32;
+        let n_ctx_train = model.hparams.n_ctx_train as i32;
+        if n_ctx > n_ctx_train {
+            let _ = writeln!(
+                log,
+                "main: model was trained on only {n_ctx_train} context tokens ({n_ctx} specified)"
+            );
+        }
+        let smpl = common::sampler(p, &model)?;
+        let vocab = &model.vocab;
+        let add_bos = vocab.add_bos();
+        let mut embd_inp = vocab.tokenize_bytes(&p.prompt, true, true);
+        if embd_inp.is_empty() {
+            match vocab.bos() {
+                Some(bos) if add_bos => {
+                    embd_inp.push(bos);
+                    let _ = writeln!(log, "embd_inp was considered empty and bos was added");
+                }
+                _ => return Err(CliError::Input("input is empty".into())),
+            }
+        }
+        if embd_inp.len() as i32 > n_ctx - 4 {
+            return Err(CliError::Input(format!(
+                "prompt is too long ({} tokens, max {})",
+                embd_inp.len(),
+                n_ctx - 4
+            )));
+        }
+        let n_keep = if p.n_keep < 0 || p.n_keep > embd_inp.len() as i32 {
+            embd_inp.len() as i32
+        } else {
+            p.n_keep + add_bos as i32
+        };
+        let antiprompt_tokens = p
+            .antiprompt
+            .iter()
+            .filter_map(|a| match vocab.tokenize_bytes(a, false, true)[..] {
+                [t] => Some(t),
+                _ => None,
+            })
+            .collect();
+        let n_batch = ctx.cparams().n_batch as usize;
+        let mut s = Session {
+            p,
+            ctx,
+            smpl,
+            self_extend: None,
+            t_load,
+            n_ctx,
+            n_batch,
+            n_keep,
+            antiprompt_tokens,
+            embd_inp,
+            embd: Vec::new(),
+            prev: Vec::new(),
+            n_past: 0,
+            n_remain: p.n_predict,
+            n_consumed: 0,
+            is_interacting: false,
+            is_antiprompt: false,
+            input_echo: true,
+            display: p.display_prompt,
+            timer: SampleTimer::default(),
+            model,
+        };
+        s.log_setup(log, n_ctx_train)?;
+        Ok(s)
     }
-    let mut n_keep = p.n_keep;
-    if n_keep < 0 || n_keep > embd_inp.len() as i32 {
-        n_keep = embd_inp.len() as i32;
-    } else {
-        n_keep += add_bos as i32;
-    }
-    let piece = |t: Token, special: bool| {
-        vocab
+
+    /// A token's text (empty for an id outside the vocabulary).
+    fn piece(&self, t: Token, special: bool) -> Vec<u8> {
+        self.model
+            .vocab
             .token_to_piece(t, 0, special)
             .map(|b| b.to_vec())
             .unwrap_or_default()
-    };
-    if p.verbose_prompt {
-        let _ = writeln!(log, "main: prompt: '{}'", p.prompt);
-        let _ = writeln!(log, "main: number of tokens in prompt = {}", embd_inp.len());
-        for &t in &embd_inp {
-            let _ = writeln!(
-                log,
-                "{t:6} -> '{}'",
-                String::from_utf8_lossy(&piece(t, false))
-            );
-        }
-        if n_keep > add_bos as i32 {
-            let kept: Vec<u8> = embd_inp[..n_keep as usize]
-                .iter()
-                .flat_map(|&t| piece(t, false))
-                .collect();
-            let _ = writeln!(
-                log,
-                "main: static prompt based on n_keep: '{}'",
-                String::from_utf8_lossy(&kept)
-            );
-        }
-        let _ = writeln!(log);
     }
-    let interactive = p.interactive;
-    if interactive {
-        let _ = writeln!(log, "main: interactive mode on.");
-        for a in &p.antiprompt {
-            let _ = writeln!(log, "Reverse prompt: '{a}'");
+
+    /// Logs `{t:6} -> 'piece'` for each token, as `--verbose-prompt` does.
+    fn log_tokens(&self, log: &mut dyn Write, tokens: &[Token]) {
+        for &t in tokens {
+            let _ = write!(log, "{t:6} -> '");
+            let _ = log.write_all(&self.piece(t, false));
+            let _ = writeln!(log, "'");
         }
     }
-    let (ga_n, ga_w) = (p.grp_attn_n, p.grp_attn_w);
-    let mut self_extend = if ga_n != 1 {
+
+    /// The prompt's tokens (`--verbose-prompt`), interactive mode, Self-Extend and
+    /// sampler settings, as llama.cpp logs them before generating.
+    fn log_setup(&mut self, log: &mut dyn Write, n_ctx_train: i32) -> Result<()> {
+        let p = self.p;
+        let add_bos = self.model.vocab.add_bos();
+        if p.verbose_prompt {
+            let _ = log.write_all(b"main: prompt: '");
+            let _ = log.write_all(&p.prompt);
+            let _ = writeln!(log, "'");
+            let _ = writeln!(
+                log,
+                "main: number of tokens in prompt = {}",
+                self.embd_inp.len()
+            );
+            self.log_tokens(log, &self.embd_inp);
+            if self.n_keep > add_bos as i32 {
+                let kept: Vec<u8> = self.embd_inp[..self.n_keep as usize]
+                    .iter()
+                    .flat_map(|&t| self.piece(t, false))
+                    .collect();
+                let _ = log.write_all(b"main: static prompt based on n_keep: '");
+                let _ = log.write_all(&kept);
+                let _ = writeln!(log, "'");
+            }
+            let _ = writeln!(log);
+        }
+        if p.interactive {
+            let _ = writeln!(log, "main: interactive mode on.");
+            for a in &p.antiprompt {
+                let _ = log.write_all(b"Reverse prompt: '");
+                let _ = log.write_all(a);
+                let _ = writeln!(log, "'");
+            }
+        }
+        let (ga_n, ga_w) = (p.grp_attn_n, p.grp_attn_w);
+        if ga_n != 1 {
+            let _ = writeln!(
+                log,
+                "self-extend: n_ctx_train = {n_ctx_train}, grp_attn_n = {ga_n}, grp_attn_w = {ga_w}"
+            );
+            self.self_extend = Some(SelfExtend::new(ga_n, ga_w)?);
+        }
+        let _ = writeln!(log, "sampler seed: {}", self.smpl.seed().unwrap_or(0));
+        let _ = writeln!(log, "sampler chain: {}", self.smpl.describe());
         let _ = writeln!(
             log,
-            "self-extend: n_ctx_train = {n_ctx_train}, grp_attn_n = {ga_n}, grp_attn_w = {ga_w}"
+            "generate: n_ctx = {}, n_batch = {}, n_predict = {}, n_keep = {}",
+            self.n_ctx,
+            self.ctx.cparams().n_batch,
+            p.n_predict,
+            self.n_keep
         );
-        Some(SelfExtend::new(ga_n, ga_w).map_err(|e| format!("error: {e}"))?)
-    } else {
-        None
-    };
-    let _ = writeln!(log, "sampler seed: {}", smpl.seed().unwrap_or(0));
-    let _ = writeln!(log, "sampler chain: {}", smpl.describe());
-    let _ = writeln!(
-        log,
-        "generate: n_ctx = {n_ctx}, n_batch = {}, n_predict = {}, n_keep = {n_keep}",
-        ctx.cparams().n_batch,
-        p.n_predict
-    );
-    let _ = writeln!(log);
+        let _ = writeln!(log);
+        Ok(())
+    }
 
-    let antiprompt_tokens: Vec<Token> = p
-        .antiprompt
-        .iter()
-        .filter_map(|a| {
-            let ids = vocab.tokenize(a, false, true);
-            (ids.len() == 1).then(|| ids[0])
-        })
-        .collect();
-    let n_batch = ctx.cparams().n_batch as usize;
-    let mut is_interacting = false;
-    let mut is_antiprompt = false;
-    let mut input_echo = true;
-    let mut display = p.display_prompt;
-    let mut n_past: i32 = 0;
-    let mut n_remain = p.n_predict;
-    let mut n_consumed = 0usize;
-    let mut embd: Vec<Token> = Vec::new();
-    let mut prev: Vec<Token> = Vec::new();
-    let mut timer = SampleTimer::default();
-    let io = |e: std::io::Error| format!("error: writing output: {e}");
+    /// Whether every input token has been queued for evaluation.
+    fn input_consumed(&self) -> bool {
+        self.embd_inp.len() <= self.n_consumed
+    }
 
-    while (n_remain != 0 && !is_antiprompt) || interactive {
-        if !embd.is_empty() {
-            let max_embd = (n_ctx - 4).max(0) as usize;
-            if embd.len() > max_embd {
-                let skipped = embd.len() - max_embd;
-                embd.truncate(max_embd);
+    /// Decodes the queued tokens (`embd`), first cutting what cannot fit and making
+    /// room by context shift or Self-Extend. `Stop` when the context is full and may
+    /// not be shifted.
+    fn evaluate_pending(&mut self, log: &mut dyn Write) -> Result<Flow> {
+        if !self.embd.is_empty() {
+            let max_embd = (self.n_ctx - 4).max(0) as usize;
+            if self.embd.len() > max_embd {
+                let skipped = self.embd.len() - max_embd;
+                self.embd.truncate(max_embd);
                 let _ = write!(
                     log,
                     "<<input too long: skipped {skipped} token{}>>",
                     if skipped != 1 { "s" } else { "" }
                 );
             }
-            match self_extend.as_mut() {
-                None => {
-                    if n_past + embd.len() as i32 >= n_ctx {
-                        if !p.ctx_shift {
-                            let _ = writeln!(
-                                log,
-                                "\n\nmain: context full and context shift is disabled => stopping"
-                            );
-                            break;
-                        }
-                        if p.n_predict == -2 {
-                            let _ = writeln!(
-                                log,
-                                "\n\nmain: context full and n_predict == -2 => stopping"
-                            );
-                            break;
-                        }
-                        let n_left = n_past - n_keep;
-                        let n_discard = n_left / 2;
-                        if p.verbose {
-                            let _ = writeln!(log, "context full, swapping: n_past = {n_past}, n_left = {n_left}, n_ctx = {n_ctx}, n_keep = {n_keep}, n_discard = {n_discard}");
-                        }
-                        n_past = llama::window::context_shift(ctx.kv_mut(), 0, n_past, n_keep)
-                            .map_err(|e| format!("error: {e}"))?;
-                        if p.verbose {
-                            let _ = writeln!(log, "after swap: n_past = {n_past}");
-                        }
-                    }
-                }
-                Some(se) => {
-                    let (np, steps) = se
-                        .apply(ctx.kv_mut(), 0, n_past)
-                        .map_err(|e| format!("error: {e}"))?;
-                    if p.verbose {
-                        for s in &steps {
-                            let _ = writeln!(log);
-                            for line in s.log_lines() {
-                                let _ = writeln!(log, "{line}");
-                            }
-                            let n_new = s.n_past - (s.ga_w / s.ga_n) * (s.ga_n - 1);
-                            let _ = writeln!(
-                                log,
-                                "\nn_past_old = {}, n_past = {n_new}, ga_i = {}\n",
-                                s.n_past,
-                                s.ga_i + s.ga_w / s.ga_n
-                            );
-                        }
-                    }
-                    n_past = np;
-                }
+            if self.make_room(log)? == Flow::Stop {
+                return Ok(Flow::Stop);
             }
-            ctx.decode(&Batch::get_one(&embd))
-                .map_err(|e| format!("main : failed to eval: {e}"))?;
-            n_past += embd.len() as i32;
+            self.ctx
+                .decode(&Batch::get_one(&self.embd))
+                .map_err(CliError::decode("the batch"))?;
+            self.n_past += self.embd.len() as i32;
+            if self.p.verbose {
+                let _ = writeln!(log, "n_past = {}", self.n_past);
+            }
+        }
+        self.embd.clear();
+        Ok(Flow::Continue)
+    }
+
+    /// Room for `embd` in the window: Self-Extend's grouping when it is on, else a
+    /// context shift when the window is full (`Stop` when that is not allowed).
+    fn make_room(&mut self, log: &mut dyn Write) -> Result<Flow> {
+        let p = self.p;
+        let n_past = self.n_past;
+        if let Some(se) = self.self_extend.as_mut() {
+            let (np, steps) = se.apply(self.ctx.kv_mut(), 0, n_past)?;
             if p.verbose {
-                let _ = writeln!(log, "n_past = {n_past}");
+                for s in &steps {
+                    let _ = writeln!(log);
+                    for line in s.log_lines() {
+                        let _ = writeln!(log, "{line}");
+                    }
+                    let n_new = s.n_past - (s.ga_w / s.ga_n) * (s.ga_n - 1);
+                    let _ = writeln!(
+                        log,
+                        "\nn_past_old = {}, n_past = {n_new}, ga_i = {}\n",
+                        s.n_past,
+                        s.ga_i + s.ga_w / s.ga_n
+                    );
+                }
             }
+            self.n_past = np;
+            return Ok(Flow::Continue);
         }
-        embd.clear();
+        if n_past + (self.embd.len() as i32) < self.n_ctx {
+            return Ok(Flow::Continue);
+        }
+        if !p.ctx_shift {
+            let _ = writeln!(
+                log,
+                "\n\nmain: context full and context shift is disabled => stopping"
+            );
+            return Ok(Flow::Stop);
+        }
+        if p.n_predict == -2 {
+            let _ = writeln!(
+                log,
+                "\n\nmain: context full and n_predict == -2 => stopping"
+            );
+            return Ok(Flow::Stop);
+        }
+        let n_keep = self.n_keep;
+        if p.verbose {
+            let (n_left, n_ctx) = (n_past - n_keep, self.n_ctx);
+            let n_discard = n_left / 2;
+            let _ = writeln!(log, "context full, swapping: n_past = {n_past}, n_left = {n_left}, n_ctx = {n_ctx}, n_keep = {n_keep}, n_discard = {n_discard}");
+        }
+        self.n_past = context_shift(self.ctx.kv_mut(), 0, n_past, n_keep)?;
+        if p.verbose {
+            let _ = writeln!(log, "after swap: n_past = {}", self.n_past);
+        }
+        Ok(Flow::Continue)
+    }
 
-        if embd_inp.len() <= n_consumed && !is_interacting {
-            let t0 = Instant::now();
-            let logits = ctx
-                .logits_ith(-1)
-                .ok_or("error: no logits to sample from")?;
-            let id = smpl
-                .sample(logits)
-                .ok_or("error: the sampler selected nothing")?;
-            smpl.accept(id);
-            timer.total += t0.elapsed();
-            timer.runs += 1;
-            prev.push(id);
-            embd.push(id);
-            input_echo = true;
-            n_remain -= 1;
-        } else {
-            while embd_inp.len() > n_consumed {
-                let t = embd_inp[n_consumed];
-                embd.push(t);
-                smpl.accept(t);
-                prev.push(t);
-                n_consumed += 1;
-                if embd.len() == n_batch {
-                    break;
-                }
-            }
-        }
+    /// Samples the next token from the last logits and queues it.
+    fn sample(&mut self) -> Result<()> {
+        let t0 = Instant::now();
+        let logits = self
+            .ctx
+            .logits_ith(-1)
+            .ok_or_else(|| CliError::Input("no logits to sample from".into()))?;
+        let id = self
+            .smpl
+            .sample(logits)
+            .ok_or_else(|| CliError::Input("the sampler selected nothing".into()))?;
+        self.smpl.accept(id);
+        self.timer.total += t0.elapsed();
+        self.timer.runs += 1;
+        self.prev.push(id);
+        self.embd.push(id);
+        self.input_echo = true;
+        self.n_remain -= 1;
+        Ok(())
+    }
 
-        if input_echo && display {
-            for &id in &embd {
-                common::emit(out, &piece(id, p.special)).map_err(io)?;
+    /// Queues input tokens (at most a batch) for evaluation.
+    fn queue_input(&mut self) {
+        while self.embd_inp.len() > self.n_consumed {
+            let t = self.embd_inp[self.n_consumed];
+            self.embd.push(t);
+            self.smpl.accept(t);
+            self.prev.push(t);
+            self.n_consumed += 1;
+            if self.embd.len() == self.n_batch {
+                break;
             }
-        }
-        if input_echo && embd_inp.len() == n_consumed {
-            display = true;
-        }
-
-        if embd_inp.len() <= n_consumed {
-            if !p.antiprompt.is_empty() {
-                let tail: Vec<u8> = prev[prev.len().saturating_sub(32)..]
-                    .iter()
-                    .flat_map(|&t| piece(t, false))
-                    .collect();
-                let last_output = String::from_utf8_lossy(&tail);
-                is_antiprompt = false;
-                for a in &p.antiprompt {
-                    let extra = if interactive { 0 } else { 2 };
-                    let start = last_output.len().saturating_sub(a.len() + extra);
-                    if last_output
-                        .get(start..)
-                        .is_some_and(|s| s.contains(a.as_str()))
-                    {
-                        is_interacting |= interactive;
-                        is_antiprompt = true;
-                        break;
-                    }
-                }
-                if !last_output.is_empty() {
-                    if let Some(&last) = prev.last() {
-                        if antiprompt_tokens.contains(&last) {
-                            is_interacting |= interactive;
-                            is_antiprompt = true;
-                        }
-                    }
-                }
-            }
-            if prev.last().is_some_and(|&t| vocab.is_eog(t)) && interactive {
-                if let Some(first) = p.antiprompt.first() {
-                    embd_inp.extend(vocab.tokenize(first, false, true));
-                    is_antiprompt = true;
-                }
-                is_interacting = true;
-                writeln!(out).map_err(io)?;
-            }
-            if n_past > 0 && is_interacting {
-                let mut buffer = String::new();
-                loop {
-                    let mut line = String::new();
-                    let n = input
-                        .read_line(&mut line)
-                        .map_err(|e| format!("error: reading input: {e}"))?;
-                    if n == 0 {
-                        break;
-                    }
-                    let more = line.ends_with("\\\n");
-                    if more {
-                        line.truncate(line.len() - 2);
-                        line.push('\n');
-                    }
-                    buffer.push_str(&line);
-                    if !more {
-                        break;
-                    }
-                }
-                if buffer.is_empty() {
-                    writeln!(out, "EOF by user").map_err(io)?;
-                    break;
-                }
-                if buffer.ends_with('\n') {
-                    buffer.pop();
-                }
-                if !buffer.is_empty() {
-                    let text = if p.escape {
-                        common::process_escapes(&buffer)
-                    } else {
-                        buffer
-                    };
-                    let line_inp = vocab.tokenize(&text, false, false);
-                    let original = embd_inp.len();
-                    embd_inp.extend_from_slice(&line_inp);
-                    if p.verbose_prompt {
-                        for &t in &embd_inp[original..] {
-                            let _ = writeln!(
-                                log,
-                                "{t:6} -> '{}'",
-                                String::from_utf8_lossy(&piece(t, false))
-                            );
-                        }
-                    }
-                    n_remain -= line_inp.len() as i32;
-                }
-                input_echo = false;
-            }
-            if n_past > 0 {
-                if is_interacting {
-                    smpl.reset();
-                }
-                is_interacting = false;
-            }
-        }
-
-        if embd.last().is_some_and(|&t| vocab.is_eog(t)) && !interactive {
-            writeln!(out, " [end of text]").map_err(io)?;
-            break;
-        }
-        if interactive && n_remain <= 0 && p.n_predict >= 0 {
-            n_remain = p.n_predict;
-            is_interacting = true;
         }
     }
-    write!(out, "\n\n").map_err(io)?;
-    out.flush().map_err(io)?;
-    common::print_profile(log, &mut ctx);
-    common::print_timings(log, &ctx, t_load, &timer, start);
-    Ok(())
+
+    /// Prints the queued tokens (the prompt only when it is displayed).
+    fn display(&mut self, out: &mut dyn Write) -> Result<()> {
+        if self.input_echo && self.display {
+            for &id in &self.embd {
+                common::emit(out, &self.piece(id, self.p.special))
+                    .map_err(CliError::io("writing output"))?;
+            }
+        }
+        if self.input_echo && self.embd_inp.len() == self.n_consumed {
+            self.display = true;
+        }
+        Ok(())
+    }
+
+    /// Looks for a reverse prompt at the end of the output (as text, or as the last
+    /// token); a match stops generation, or hands over to the user when interactive.
+    fn check_antiprompt(&mut self) {
+        let p = self.p;
+        if p.antiprompt.is_empty() {
+            return;
+        }
+        let tail: Vec<u8> = self.prev[self.prev.len().saturating_sub(32)..]
+            .iter()
+            .flat_map(|&t| self.piece(t, false))
+            .collect();
+        self.is_antiprompt = false;
+        let extra = if p.interactive { 0 } else { 2 };
+        for a in &p.antiprompt {
+            let start = tail.len().saturating_sub(a.len() + extra);
+            if contains(&tail[start..], a) {
+                self.is_interacting |= p.interactive;
+                self.is_antiprompt = true;
+                break;
+            }
+        }
+        if !tail.is_empty()
+            && self
+                .prev
+                .last()
+                .is_some_and(|t| self.antiprompt_tokens.contains(t))
+        {
+            self.is_interacting |= p.interactive;
+            self.is_antiprompt = true;
+        }
+    }
+
+    /// In interactive mode, an end-of-generation token hands over to the user (after
+    /// the first reverse prompt, which is fed to the model).
+    fn end_of_generation(&mut self, out: &mut dyn Write) -> Result<()> {
+        let p = self.p;
+        let vocab = &self.model.vocab;
+        if p.interactive && self.prev.last().is_some_and(|&t| vocab.is_eog(t)) {
+            if let Some(first) = p.antiprompt.first() {
+                self.embd_inp
+                    .extend(vocab.tokenize_bytes(first, false, true));
+                self.is_antiprompt = true;
+            }
+            self.is_interacting = true;
+            writeln!(out).map_err(CliError::io("writing output"))?;
+        }
+        Ok(())
+    }
+
+    /// When it is the user's turn: reads lines (a trailing `\` continues), tokenizes
+    /// them as input, and resets the sampler. `Stop` at the end of the input.
+    fn read_user_input(
+        &mut self,
+        input: &mut dyn BufRead,
+        out: &mut dyn Write,
+        log: &mut dyn Write,
+    ) -> Result<Flow> {
+        let p = self.p;
+        if self.n_past > 0 && self.is_interacting {
+            let mut buffer: Vec<u8> = Vec::new();
+            loop {
+                let mut line = Vec::new();
+                let n = input
+                    .read_until(b'\n', &mut line)
+                    .map_err(CliError::io("reading input"))?;
+                if n == 0 {
+                    break;
+                }
+                let more = line.ends_with(b"\\\n");
+                if more {
+                    line.truncate(line.len() - 2);
+                    line.push(b'\n');
+                }
+                buffer.extend_from_slice(&line);
+                if !more {
+                    break;
+                }
+            }
+            if buffer.is_empty() {
+                writeln!(out, "EOF by user").map_err(CliError::io("writing output"))?;
+                return Ok(Flow::Stop);
+            }
+            if buffer.last() == Some(&b'\n') {
+                buffer.pop();
+            }
+            if !buffer.is_empty() {
+                let text = if p.escape {
+                    common::process_escapes(&buffer)
+                } else {
+                    buffer
+                };
+                let line_inp = self.model.vocab.tokenize_bytes(&text, false, false);
+                let original = self.embd_inp.len();
+                self.embd_inp.extend_from_slice(&line_inp);
+                if p.verbose_prompt {
+                    self.log_tokens(log, &self.embd_inp[original..]);
+                }
+                self.n_remain -= line_inp.len() as i32;
+            }
+            self.input_echo = false;
+        }
+        if self.n_past > 0 {
+            if self.is_interacting {
+                self.smpl.reset();
+            }
+            self.is_interacting = false;
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// `Stop` after an end-of-generation token outside interactive mode (with
+    /// llama.cpp's ` [end of text]`).
+    fn end_of_text(&mut self, out: &mut dyn Write) -> Result<Flow> {
+        let vocab = &self.model.vocab;
+        if !self.p.interactive && self.embd.last().is_some_and(|&t| vocab.is_eog(t)) {
+            writeln!(out, " [end of text]").map_err(CliError::io("writing output"))?;
+            return Ok(Flow::Stop);
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Interactive mode: a new budget of `-n` tokens once one is spent, and the
+    /// user's turn.
+    fn refill_budget(&mut self) {
+        let p = self.p;
+        if p.interactive && self.n_remain <= 0 && p.n_predict >= 0 {
+            self.n_remain = p.n_predict;
+            self.is_interacting = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_search_as_std_string_find() {
+        assert!(contains(b"once upon", b"upon"));
+        assert!(!contains(b"once", b"upon"));
+        assert!(contains(b"", b""));
+        assert!(contains(b"\xff\xfe", b"\xfe"));
+    }
 }

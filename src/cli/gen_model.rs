@@ -22,132 +22,20 @@
 //! progress on the log for big files.
 
 use std::borrow::Cow;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use ggml::gguf::{GgufArray, GgufFile, GgufValue, GgufWriter};
 use ggml::GgmlType;
-use llama::arch::Arch;
+use llama::arch::{Arch, Kv, TensorName};
+pub use llama::quantize::Ftype;
+use llama::quantize::{TensorCategory, TypeChooser};
 
-use super::args::{num, parse_params, run_main, Opt};
-
-/// A file type as `llama-quantize` names it (`LLAMA_FTYPE_*`).
-#[allow(non_camel_case_types)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ftype {
-    /// All F32.
-    F32,
-    /// F16 weights.
-    F16,
-    /// BF16 weights.
-    BF16,
-    /// Q4_0 (output Q6_K).
-    Q4_0,
-    /// Q4_1.
-    Q4_1,
-    /// Q5_0.
-    Q5_0,
-    /// Q5_1.
-    Q5_1,
-    /// Q8_0 (output too).
-    Q8_0,
-    /// Q2_K mix.
-    Q2_K,
-    /// Q2_K small mix.
-    Q2_K_S,
-    /// Q3_K small.
-    Q3_K_S,
-    /// Q3_K medium.
-    Q3_K_M,
-    /// Q3_K large.
-    Q3_K_L,
-    /// Q4_K small.
-    Q4_K_S,
-    /// Q4_K medium.
-    Q4_K_M,
-    /// Q5_K small.
-    Q5_K_S,
-    /// Q5_K medium.
-    Q5_K_M,
-    /// Q6_K.
-    Q6_K,
-    /// IQ4_NL.
-    IQ4_NL,
-    /// IQ4_XS.
-    IQ4_XS,
-}
-
-/// Name, file type, and `general.file_type` id, as `llama-quantize` lists them.
-const FTYPES: &[(&str, Ftype, u32)] = &[
-    ("F32", Ftype::F32, 0),
-    ("F16", Ftype::F16, 1),
-    ("Q4_0", Ftype::Q4_0, 2),
-    ("Q4_1", Ftype::Q4_1, 3),
-    ("Q8_0", Ftype::Q8_0, 7),
-    ("Q5_0", Ftype::Q5_0, 8),
-    ("Q5_1", Ftype::Q5_1, 9),
-    ("Q2_K", Ftype::Q2_K, 10),
-    ("Q3_K_S", Ftype::Q3_K_S, 11),
-    ("Q3_K_M", Ftype::Q3_K_M, 12),
-    ("Q3_K_L", Ftype::Q3_K_L, 13),
-    ("Q4_K_S", Ftype::Q4_K_S, 14),
-    ("Q4_K_M", Ftype::Q4_K_M, 15),
-    ("Q5_K_S", Ftype::Q5_K_S, 16),
-    ("Q5_K_M", Ftype::Q5_K_M, 17),
-    ("Q6_K", Ftype::Q6_K, 18),
-    ("Q2_K_S", Ftype::Q2_K_S, 21),
-    ("IQ4_NL", Ftype::IQ4_NL, 25),
-    ("IQ4_XS", Ftype::IQ4_XS, 30),
-    ("BF16", Ftype::BF16, 32),
-];
-
-impl Ftype {
-    /// The file type named `s` (case-insensitive; `q3_k`, `q4_k`, `q5_k` are
-    /// llama-quantize's aliases of the `_m` mixes).
-    pub fn from_name(s: &str) -> Option<Ftype> {
-        let up = s.to_ascii_uppercase();
-        let up = match up.as_str() {
-            "Q3_K" => "Q3_K_M",
-            "Q4_K" => "Q4_K_M",
-            "Q5_K" => "Q5_K_M",
-            u => u,
-        };
-        FTYPES.iter().find(|f| f.0 == up).map(|f| f.1)
-    }
-
-    /// The canonical name (`Q4_K_M`).
-    pub fn name(self) -> &'static str {
-        FTYPES.iter().find(|f| f.1 == self).map_or("?", |f| f.0)
-    }
-
-    /// The `general.file_type` value.
-    pub fn id(self) -> u32 {
-        FTYPES.iter().find(|f| f.1 == self).map_or(0, |f| f.2)
-    }
-
-    /// The type of most weights (`llama_ftype_get_default_type`).
-    pub fn default_type(self) -> GgmlType {
-        use GgmlType as T;
-        match self {
-            Ftype::F32 => T::F32,
-            Ftype::F16 => T::F16,
-            Ftype::BF16 => T::BF16,
-            Ftype::Q4_0 => T::Q4_0,
-            Ftype::Q4_1 => T::Q4_1,
-            Ftype::Q5_0 => T::Q5_0,
-            Ftype::Q5_1 => T::Q5_1,
-            Ftype::Q8_0 => T::Q8_0,
-            Ftype::Q2_K | Ftype::Q2_K_S => T::Q2_K,
-            Ftype::Q3_K_S | Ftype::Q3_K_M | Ftype::Q3_K_L => T::Q3_K,
-            Ftype::Q4_K_S | Ftype::Q4_K_M => T::Q4_K,
-            Ftype::Q5_K_S | Ftype::Q5_K_M => T::Q5_K,
-            Ftype::Q6_K => T::Q6_K,
-            Ftype::IQ4_NL => T::IQ4_NL,
-            Ftype::IQ4_XS => T::IQ4_XS,
-        }
-    }
-}
+use super::args::{parse_params, run_main, Opt, Value};
+use super::error::{CliError, Result, ValueError};
+use super::rng::Rng;
 
 /// A model's shape and constants.
 #[derive(Clone, Debug, PartialEq)]
@@ -184,7 +72,9 @@ impl Shape {
         self.n_embd / self.n_head
     }
 
-    fn check(&self) -> Result<(), String> {
+    /// Checks the shape: every size at least 1, heads that divide the width, an even
+    /// head size, and tensors small enough to write.
+    fn check(&self) -> Result<()> {
         let pos = [
             ("--embd", self.n_embd),
             ("--layers", self.n_layer),
@@ -193,27 +83,58 @@ impl Shape {
             ("--ff", self.n_ff),
             ("--vocab", self.n_vocab),
         ];
-        if let Some((n, _)) = pos.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("error: {n} must be > 0"));
+        if let Some((flag, v)) = pos.iter().find(|(_, v)| *v == 0) {
+            return Err(CliError::BadValue {
+                flag: flag.to_string(),
+                source: ValueError::out_of_range(v, "must be at least 1"),
+            });
         }
         if !self.n_embd.is_multiple_of(self.n_head) {
-            return Err(format!(
-                "error: {} heads do not divide --embd {}",
+            return Err(CliError::Usage(format!(
+                "{} heads do not divide --embd {}",
                 self.n_head, self.n_embd
-            ));
+            )));
         }
         if !self.n_head.is_multiple_of(self.n_head_kv) {
-            return Err(format!(
-                "error: {} kv heads do not divide {} heads",
+            return Err(CliError::Usage(format!(
+                "{} kv heads do not divide {} heads",
                 self.n_head_kv, self.n_head
-            ));
+            )));
         }
         if !self.head_dim().is_multiple_of(2) {
-            return Err(format!("error: head size {} must be even", self.head_dim()));
+            return Err(CliError::Usage(format!(
+                "head size {} must be even",
+                self.head_dim()
+            )));
+        }
+        let e = self.n_embd;
+        let per_layer = [e.checked_mul(e), e.checked_mul(self.n_ff)];
+        let biggest = [e.checked_mul(self.n_vocab), per_layer[0], per_layer[1]];
+        let total = per_layer
+            .iter()
+            .try_fold(0usize, |acc, n| {
+                acc.checked_add(n.and_then(|n| n.checked_mul(4))?)
+            })
+            .and_then(|layer| layer.checked_mul(self.n_layer))
+            .and_then(|t| t.checked_add(biggest[0]?.checked_mul(2)?));
+        if biggest
+            .iter()
+            .any(|n| n.is_none_or(|n| n > MAX_TENSOR_ELEMENTS))
+            || total.is_none_or(|t| t > MAX_MODEL_ELEMENTS)
+        {
+            return Err(CliError::Usage(format!(
+                "the shape is too large to write: at most {MAX_TENSOR_ELEMENTS} values per tensor and {MAX_MODEL_ELEMENTS} in all"
+            )));
         }
         Ok(())
     }
 }
+
+/// The most values in one tensor (16 GiB as F32): the writer holds one tensor's
+/// size of zeroed memory while it lays out the header.
+const MAX_TENSOR_ELEMENTS: usize = 1 << 32;
+/// The most values in a model (a 1T-parameter model).
+const MAX_MODEL_ELEMENTS: usize = 1 << 40;
 
 /// Named shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -326,7 +247,7 @@ pub enum VocabChoice {
     /// Always synthesized (`--vocab-file none`).
     Synth,
     /// This file's, padded with `[PADn]` tokens up to `--vocab`.
-    File(String),
+    File(PathBuf),
 }
 
 /// The program's parameters: every shape field left `None` comes from the preset
@@ -368,11 +289,11 @@ pub struct Params {
     /// `--scale`: standard deviation of the weights.
     pub scale: f32,
     /// `-o`.
-    pub out: String,
+    pub out: PathBuf,
     /// `--vocab-file`.
     pub vocab: VocabChoice,
     /// `--vocab-dir`.
-    pub vocab_dir: Option<String>,
+    pub vocab_dir: Option<PathBuf>,
     /// `-t`.
     pub n_threads: usize,
     /// `-v`: one line per tensor.
@@ -399,10 +320,10 @@ impl Default for Params {
             pure: false,
             seed: 42,
             scale: 0.02,
-            out: String::new(),
+            out: PathBuf::new(),
             vocab: VocabChoice::Auto,
             vocab_dir: None,
-            n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n_threads: super::common::default_threads(),
             verbose: false,
         }
     }
@@ -411,7 +332,7 @@ impl Default for Params {
 impl Params {
     /// The shape: explicit flags over the preset over the tiny-llama shape; an
     /// architecture given without a preset takes that architecture's constants.
-    pub fn shape(&self) -> Result<Shape, String> {
+    pub fn shape(&self) -> Result<Shape> {
         let base = match (self.preset, self.arch) {
             (Some(p), _) => p.shape(),
             (None, Some(Arch::Qwen2)) => Preset::TinyQwen2.shape(),
@@ -438,7 +359,7 @@ impl Params {
 
     fn vocab_dir(&self) -> PathBuf {
         if let Some(d) = &self.vocab_dir {
-            return PathBuf::from(d);
+            return d.clone();
         }
         if let Some(d) = std::env::var_os("LLAMA_VOCAB_DIR") {
             return PathBuf::from(d);
@@ -451,92 +372,175 @@ impl Params {
     }
 }
 
-fn set<T>(v: Result<T, String>, f: impl FnOnce(T)) -> Result<(), String> {
-    v.map(f)
+/// A size flag: at least 1 (the shape check names a 0 with its flag).
+fn size(v: Value<'_>) -> Result<Option<usize>, ValueError> {
+    Ok(Some(v.num_in(1, usize::MAX, "must be at least 1")?))
 }
 
-fn options() -> Vec<Opt<Params>> {
+/// A positive, finite constant (rope base, norm epsilon).
+fn positive(v: Value<'_>) -> Result<Option<f32>, ValueError> {
+    let x = v.finite()?;
+    if x <= 0.0 {
+        return Err(ValueError::out_of_range(x, "must be greater than 0"));
+    }
+    Ok(Some(x))
+}
+
+/// The options this program accepts.
+pub fn options() -> Vec<Opt<Params>> {
     vec![
-        Opt {
-            names: &["--preset"],
-            value: Some("NAME"),
-            help: "shape preset: qwen2-0.5b, llama-1b, tiny-llama, tiny-qwen2 (flags override its values)",
-            apply: |p, v| {
-                p.preset = Some(Preset::from_name(v).ok_or_else(|| {
-                    format!("unknown preset '{v}' (qwen2-0.5b, llama-1b, tiny-llama, tiny-qwen2)")
+        Opt::value(
+            &["--preset"],
+            "NAME",
+            "shape preset: qwen2-0.5b, llama-1b, tiny-llama, tiny-qwen2 (flags override its values)",
+            |p, v| {
+                let name = v.text()?;
+                p.preset = Some(Preset::from_name(name).ok_or_else(|| ValueError::Unknown {
+                    what: "preset",
+                    value: name.to_string(),
+                    expected: "qwen2-0.5b, llama-1b, tiny-llama, tiny-qwen2",
                 })?);
                 Ok(())
             },
-        },
-        Opt {
-            names: &["--arch"],
-            value: Some("llama|qwen2"),
-            help: "architecture (default: llama)",
-            apply: |p, v| {
-                p.arch = Some(Arch::from_name(v).map_err(|_| format!("unknown arch '{v}' (llama, qwen2)"))?);
+        ),
+        Opt::value(&["--arch"], "llama|qwen2", "architecture (default: llama)", |p, v| {
+            let name = v.text()?;
+            p.arch = Some(Arch::from_name(name).map_err(|_| ValueError::Unknown {
+                what: "architecture",
+                value: name.to_string(),
+                expected: "llama, qwen2",
+            })?);
+            Ok(())
+        }),
+        Opt::value(&["--embd"], "N", "embedding width", |p, v| {
+            p.n_embd = size(v)?;
+            Ok(())
+        }),
+        Opt::value(&["--layers"], "N", "number of blocks", |p, v| {
+            let max = llama::hparams::MAX_LAYERS;
+            p.n_layer = Some(v.num_in(1, max, &format!("must be in 1..={max}, as llama.cpp loads"))?);
+            Ok(())
+        }),
+        Opt::value(&["--heads"], "N", "attention heads", |p, v| {
+            p.n_head = size(v)?;
+            Ok(())
+        }),
+        Opt::value(&["--kv-heads"], "N", "KV heads", |p, v| {
+            p.n_head_kv = size(v)?;
+            Ok(())
+        }),
+        Opt::value(&["--ff"], "N", "feed-forward width", |p, v| {
+            p.n_ff = size(v)?;
+            Ok(())
+        }),
+        Opt::value(&["--vocab"], "N", "vocabulary size", |p, v| {
+            p.n_vocab = size(v)?;
+            Ok(())
+        }),
+        Opt::value(&["--ctx"], "N", "trained context length written to the file", |p, v| {
+            p.n_ctx = Some(v.num_in(1, u32::MAX, "must be at least 1")?);
+            Ok(())
+        }),
+        Opt::flag(&["--tied"], "no output.weight: the head is the token embeddings", |p| {
+            p.tied = Some(true)
+        }),
+        Opt::flag(&["--untied"], "a separate output.weight", |p| p.tied = Some(false)),
+        Opt::value(&["--rope-base"], "F", "rope base frequency", |p, v| {
+            p.rope_base = positive(v)?;
+            Ok(())
+        }),
+        Opt::value(&["--rms-eps"], "F", "RMS norm epsilon", |p, v| {
+            p.rms_eps = positive(v)?;
+            Ok(())
+        }),
+        Opt::flag(
+            &["--llama3-rope"],
+            "llama 3 rope frequency factors (rope_freqs.weight; llama only)",
+            |p| p.llama3_rope = Some(true),
+        ),
+        Opt::flag(&["--no-llama3-rope"], "no rope frequency factors", |p| {
+            p.llama3_rope = Some(false)
+        }),
+        Opt::value(
+            &["--type"],
+            "TYPE",
+            "file type as llama-quantize names it: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q2_k_s, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs (default: f16)",
+            |p, v| {
+                let name = v.text()?;
+                p.ftype = Ftype::from_name(name).ok_or_else(|| ValueError::Unknown {
+                    what: "file type",
+                    value: name.to_string(),
+                    expected: "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q2_k_s, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs",
+                })?;
                 Ok(())
             },
-        },
-        Opt { names: &["--embd"], value: Some("N"), help: "embedding width", apply: |p, v| set(num(v), |n| p.n_embd = Some(n)) },
-        Opt { names: &["--layers"], value: Some("N"), help: "number of blocks", apply: |p, v| set(num(v), |n| p.n_layer = Some(n)) },
-        Opt { names: &["--heads"], value: Some("N"), help: "attention heads", apply: |p, v| set(num(v), |n| p.n_head = Some(n)) },
-        Opt { names: &["--kv-heads"], value: Some("N"), help: "KV heads", apply: |p, v| set(num(v), |n| p.n_head_kv = Some(n)) },
-        Opt { names: &["--ff"], value: Some("N"), help: "feed-forward width", apply: |p, v| set(num(v), |n| p.n_ff = Some(n)) },
-        Opt { names: &["--vocab"], value: Some("N"), help: "vocabulary size", apply: |p, v| set(num(v), |n| p.n_vocab = Some(n)) },
-        Opt { names: &["--ctx"], value: Some("N"), help: "trained context length written to the file", apply: |p, v| set(num(v), |n| p.n_ctx = Some(n)) },
-        Opt { names: &["--tied"], value: None, help: "no output.weight: the head is the token embeddings", apply: |p, _| set(Ok(()), |_| p.tied = Some(true)) },
-        Opt { names: &["--untied"], value: None, help: "a separate output.weight", apply: |p, _| set(Ok(()), |_| p.tied = Some(false)) },
-        Opt { names: &["--rope-base"], value: Some("F"), help: "rope base frequency", apply: |p, v| set(num(v), |n| p.rope_base = Some(n)) },
-        Opt { names: &["--rms-eps"], value: Some("F"), help: "RMS norm epsilon", apply: |p, v| set(num(v), |n| p.rms_eps = Some(n)) },
-        Opt { names: &["--llama3-rope"], value: None, help: "llama 3 rope frequency factors (rope_freqs.weight; llama only)", apply: |p, _| set(Ok(()), |_| p.llama3_rope = Some(true)) },
-        Opt { names: &["--no-llama3-rope"], value: None, help: "no rope frequency factors", apply: |p, _| set(Ok(()), |_| p.llama3_rope = Some(false)) },
-        Opt {
-            names: &["--type"],
-            value: Some("TYPE"),
-            help: "file type as llama-quantize names it: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q2_k_s, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs (default: f16)",
-            apply: |p, v| {
-                p.ftype = Ftype::from_name(v).ok_or_else(|| format!("unknown file type '{v}'"))?;
+        ),
+        Opt::flag(
+            &["--pure"],
+            "every weight matrix in the file type's default type (llama-quantize --pure)",
+            |p| p.pure = true,
+        ),
+        Opt::value(&["--seed"], "N", "random seed (default: 42)", |p, v| {
+            p.seed = v.num()?;
+            Ok(())
+        }),
+        Opt::value(&["--scale"], "F", "standard deviation of the weights (default: 0.02)", |p, v| {
+            let x = v.finite()?;
+            if x < 0.0 {
+                return Err(ValueError::out_of_range(x, "must be >= 0"));
+            }
+            p.scale = x;
+            Ok(())
+        }),
+        Opt::value(&["-o", "--output"], "FNAME", "output file", |p, v| {
+            p.out = v.path();
+            Ok(())
+        }),
+        Opt::value(
+            &["--vocab-file"],
+            "FNAME|none",
+            "copy the tokenizer from this GGUF (padded to --vocab); none: synthesize one (default: a file of the right size from --vocab-dir, else synthesized)",
+            |p, v| {
+                p.vocab = if v.bytes() == b"none" {
+                    VocabChoice::Synth
+                } else {
+                    VocabChoice::File(v.path())
+                };
                 Ok(())
             },
-        },
-        Opt { names: &["--pure"], value: None, help: "every weight matrix in the file type's default type (llama-quantize --pure)", apply: |p, _| set(Ok(()), |_| p.pure = true) },
-        Opt { names: &["--seed"], value: Some("N"), help: "random seed (default: 42)", apply: |p, v| set(num(v), |n| p.seed = n) },
-        Opt { names: &["--scale"], value: Some("F"), help: "standard deviation of the weights (default: 0.02)", apply: |p, v| set(num(v), |n| p.scale = n) },
-        Opt { names: &["-o", "--output"], value: Some("FNAME"), help: "output file", apply: |p, v| set(Ok(()), |_| p.out = v.into()) },
-        Opt {
-            names: &["--vocab-file"],
-            value: Some("FNAME|none"),
-            help: "copy the tokenizer from this GGUF (padded to --vocab); none: synthesize one (default: a file of the right size from --vocab-dir, else synthesized)",
-            apply: |p, v| {
-                p.vocab = if v == "none" { VocabChoice::Synth } else { VocabChoice::File(v.into()) };
+        ),
+        Opt::value(
+            &["--vocab-dir"],
+            "DIR",
+            "vocabulary GGUFs (default: $LLAMA_VOCAB_DIR, else $LLAMA_SHARED_DIR/models/llama-vocab)",
+            |p, v| {
+                p.vocab_dir = Some(v.path());
                 Ok(())
             },
-        },
-        Opt { names: &["--vocab-dir"], value: Some("DIR"), help: "vocabulary GGUFs (default: $LLAMA_VOCAB_DIR, else $LLAMA_SHARED_DIR/models/llama-vocab)", apply: |p, v| set(Ok(()), |_| p.vocab_dir = Some(v.into())) },
-        Opt {
-            names: &["-t", "--threads"],
-            value: Some("N"),
-            help: "threads for generating and quantizing (default: all cores)",
-            apply: |p, v| {
-                let n: usize = num(v)?;
-                p.n_threads = n.max(1);
+        ),
+        Opt::value(
+            &["-t", "--threads"],
+            "N",
+            "threads for generating and quantizing (default: all cores, <= 0 = all cores)",
+            |p, v| {
+                p.n_threads = super::common::threads_value(v)?;
                 Ok(())
             },
-        },
-        Opt { names: &["-v", "--verbose"], value: None, help: "one line per tensor", apply: |p, _| set(Ok(()), |_| p.verbose = true) },
+        ),
+        Opt::flag(&["-v", "--verbose"], "one line per tensor", |p| p.verbose = true),
     ]
 }
 
 const ABOUT: &str = "Writes a random-weight GGUF model of a given architecture, shape and file type.\n\nexamples:\n\n    gen-model --preset qwen2-0.5b --type q4_k_m -o /tmp/qwen2-0.5b-q4_k_m.gguf\n    gen-model --arch llama --embd 2048 --layers 16 --heads 32 --kv-heads 8 --ff 8192 --vocab 32000 --type q8_0 -o /tmp/m.gguf";
 
-/// Parses the command line; `Ok(None)` for `-h`.
-pub fn parse_args(args: &[String]) -> Result<Option<Params>, String> {
-    parse_params::<Params>(&options(), args)
+/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument.
+pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+    parse_params::<Params, A>(&options(), args)
 }
 
 /// Runs the program with `args` (without the program name); returns the exit code.
-pub fn main_with(
-    args: &[String],
+pub fn main_with<A: AsRef<OsStr>>(
+    args: &[A],
     _input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -550,34 +554,9 @@ pub fn main_with(
         log,
         |p, out, log| {
             let s = generate(p, log)?;
-            writeln!(out, "{}", s.describe()).map_err(|e| e.to_string())
+            writeln!(out, "{}", s.describe()).map_err(CliError::io("writing output"))
         },
     )
-}
-
-/// What kind of weight a tensor is, as llama-quantize sorts them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Category {
-    /// `token_embd.weight`.
-    TokenEmbd,
-    /// `output.weight`.
-    Output,
-    /// `attn_q`.
-    AttnQ,
-    /// `attn_k`.
-    AttnK,
-    /// `attn_v`.
-    AttnV,
-    /// `attn_output`.
-    AttnOutput,
-    /// `ffn_gate`.
-    FfnGate,
-    /// `ffn_up`.
-    FfnUp,
-    /// `ffn_down`.
-    FfnDown,
-    /// Norms, biases, rope factors: 1-d, kept in F32.
-    Vector,
 }
 
 /// How a tensor's values are drawn.
@@ -603,7 +582,7 @@ pub struct TensorPlan {
     /// Values.
     pub init: Init,
     /// Category for the type choice.
-    pub category: Category,
+    pub category: TensorCategory,
 }
 
 impl TensorPlan {
@@ -621,68 +600,49 @@ impl TensorPlan {
 /// The tensors of a model of `shape`, in file order, with llama-quantize's type for
 /// each under `ftype` (`pure`: no mixes, as `--pure`).
 pub fn plan_tensors(shape: &Shape, ftype: Ftype, pure: bool, scale: f32) -> Vec<TensorPlan> {
-    use Category as C;
+    use TensorName as N;
     let (e, hd) = (shape.n_embd, shape.head_dim());
     let (nq, nkv) = (shape.n_head * hd, shape.n_head_kv * hd);
-    let mut t: Vec<(String, Vec<usize>, Category, Init)> = Vec::new();
+    let mut t: Vec<(String, Vec<usize>, Init)> = Vec::new();
     let w = Init::Normal(scale);
-    t.push((
-        "token_embd.weight".into(),
-        vec![e, shape.n_vocab],
-        C::TokenEmbd,
-        w,
-    ));
+    t.push((N::TokenEmbd.global("weight"), vec![e, shape.n_vocab], w));
     if shape.llama3_rope {
         t.push((
-            "rope_freqs.weight".into(),
+            N::RopeFreqs.global("weight"),
             vec![hd / 2],
-            C::Vector,
             Init::Llama3Rope(shape.rope_base),
         ));
     }
     let bias = shape.arch == Arch::Qwen2;
     for il in 0..shape.n_layer {
-        let n = |s: &str| format!("blk.{il}.{s}");
-        t.push((n("attn_norm.weight"), vec![e], C::Vector, Init::Ones));
-        t.push((n("attn_q.weight"), vec![e, nq], C::AttnQ, w));
-        if bias {
-            t.push((n("attn_q.bias"), vec![nq], C::Vector, w));
+        t.push((N::AttnNorm.layer(il, "weight"), vec![e], Init::Ones));
+        for (name, rows) in [(N::AttnQ, nq), (N::AttnK, nkv), (N::AttnV, nkv)] {
+            t.push((name.layer(il, "weight"), vec![e, rows], w));
+            if bias {
+                t.push((name.layer(il, "bias"), vec![rows], w));
+            }
         }
-        t.push((n("attn_k.weight"), vec![e, nkv], C::AttnK, w));
-        if bias {
-            t.push((n("attn_k.bias"), vec![nkv], C::Vector, w));
-        }
-        t.push((n("attn_v.weight"), vec![e, nkv], C::AttnV, w));
-        if bias {
-            t.push((n("attn_v.bias"), vec![nkv], C::Vector, w));
-        }
-        t.push((n("attn_output.weight"), vec![nq, e], C::AttnOutput, w));
-        t.push((n("ffn_norm.weight"), vec![e], C::Vector, Init::Ones));
-        t.push((n("ffn_gate.weight"), vec![e, shape.n_ff], C::FfnGate, w));
-        t.push((n("ffn_up.weight"), vec![e, shape.n_ff], C::FfnUp, w));
-        t.push((n("ffn_down.weight"), vec![shape.n_ff, e], C::FfnDown, w));
+        t.push((N::AttnOut.layer(il, "weight"), vec![nq, e], w));
+        t.push((N::FfnNorm.layer(il, "weight"), vec![e], Init::Ones));
+        t.push((N::FfnGate.layer(il, "weight"), vec![e, shape.n_ff], w));
+        t.push((N::FfnUp.layer(il, "weight"), vec![e, shape.n_ff], w));
+        t.push((N::FfnDown.layer(il, "weight"), vec![shape.n_ff, e], w));
     }
-    t.push(("output_norm.weight".into(), vec![e], C::Vector, Init::Ones));
+    t.push((N::OutputNorm.global("weight"), vec![e], Init::Ones));
     if !shape.tied {
-        t.push(("output.weight".into(), vec![e, shape.n_vocab], C::Output, w));
+        t.push((N::Output.global("weight"), vec![e, shape.n_vocab], w));
     }
-    let mut chooser = TypeChooser {
+    let mut chooser = TypeChooser::new(
         ftype,
-        pure,
-        n_layer: shape.n_layer as i32,
-        n_gqa: (shape.n_head / shape.n_head_kv) as i32,
-        tied: shape.tied,
-        i_attention_wv: 0,
-        n_attention_wv: shape.n_layer as i32,
-        i_ffn_down: 0,
-    };
+        shape.n_layer,
+        shape.n_head / shape.n_head_kv,
+        shape.tied,
+    )
+    .pure(pure);
     t.into_iter()
-        .map(|(name, ne, category, init)| {
-            let typ = if category == C::Vector {
-                GgmlType::F32
-            } else {
-                chooser.choose(category, ne[0])
-            };
+        .map(|(name, ne, init)| {
+            let category = TensorCategory::classify(&name, ne.len());
+            let typ = chooser.choose(category, ne[0]);
             TensorPlan {
                 name,
                 ne,
@@ -692,97 +652,6 @@ pub fn plan_tensors(shape: &Shape, ftype: Ftype, pure: bool, scale: f32) -> Vec<
             }
         })
         .collect()
-}
-
-/// llama.cpp's `llama_tensor_get_type` for dense llama/qwen2 models without an
-/// importance matrix (no experts, no falcon, no 70B special case).
-struct TypeChooser {
-    ftype: Ftype,
-    pure: bool,
-    n_layer: i32,
-    n_gqa: i32,
-    tied: bool,
-    i_attention_wv: i32,
-    n_attention_wv: i32,
-    i_ffn_down: i32,
-}
-
-fn use_more_bits(i_layer: i32, n_layers: i32) -> bool {
-    i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2
-}
-
-impl TypeChooser {
-    fn choose(&mut self, cat: Category, ne0: usize) -> GgmlType {
-        use Category as C;
-        use Ftype as F;
-        use GgmlType as T;
-        let ftype = self.ftype;
-        let default = ftype.default_type();
-        if !default.is_quantized() {
-            return default;
-        }
-        let mut t = default;
-        if !self.pure {
-            if cat == C::Output || (self.tied && cat == C::TokenEmbd) {
-                if !ne0.is_multiple_of(t.blck_size()) {
-                    t = T::Q8_0;
-                } else if t != T::Q8_0 {
-                    t = T::Q6_K;
-                }
-            } else if cat == C::TokenEmbd {
-                // Only the IQ1/IQ2/IQ3/TQ mixes change it.
-            } else if cat == C::AttnV {
-                let (i, n) = (self.i_attention_wv, self.n_attention_wv);
-                match ftype {
-                    F::Q2_K => t = if self.n_gqa >= 4 { T::Q4_K } else { T::Q3_K },
-                    F::Q2_K_S if self.n_gqa >= 4 => t = T::Q4_K,
-                    F::Q3_K_M => t = if i < 2 { T::Q5_K } else { T::Q4_K },
-                    F::Q3_K_L => t = T::Q5_K,
-                    F::IQ4_NL | F::IQ4_XS if self.n_gqa >= 4 => t = T::Q5_K,
-                    F::Q4_K_M | F::Q5_K_M if use_more_bits(i, n) => t = T::Q6_K,
-                    F::Q4_K_S if i < 4 => t = T::Q5_K,
-                    _ => {}
-                }
-                self.i_attention_wv += 1;
-            } else if cat == C::FfnDown {
-                let (i, n) = (self.i_ffn_down, self.n_layer);
-                match ftype {
-                    F::Q2_K => t = T::Q3_K,
-                    F::Q2_K_S if i < n / 8 => t = T::Q4_K,
-                    F::Q3_K_M => t = if i < n / 16 { T::Q5_K } else { T::Q4_K },
-                    F::Q3_K_L => t = T::Q5_K,
-                    F::Q4_K_M if use_more_bits(i, n) => t = T::Q6_K,
-                    F::IQ4_NL | F::IQ4_XS if i < n / 8 => t = T::Q5_K,
-                    F::Q5_K_M if use_more_bits(i, n) => t = T::Q6_K,
-                    F::Q4_K_S if i < n / 8 => t = T::Q5_K,
-                    _ => {}
-                }
-                self.i_ffn_down += 1;
-            } else if cat == C::AttnOutput {
-                match ftype {
-                    F::Q2_K => t = T::Q3_K,
-                    F::Q3_K_M => t = T::Q4_K,
-                    F::Q3_K_L => t = T::Q5_K,
-                    _ => {}
-                }
-            }
-        }
-        // tensor_type_fallback: rows that are not a whole number of blocks.
-        if !ne0.is_multiple_of(t.blck_size()) {
-            t = match t {
-                T::IQ4_XS => T::IQ4_NL,
-                T::Q2_K | T::Q3_K => T::Q4_0,
-                T::Q4_K => T::Q5_0,
-                T::Q5_K => T::Q5_1,
-                T::Q6_K => T::Q8_0,
-                other => other,
-            };
-            if !ne0.is_multiple_of(t.blck_size()) {
-                t = T::F16;
-            }
-        }
-        t
-    }
 }
 
 /// llama 3's rope frequency factors (`convert_hf_to_gguf.py`, factor 32, low 1,
@@ -808,39 +677,6 @@ fn llama3_rope_factors(head_dim: usize, base: f32) -> Vec<f32> {
         .collect()
 }
 
-/// SplitMix64: small, fast, and good enough for weights.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f32 {
-        ((self.next_u64() >> 40) + 1) as f32 * (1.0 / (1u64 << 24) as f32)
-    }
-
-    /// Fills `out` with normal values of standard deviation `std` (Box-Muller).
-    fn fill_normal(&mut self, out: &mut [f32], std: f32) {
-        let mut chunks = out.chunks_exact_mut(2);
-        for pair in &mut chunks {
-            let r = (-2.0 * self.unit().ln()).sqrt() * std;
-            let (s, c) = (std::f32::consts::TAU * self.unit()).sin_cos();
-            pair[0] = r * c;
-            pair[1] = r * s;
-        }
-        if let [last] = chunks.into_remainder() {
-            let r = (-2.0 * self.unit().ln()).sqrt() * std;
-            *last = r * (std::f32::consts::TAU * self.unit()).cos();
-        }
-    }
-}
-
 /// The seed of row `row` of tensor `name`: the same whatever the chunking, thread
 /// count or file type.
 fn row_seed(seed: u64, name: &str, row: usize) -> u64 {
@@ -848,9 +684,7 @@ fn row_seed(seed: u64, name: &str, row: usize) -> u64 {
     for b in name.bytes() {
         h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
     }
-    let mut r = Rng(seed ^ h);
-    r.0 ^= (row as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    r.next_u64()
+    Rng::new(seed ^ h ^ (row as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93)).next_u64()
 }
 
 /// Fills rows `row0..` of tensor `t` into `buf` (whole rows), on `n_threads`.
@@ -870,7 +704,7 @@ fn fill_rows(t: &TensorPlan, seed: u64, row0: usize, buf: &mut [f32], n_threads:
                     s.spawn(move || {
                         for (j, row) in part.chunks_mut(ne0).enumerate() {
                             let r = row0 + k * per + j;
-                            Rng(row_seed(seed, &t.name, r)).fill_normal(row, std);
+                            Rng::new(row_seed(seed, &t.name, r)).fill_normal(row, std);
                         }
                     });
                 }
@@ -891,11 +725,11 @@ pub struct VocabKeys {
 
 /// A SentencePiece vocabulary of `n` tokens: `<unk>`, `<s>`, `</s>`, the 256 byte
 /// tokens, then pieces (`▁`, ASCII characters, `▁`+letter, letter pairs, ...).
-pub fn synth_vocab(n: usize) -> Result<VocabKeys, String> {
+pub fn synth_vocab(n: usize) -> Result<VocabKeys> {
     if n < 259 {
-        return Err(format!(
-            "error: a synthesized vocabulary needs at least 259 tokens (3 special + 256 bytes), --vocab is {n}"
-        ));
+        return Err(CliError::Usage(format!(
+            "a synthesized vocabulary needs at least 259 tokens (3 special + 256 bytes), --vocab is {n}"
+        )));
     }
     let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
     let mut types: Vec<i32> = vec![2, 3, 3];
@@ -953,22 +787,25 @@ pub fn synth_vocab(n: usize) -> Result<VocabKeys, String> {
 
 /// The `tokenizer.*` keys of the vocabulary GGUF `path`, padded with `[PADn]` tokens
 /// (user-defined, score 0) up to `n` tokens. Errors when the file has more.
-pub fn file_vocab(path: &Path, n: usize) -> Result<VocabKeys, String> {
-    let file = GgufFile::open(path)
-        .map_err(|e| format!("error: cannot read vocabulary '{}': {e}", path.display()))?;
+pub fn file_vocab(path: &Path, n: usize) -> Result<VocabKeys> {
+    let file = GgufFile::open(path).map_err(|source| CliError::Ggml {
+        what: format!("cannot read vocabulary '{}'", path.display()),
+        source,
+    })?;
     let mut kv: Vec<(String, GgufValue)> = file
         .gguf()
         .kv()
         .filter(|(k, _)| k.starts_with("tokenizer."))
         .map(|(k, v)| (k.to_string(), v.clone()))
         .collect();
-    let n_file = vocab_size_of(&kv)
-        .ok_or_else(|| format!("error: '{}' has no tokenizer.ggml.tokens", path.display()))?;
+    let n_file = vocab_size_of(&kv).ok_or_else(|| {
+        CliError::Input(format!("'{}' has no tokenizer.ggml.tokens", path.display()))
+    })?;
     if n_file > n {
-        return Err(format!(
-            "error: '{}' has {n_file} tokens, more than --vocab {n} (use --vocab-file none to synthesize one)",
+        return Err(CliError::Usage(format!(
+            "'{}' has {n_file} tokens, more than --vocab {n} (use --vocab-file none to synthesize one)",
             path.display()
-        ));
+        )));
     }
     let pad = n - n_file;
     if pad > 0 {
@@ -1011,10 +848,10 @@ fn file_tokens(path: &Path) -> usize {
 
 /// Resolves the vocabulary for `shape` (the llama-1b preset falls back to 32000
 /// tokens when no llama 3 vocabulary is found); may change `shape.n_vocab`.
-pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys, String> {
+pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
     match &p.vocab {
         VocabChoice::Synth => synth_vocab(shape.n_vocab),
-        VocabChoice::File(f) => file_vocab(Path::new(f), shape.n_vocab),
+        VocabChoice::File(f) => file_vocab(f, shape.n_vocab),
         VocabChoice::Auto => {
             let dir = p.vocab_dir();
             let candidates: &[&str] = match shape.arch {
@@ -1046,7 +883,7 @@ pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys, String>
 #[derive(Clone, Debug)]
 pub struct Summary {
     /// Output path.
-    pub path: String,
+    pub path: PathBuf,
     /// The shape written.
     pub shape: Shape,
     /// File type.
@@ -1076,7 +913,7 @@ impl Summary {
             .collect();
         format!(
             "gen-model: wrote {} ({} {}: embd {}, layers {}, heads {}/{}, ff {}, vocab {} {}{}; {:.2} M params, {:.2} MiB; types: {}) in {:.1} s",
-            self.path,
+            self.path.display(),
             s.arch.name(),
             self.ftype.name(),
             s.n_embd,
@@ -1102,58 +939,70 @@ impl Summary {
 const CHUNK_ELEMENTS: usize = 1 << 24;
 
 /// Generates the model `p` describes and writes it to `p.out`; progress on `log`.
-pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary, String> {
+pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary> {
     let t0 = Instant::now();
-    if p.out.is_empty() {
-        return Err("error: no output file given (-o FNAME)".into());
+    if p.out.as_os_str().is_empty() {
+        return Err(CliError::Usage("no output file given (-o FNAME)".into()));
     }
     let mut shape = p.shape()?;
     let vocab = resolve_vocab(p, &mut shape)?;
     let plan = plan_tensors(&shape, p.ftype, p.pure, p.scale);
     for t in &plan {
         if !t.ne[0].is_multiple_of(t.typ.blck_size()) {
-            return Err(format!(
-                "error: {}: row of {} does not fit {} blocks",
+            return Err(CliError::Usage(format!(
+                "{}: row of {} does not fit {} blocks",
                 t.name, t.ne[0], t.typ
-            ));
+            )));
         }
     }
 
-    let arch = shape.arch.name();
+    let arch = shape.arch;
     let mut w = GgufWriter::new();
-    let gg = |e: ggml::gguf::GgufError| format!("error: {e}");
-    let k = |s: &str| format!("{arch}.{s}");
-    w.set("general.architecture", arch).map_err(gg)?;
-    w.set(
-        "general.name",
-        format!(
-            "random {}",
-            p.preset
-                .map_or_else(|| arch.to_string(), |pr| pr.name().to_string())
-        ),
-    )
-    .map_err(gg)?;
-    w.set(k("context_length"), shape.n_ctx).map_err(gg)?;
-    w.set(k("embedding_length"), shape.n_embd as u32)
+    let out_name = p.out.display().to_string();
+    let gg = |e: ggml::gguf::GgufError| CliError::Ggml {
+        what: format!("writing '{out_name}'"),
+        source: e.into(),
+    };
+    let count = |n: usize, what: &str| {
+        u32::try_from(n)
+            .map_err(|_| CliError::Usage(format!("{what} {n} does not fit the file's 32 bits")))
+    };
+    let name = format!(
+        "random {}",
+        p.preset.map_or_else(|| arch.name(), |pr| pr.name())
+    );
+    w.set(Kv::GeneralArchitecture.key(arch), arch.name())
         .map_err(gg)?;
-    w.set(k("block_count"), shape.n_layer as u32).map_err(gg)?;
-    w.set(k("feed_forward_length"), shape.n_ff as u32)
-        .map_err(gg)?;
-    w.set(k("attention.head_count"), shape.n_head as u32)
-        .map_err(gg)?;
-    w.set(k("attention.head_count_kv"), shape.n_head_kv as u32)
-        .map_err(gg)?;
-    w.set(k("rope.freq_base"), shape.rope_base).map_err(gg)?;
-    w.set(k("attention.layer_norm_rms_epsilon"), shape.rms_eps)
-        .map_err(gg)?;
-    if shape.arch == Arch::Llama {
-        w.set(k("vocab_size"), shape.n_vocab as u32).map_err(gg)?;
-        w.set(k("rope.dimension_count"), shape.head_dim() as u32)
-            .map_err(gg)?;
+    w.set(Kv::GeneralName.key(arch), name).map_err(gg)?;
+    for (key, n, what) in [
+        (Kv::EmbeddingLength, shape.n_embd, "--embd"),
+        (Kv::BlockCount, shape.n_layer, "--layers"),
+        (Kv::FeedForwardLength, shape.n_ff, "--ff"),
+        (Kv::AttentionHeadCount, shape.n_head, "--heads"),
+        (Kv::AttentionHeadCountKv, shape.n_head_kv, "--kv-heads"),
+    ] {
+        w.set(key.key(arch), count(n, what)?).map_err(gg)?;
     }
-    w.set("general.file_type", p.ftype.id()).map_err(gg)?;
+    w.set(Kv::ContextLength.key(arch), shape.n_ctx)
+        .map_err(gg)?;
+    w.set(Kv::RopeFreqBase.key(arch), shape.rope_base)
+        .map_err(gg)?;
+    w.set(Kv::AttentionLayerNormRmsEpsilon.key(arch), shape.rms_eps)
+        .map_err(gg)?;
+    if arch == Arch::Llama {
+        w.set(Kv::VocabSize.key(arch), count(shape.n_vocab, "--vocab")?)
+            .map_err(gg)?;
+        w.set(
+            Kv::RopeDimensionCount.key(arch),
+            count(shape.head_dim(), "head size")?,
+        )
+        .map_err(gg)?;
+    }
+    w.set(Kv::GeneralFileType.key(arch), p.ftype.id())
+        .map_err(gg)?;
     if p.ftype.default_type().is_quantized() {
-        w.set("general.quantization_version", 2u32).map_err(gg)?;
+        w.set(Kv::GeneralQuantizationVersion.key(arch), 2u32)
+            .map_err(gg)?;
     }
     for (key, v) in &vocab.kv {
         w.set(key.as_str(), v.clone()).map_err(gg)?;
@@ -1177,10 +1026,11 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary, String> {
     drop(zeros);
 
     let file = std::fs::File::create(&p.out)
-        .map_err(|e| format!("error: cannot create '{}': {e}", p.out))?;
+        .map_err(CliError::io(&format!("cannot create '{out_name}'")))?;
     let mut f = BufWriter::with_capacity(1 << 22, file);
-    let io = |e: std::io::Error| format!("error: writing '{}': {e}", p.out);
-    f.write_all(&meta).map_err(io)?;
+    let writing = format!("writing '{out_name}'");
+    let io = CliError::io(&writing);
+    f.write_all(&meta).map_err(&io)?;
     let total: usize = plan.iter().map(|t| t.n_bytes()).sum();
     let big = total > 256 << 20;
     let mut done = 0usize;
@@ -1190,8 +1040,7 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary, String> {
     if big {
         let _ = writeln!(
             log,
-            "gen-model: writing {} ({:.2} GiB of tensor data, {} tensors)",
-            p.out,
+            "gen-model: writing {out_name} ({:.2} GiB of tensor data, {} tensors)",
             total as f64 / (1u64 << 30) as f64,
             plan.len()
         );
@@ -1207,9 +1056,13 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary, String> {
             fill_rows(t, p.seed, row, &mut buf, p.n_threads);
             let bytes = t.typ.row_size(ne0) * n;
             qbuf.resize(bytes, 0);
-            ggml::quants::quantize_into(t.typ, &buf, ne0, &mut qbuf)
-                .map_err(|e| format!("error: quantizing {} to {}: {e}", t.name, t.typ))?;
-            f.write_all(&qbuf).map_err(io)?;
+            ggml::quants::quantize_into(t.typ, &buf, ne0, &mut qbuf).map_err(|source| {
+                CliError::Ggml {
+                    what: format!("quantizing {} to {}", t.name, t.typ),
+                    source,
+                }
+            })?;
+            f.write_all(&qbuf).map_err(&io)?;
             row += n;
             done += bytes;
             if big && done as f64 / total as f64 >= next_report {
@@ -1226,7 +1079,7 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary, String> {
         }
         let size = t.n_bytes();
         let pad = size.next_multiple_of(align) - size;
-        f.write_all(&vec![0u8; pad]).map_err(io)?;
+        f.write_all(&vec![0u8; pad]).map_err(&io)?;
         if p.verbose {
             let _ = writeln!(
                 log,
@@ -1240,9 +1093,9 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary, String> {
             );
         }
     }
-    f.flush().map_err(io)?;
+    f.flush().map_err(&io)?;
     drop(f);
-    let file_bytes = std::fs::metadata(&p.out).map_err(io)?.len();
+    let file_bytes = std::fs::metadata(&p.out).map_err(&io)?.len();
     let mut type_counts: Vec<(GgmlType, usize)> = Vec::new();
     for t in &plan {
         match type_counts.iter_mut().find(|(ty, _)| *ty == t.typ) {
@@ -1300,7 +1153,7 @@ mod tests {
         );
         assert!(s.tied);
         assert_eq!(p.ftype, Ftype::Q4_K_M);
-        assert_eq!(p.out, "x.gguf");
+        assert_eq!(p.out, Path::new("x.gguf"));
 
         let p = parse_args(&args(&["--arch", "qwen2", "--untied", "--vocab", "300"]))
             .unwrap()
@@ -1308,25 +1161,18 @@ mod tests {
         let s = p.shape().unwrap();
         assert_eq!((s.arch, s.tied, s.n_vocab), (Arch::Qwen2, false, 300));
 
-        assert!(parse_args(&args(&["--type", "q9"]))
-            .unwrap_err()
-            .contains("unknown file type"));
-        assert!(parse_args(&args(&["--preset", "gpt5"]))
-            .unwrap_err()
-            .contains("unknown preset"));
+        let err = |a: &[&str]| parse_args(&args(a)).expect_err("an error").to_string();
+        assert!(err(&["--type", "q9"]).contains("unknown file type"));
+        assert!(err(&["--preset", "gpt5"]).contains("unknown preset"));
+        assert!(err(&["--embd", "0"]).contains("--embd: 0 is out of range"));
         let p = parse_args(&args(&["--embd", "100", "--heads", "3"]))
             .unwrap()
             .unwrap();
-        assert!(p.shape().unwrap_err().contains("do not divide"));
-    }
-
-    #[test]
-    fn ftype_names_and_ids() {
-        for (name, f, id) in FTYPES {
-            assert_eq!(Ftype::from_name(&name.to_lowercase()), Some(*f));
-            assert_eq!(f.id(), *id);
-        }
-        assert_eq!(Ftype::from_name("q5_k"), Some(Ftype::Q5_K_M));
+        assert!(p.shape().unwrap_err().to_string().contains("do not divide"));
+        let p = parse_args(&args(&["--embd", "1048576", "--vocab", "1048576"]))
+            .unwrap()
+            .unwrap();
+        assert!(p.shape().unwrap_err().to_string().contains("too large"));
     }
 
     fn types_of(shape: &Shape, f: Ftype) -> Vec<(String, GgmlType)> {

@@ -6,19 +6,24 @@
 //! generated text goes to `out` exactly as llama.cpp prints it; the verdict (key
 //! found or not) goes to `log`.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
 use llama::sampling::{Greedy, SamplerChain};
 use llama::{Batch, Token};
 
-use super::args::{num, parse_params, run_main, Opt};
+use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams};
+use super::error::{CliError, Result, ValueError};
 
 const PREFIX: &str = "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.";
 const SUFFIX: &str = " What is the pass key? The pass key is";
 const JUNK: &str =
     " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+/// The most junk repetitions (`--junk`): about 25 million prompt tokens, beyond any
+/// context this runtime makes.
+const MAX_JUNK: i32 = 1_000_000;
 /// Tokens generated after the prompt: room for the key.
 const N_PREDICT: i32 = 16;
 
@@ -54,38 +59,73 @@ impl AsMut<CommonParams> for Params {
 
 const ABOUT: &str = "Passkey retrieval over a long junk prompt (llama.cpp's llama-passkey).\n\nexample usage:\n\n    llama-passkey -m model.gguf --junk 250 --pos 90 --keep 32 --grp-attn-n 2";
 
-fn options() -> Vec<Opt<Params>> {
+/// The options this program accepts: the common ones, `--junk` and `--pos`.
+pub fn options() -> Vec<Opt<Params>> {
     let mut opts: Vec<Opt<Params>> = common::common_opts();
-    opts.push(Opt {
-        names: &["--junk"],
-        value: Some("N"),
-        help: "number of times to repeat the junk text (default: 250)",
-        apply: |p, v| {
-            p.n_junk = num(v)?;
+    opts.push(Opt::value(
+        &["--junk"],
+        "N",
+        "number of times to repeat the junk text (default: 250)",
+        |p, v| {
+            p.n_junk = v.num_in(1, MAX_JUNK, &format!("must be in 1..={MAX_JUNK}"))?;
             Ok(())
         },
-    });
-    opts.push(Opt {
-        names: &["--pos"],
-        value: Some("N"),
-        help: "position of the passkey in the junk text (default: -1, random)",
-        apply: |p, v| {
-            p.i_pos = num(v)?;
+    ));
+    opts.push(Opt::value(
+        &["--pos"],
+        "N",
+        "position of the passkey in the junk text (default: -1, random)",
+        |p, v| {
+            p.i_pos = v.num_in(-1, i32::MAX, "must be >= 0, or -1 for random")?;
             Ok(())
         },
-    });
+    ));
     opts
 }
 
-/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument.
-pub fn parse_args(args: &[String]) -> Result<Option<Params>, String> {
-    parse_params(&options(), args)
+/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument
+/// or the settings that do not go together.
+pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+    let params = parse_params::<Params, A>(&options(), args)?;
+    if let Some(p) = &params {
+        check(p)?;
+    }
+    Ok(params)
+}
+
+/// What llama.cpp's passkey program asserts or silently gets wrong: the key must
+/// land inside the junk, the batch must split into whole groups, `--keep` counts
+/// tokens.
+fn check(params: &Params) -> Result<()> {
+    let p = &params.common;
+    if params.i_pos >= params.n_junk {
+        return Err(CliError::BadValue {
+            flag: "--pos".into(),
+            source: ValueError::out_of_range(
+                params.i_pos,
+                format!("must be below --junk ({})", params.n_junk),
+            ),
+        });
+    }
+    if p.n_keep < 0 {
+        return Err(CliError::BadValue {
+            flag: "--keep".into(),
+            source: ValueError::out_of_range(p.n_keep, "must be >= 0 for the passkey test"),
+        });
+    }
+    if !p.n_batch.is_multiple_of(p.grp_attn_n as u32) {
+        return Err(CliError::Usage(format!(
+            "n_batch ({}) must be divisible by n_grp ({})",
+            p.n_batch, p.grp_attn_n
+        )));
+    }
+    Ok(())
 }
 
 /// Runs the program with `args` (without the program name); returns the exit code
 /// (0 on success, 1 on an error, whose message goes to `log`).
-pub fn main_with(
-    args: &[String],
+pub fn main_with<A: AsRef<OsStr>>(
+    args: &[A],
     _input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -190,19 +230,11 @@ fn first_number(text: &str) -> Option<i64> {
 }
 
 /// Runs the test; prints the answer to `out` and the log and verdict to `log`.
-pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Outcome, String> {
+pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Outcome> {
     let start = Instant::now();
+    check(params)?;
     let p = &params.common;
     let (n_junk, n_keep, n_grp) = (params.n_junk, p.n_keep, p.grp_attn_n);
-    if n_junk <= 0 {
-        return Err("error: --junk must be positive".into());
-    }
-    if n_grp <= 0 {
-        return Err(format!("error: --grp-attn-n must be positive, got {n_grp}"));
-    }
-    if n_keep < 0 {
-        return Err(format!("error: --keep must be >= 0, got {n_keep}"));
-    }
     let mut rng = GlibcRand::new(if p.sampling.seed == llama::sampling::DEFAULT_SEED {
         1
     } else {
@@ -217,24 +249,23 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let prompt = build_prompt(n_junk, i_pos, passkey);
 
     let (model, t_load) = common::load(&p.model, log)?;
-    let n_batch = p.n_batch as i32;
-    if n_batch % n_grp != 0 {
-        return Err(format!(
-            "error: n_batch ({n_batch}) must be divisible by n_grp ({n_grp})"
-        ));
-    }
+    // A batch never exceeds the context, so this bound keeps the position sums in i32.
+    let n_batch = p.n_batch.min(llama::context::MAX_N_CTX) as i32;
     // The context grows with the group size of either form of Self-Extend.
     let ctx_grp = p.self_extend.map_or(n_grp as i64, |(g, _)| g as i64);
     let mut cp = p.clone();
     cp.n_ctx = (model.hparams.n_ctx_train as i64 * ctx_grp + n_keep as i64)
         .try_into()
-        .map_err(|_| "error: the context size does not fit".to_string())?;
+        .map_err(|_| CliError::Usage("the context size does not fit".into()))?;
     let mut ctx = common::context(&model, &cp, log)?;
     let vocab = &model.vocab;
     let mut smpl = SamplerChain::new();
     smpl.push(Greedy);
 
     let tokens = vocab.tokenize(&prompt, true, false);
+    if tokens.is_empty() {
+        return Err(CliError::Input("the prompt tokenizes to nothing".into()));
+    }
     let n_tokens_prefix = vocab.tokenize(PREFIX, true, false).len();
     let n_tokens_all = tokens.len() as i32;
     let n_len = n_tokens_all + N_PREDICT;
@@ -245,8 +276,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let _ = writeln!(log, "\nprefix tokens: {n_tokens_prefix}");
     let _ = writeln!(log, "prompt tokens: {n_tokens_all}");
 
-    let decode_err = |e: llama::LlamaError| format!("main: llama_decode() failed: {e}");
-    let kv_err = |e: llama::LlamaError| format!("error: {e}");
+    let decode_err = CliError::decode("the prompt");
     let mut batch = Batch::new();
     let mut n_past: i32 = 0;
     let fill = |batch: &mut Batch, i: i32, n_past: &mut i32| {
@@ -278,14 +308,12 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
             let ib = i / n_batch - 1;
             let bd = n_batch_grp * (n_grp - 1);
             let kv = ctx.kv_mut();
-            kv.seq_add(0, n_past - n_batch, n_past, ib * bd)
-                .map_err(kv_err)?;
-            kv.seq_div(0, n_past - n_batch + ib * bd, n_past + ib * bd, n_grp)
-                .map_err(kv_err)?;
+            kv.seq_add(0, n_past - n_batch, n_past, ib * bd)?;
+            kv.seq_div(0, n_past - n_batch + ib * bd, n_past + ib * bd, n_grp)?;
             n_past = kv.seq_pos_max(0) + 1;
         }
         fill(&mut batch, i, &mut n_past);
-        ctx.decode(&batch).map_err(decode_err)?;
+        ctx.decode(&batch).map_err(&decode_err)?;
         processed(log, i);
         if i + n_batch >= n_tokens_all {
             break;
@@ -298,13 +326,11 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         let n_discard = n_batch;
         let _ = writeln!(log, "main: shifting KV cache with {n_discard}");
         let kv = ctx.kv_mut();
-        kv.seq_rm(Some(0), n_keep, n_keep + n_discard)
-            .map_err(kv_err)?;
-        kv.seq_add(0, n_keep + n_discard, n_ctx, -n_discard)
-            .map_err(kv_err)?;
+        kv.seq_rm(Some(0), n_keep, n_keep + n_discard)?;
+        kv.seq_add(0, n_keep + n_discard, n_ctx, -n_discard)?;
         n_past = kv.seq_pos_max(0) + 1;
         fill(&mut batch, i, &mut n_past);
-        ctx.decode(&batch).map_err(decode_err)?;
+        ctx.decode(&batch).map_err(&decode_err)?;
         processed(log, i);
         i += n_batch;
     }
@@ -315,10 +341,8 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
             "main: shifting KV cache with {n_discard} to free space for the answer"
         );
         let kv = ctx.kv_mut();
-        kv.seq_rm(Some(0), n_keep, n_keep + n_discard)
-            .map_err(kv_err)?;
-        kv.seq_add(0, n_keep + n_discard, n_ctx, -n_discard)
-            .map_err(kv_err)?;
+        kv.seq_rm(Some(0), n_keep, n_keep + n_discard)?;
+        kv.seq_add(0, n_keep + n_discard, n_ctx, -n_discard)?;
         n_past = kv.seq_pos_max(0) + 1;
     }
     let _ = writeln!(
@@ -328,7 +352,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     );
     let _ = write!(log, "{SUFFIX}");
 
-    let io = |e: std::io::Error| format!("error: writing output: {e}");
+    let io = CliError::io("writing output");
     let t_main = Instant::now();
     let mut answer: Vec<u8> = Vec::new();
     let mut n_cur = n_tokens_all;
@@ -336,17 +360,19 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     while n_cur <= n_len {
         let logits = ctx
             .logits_ith(batch.len() as i32 - 1)
-            .ok_or("error: no logits for the last token")?;
-        let id: Token = smpl.sample(logits).ok_or("error: sampling failed")?;
+            .ok_or_else(|| CliError::Input("no logits for the last token".into()))?;
+        let id: Token = smpl
+            .sample(logits)
+            .ok_or_else(|| CliError::Input("sampling failed".into()))?;
         if vocab.is_eog(id) || n_cur == n_len {
-            writeln!(out).map_err(io)?;
+            writeln!(out).map_err(&io)?;
             break;
         }
         let piece = vocab
             .token_to_piece(id, 0, true)
             .map(|b| b.to_vec())
             .unwrap_or_default();
-        common::emit(out, &piece).map_err(io)?;
+        common::emit(out, &piece).map_err(&io)?;
         answer.extend_from_slice(&piece);
         n_decode += 1;
         batch.clear();
@@ -354,19 +380,19 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         n_past += 1;
         n_cur += 1;
         ctx.decode(&batch)
-            .map_err(|e| format!("main : failed to eval: {e}"))?;
+            .map_err(CliError::decode("a generated token"))?;
     }
-    writeln!(out).map_err(io)?;
+    writeln!(out).map_err(&io)?;
     let secs = t_main.elapsed().as_secs_f64();
     let _ = writeln!(
         log,
         "main: decoded {n_decode} tokens in {secs:.2} s, speed: {:.2} t/s",
         n_decode as f64 / secs.max(1e-9)
     );
-    writeln!(out).map_err(io)?;
+    writeln!(out).map_err(&io)?;
     common::print_profile(log, &mut ctx);
     common::print_timings(log, &ctx, t_load, &common::SampleTimer::default(), start);
-    writeln!(out).map_err(io)?;
+    writeln!(out).map_err(&io)?;
 
     let answer = String::from_utf8_lossy(&answer).into_owned();
     let found = first_number(&answer) == Some(passkey as i64);

@@ -4,6 +4,7 @@
 //! chunk scores its second half: `PPL = exp(mean NLL)`, printed per chunk and as
 //! `Final estimate: PPL = X +/- Y`.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
@@ -11,6 +12,7 @@ use llama::Batch;
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams};
+use super::error::{CliError, Result};
 
 /// The perplexity program's parameters.
 pub struct Params {
@@ -52,33 +54,61 @@ pub struct Estimate {
 }
 
 /// The options this program accepts: the common ones and `--chunks`.
-fn options() -> Vec<Opt<Params>> {
+pub fn options() -> Vec<Opt<Params>> {
     let mut opts: Vec<Opt<Params>> = common::common_opts();
-    opts.push(Opt {
-        names: &["--chunks"],
-        value: Some("N"),
-        help: "max number of chunks to process (default: -1, all)",
-        apply: |p, v| {
-            let _: () = p.n_chunks = super::args::num(v)?;
+    opts.push(Opt::value(
+        &["--chunks"],
+        "N",
+        "max number of chunks to process (default: -1, all)",
+        |p, v| {
+            p.n_chunks = match v.num::<i32>()? {
+                -1 => -1,
+                n if n >= 1 => n,
+                n => {
+                    return Err(super::error::ValueError::out_of_range(
+                        n,
+                        "must be at least 1, or -1 for all",
+                    ))
+                }
+            };
             Ok(())
         },
-    });
+    ));
     opts
 }
 
-/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument.
-pub fn parse_args(args: &[String]) -> Result<Option<Params>, String> {
-    let mut params = parse_params::<Params>(&options(), args)?;
+/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument
+/// or the settings that do not go together.
+pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+    let mut params = parse_params::<Params, A>(&options(), args)?;
     if let Some(p) = params.as_mut() {
         p.common.finish();
+        check(p)?;
     }
     Ok(params)
 }
 
+/// A context that scores at least one token per chunk (llama.cpp refuses 0 and
+/// prints `nan` for 1 and 2).
+fn check(params: &Params) -> Result<()> {
+    let n_ctx = params.common.n_ctx;
+    if n_ctx == 0 {
+        return Err(CliError::Usage(
+            "perplexity tool requires '--ctx-size' > 0".into(),
+        ));
+    }
+    if n_ctx < 3 {
+        return Err(CliError::Usage(format!(
+            "--ctx-size {n_ctx} is too small: each chunk scores its second half after the first token, so at least 3"
+        )));
+    }
+    Ok(())
+}
+
 /// Runs the program with `args` (without the program name); returns the exit code
 /// (0 on success, 1 on an error, whose message goes to `log`).
-pub fn main_with(
-    args: &[String],
+pub fn main_with<A: AsRef<OsStr>>(
+    args: &[A],
     _input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -103,13 +133,11 @@ fn log_softmax(logits: &[f32], tok: usize) -> f64 {
 
 /// Computes the perplexity; prints per-chunk values to `out` and the final estimate
 /// to `log`, as llama.cpp does.
-pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Estimate, String> {
+pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Estimate> {
     let start = Instant::now();
+    check(params)?;
     let p = &params.common;
     let n_ctx = p.n_ctx as usize;
-    if n_ctx == 0 {
-        return Err("error: perplexity tool requires '--ctx-size' > 0".into());
-    }
     let n_parallel = (p.n_batch as usize / n_ctx).max(1);
     let mut cp = p.clone();
     cp.n_ctx = (n_parallel * n_ctx) as u32;
@@ -118,18 +146,19 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let mut ctx_params = cp.context_params();
     ctx_params.n_seq_max = n_parallel as u32;
     ctx_params.kv_unified = false;
-    let mut ctx = llama::LlamaContext::new(model.clone(), &ctx_params)
-        .map_err(|e| format!("error: failed to create context: {e}"))?;
+    common::warn_threads(log, cp.n_threads);
+    let mut ctx =
+        llama::LlamaContext::new(model.clone(), &ctx_params).map_err(CliError::Context)?;
     let _ = writeln!(log, "{}", ctx.kv().describe());
     let vocab = &model.vocab;
     let _ = writeln!(log, "perplexity: tokenizing the input ..");
-    let tokens = vocab.tokenize(&p.prompt, true, false);
+    let tokens = vocab.tokenize_bytes(&p.prompt, true, false);
     if tokens.len() < 2 * n_ctx {
-        return Err(format!(
-            "perplexity: you need at least {} tokens to evaluate perplexity with a context of {n_ctx}\nperplexity: the data file you provided tokenizes to only {} tokens",
+        return Err(CliError::Input(format!(
+            "you need at least {} tokens to evaluate perplexity with a context of {n_ctx}; the data file you provided tokenizes to only {} tokens",
             2 * n_ctx,
             tokens.len()
-        ));
+        )));
     }
     let n_chunk_max = tokens.len() / n_ctx;
     let n_chunk = if params.n_chunks < 0 {
@@ -152,9 +181,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         let chunk_start = i * n_ctx;
         let n_seq_batch = n_seq.min(n_chunk - i);
         let t0 = Instant::now();
-        ctx.kv_mut()
-            .clear(true)
-            .map_err(|e| format!("error: {e}"))?;
+        ctx.kv_mut().clear(true)?;
         let mut batch = Batch::new();
         let mut out_rows: Vec<Vec<f32>> = vec![Vec::new(); n_seq_batch];
         for j in 0..num_batches {
@@ -174,12 +201,14 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
                     batch.add(t, pos as i32, &[seq as i32], pos >= first);
                 }
             }
-            ctx.decode(&batch)
-                .map_err(|e| format!("perplexity : failed to decode: {e}"))?;
+            ctx.decode(&batch).map_err(CliError::decode("a chunk"))?;
             for (seq, rows) in out_rows.iter_mut().enumerate() {
                 for k in (0..batch_size).filter(|k| j * n_batch + k >= first) {
                     let idx = (seq * batch_size + k) as i32;
-                    rows.extend_from_slice(ctx.logits_ith(idx).ok_or("missing logits")?);
+                    let row = ctx
+                        .logits_ith(idx)
+                        .ok_or_else(|| CliError::Input(format!("no logits for token {idx}")))?;
+                    rows.extend_from_slice(row);
                 }
             }
         }
@@ -203,12 +232,12 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
             }
             count += n_ctx - first - 1;
             write!(out, "[{}]{:.4},", i + seq + 1, (nll / count as f64).exp())
-                .map_err(|e| e.to_string())?;
+                .map_err(CliError::io("writing output"))?;
             let _ = out.flush();
         }
         i += n_seq;
     }
-    writeln!(out).map_err(|e| e.to_string())?;
+    writeln!(out).map_err(CliError::io("writing output"))?;
     let nll_m = nll / count as f64;
     let ppl = nll_m.exp();
     let var = nll2 / count as f64 - nll_m * nll_m;

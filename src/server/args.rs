@@ -5,8 +5,11 @@
 
 use std::path::PathBuf;
 
-use crate::cli::args::{num, parse_params, Opt};
+use std::ffi::OsStr;
+
+use crate::cli::args::{parse_params, Opt};
 use crate::cli::common::{common_opts, CommonParams};
+use crate::cli::error::{CliError, ValueError};
 
 /// Everything `llama-server` is started with.
 #[derive(Clone, Debug)]
@@ -107,161 +110,124 @@ impl AsMut<CommonParams> for ServerParams {
 pub fn server_opts() -> Vec<Opt<ServerParams>> {
     let mut opts = common_opts::<ServerParams>();
     let server: Vec<Opt<ServerParams>> = vec![
-        Opt { names: &["--host"], value: Some("HOST"), help: "IP address to listen on (default: 127.0.0.1)", apply: |p, v| {
-            let _: () = p.host = v.trim().to_string();
+        Opt::value(&["--host"], "HOST", "IP address to listen on (default: 127.0.0.1)", |p, v| {
+            p.host = v.text()?.trim().to_string();
             Ok(())
-        } },
-        Opt { names: &["--port"], value: Some("PORT"), help: "port to listen on (default: 8080, 0 = any free port)", apply: |p, v| {
-            let _: () = p.port = num(v)?;
+        }),
+        Opt::value(&["--port"], "PORT", "port to listen on (default: 8080, 0 = any free port)", |p, v| {
+            p.port = v.num()?;
             Ok(())
-        } },
-        Opt {
-            names: &["-np", "--parallel"],
-            value: Some("N"),
-            help: "number of server slots (default: -1 = auto: 4 slots sharing the whole context)",
-            apply: |p, v| {
-                let n: i32 = num(v)?;
+        }),
+        Opt::value(
+            &["-np", "--parallel"],
+            "N",
+            "number of server slots (default: -1 = auto: 4 slots sharing the whole context)",
+            |p, v| {
+                let n: i32 = v.num()?;
                 if n == 0 || n < -1 {
-                    return Err(format!("invalid value for n_parallel: {n}"));
+                    return Err(ValueError::out_of_range(n, "must be -1 (auto) or at least 1"));
                 }
                 p.n_parallel = n;
                 Ok(())
             },
-        },
-        Opt { names: &["-kvu", "--kv-unified"], value: None, help: "every slot may use the whole KV cache (default: only with -np auto)", apply: |p, _| {
-            let _: () = p.kv_unified = Some(true);
+        ),
+        Opt::flag(&["-kvu", "--kv-unified"], "every slot may use the whole KV cache (default: only with -np auto)", |p| {
+            p.kv_unified = Some(true)
+        }),
+        Opt::flag(&["-no-kvu", "--no-kv-unified"], "each slot gets n_ctx / n_parallel cells", |p| p.kv_unified = Some(false)),
+        Opt::value(&["--chat-template"], "TEMPLATE", "built-in chat template name or Jinja source (default: the model's)", |p, v| {
+            p.chat_template = Some(v.text()?.to_string());
             Ok(())
-        } },
-        Opt { names: &["-no-kvu", "--no-kv-unified"], value: None, help: "each slot gets n_ctx / n_parallel cells", apply: |p, _| {
-            let _: () = p.kv_unified = Some(false);
+        }),
+        Opt::value(&["--chat-template-file"], "FNAME", "file holding a Jinja chat template", |p, v| {
+            let f = v.text()?;
+            std::fs::metadata(f).map_err(|source| ValueError::Read { path: f.to_string(), source })?;
+            p.chat_template_file = Some(f.to_string());
             Ok(())
-        } },
-        Opt { names: &["--chat-template"], value: Some("TEMPLATE"), help: "built-in chat template name or Jinja source (default: the model's)", apply: |p, v| {
-            let _: () = p.chat_template = Some(v.to_string());
+        }),
+        Opt::flag(&["--jinja"], "render chat templates with Jinja (default: on)", |p| p.jinja = true),
+        Opt::flag(&["--no-jinja"], "use the built-in chat formats only", |p| p.jinja = false),
+        Opt::flag(&["--cache-prompt"], "reuse the KV cache of a slot's previous prompt (default: on)", |p| p.cache_prompt = true),
+        Opt::flag(&["--no-cache-prompt"], "evaluate every prompt from scratch", |p| p.cache_prompt = false),
+        Opt::value(&["--cache-reuse"], "N", "min chunk size to reuse from the cache via KV shifting (default: 0 = off)", |p, v| {
+            p.n_cache_reuse = v.num()?;
             Ok(())
-        } },
-        Opt {
-            names: &["--chat-template-file"],
-            value: Some("FNAME"),
-            help: "file holding a Jinja chat template",
-            apply: |p, v| {
-                std::fs::metadata(v).map_err(|e| format!("cannot read '{v}': {e}"))?;
-                p.chat_template_file = Some(v.to_string());
+        }),
+        Opt::value(&["--slot-save-path"], "PATH", "folder where slots are saved and restored (default: disabled)", |p, v| {
+            let path = v.path();
+            if !path.is_dir() {
+                return Err(ValueError::Invalid(format!("not a directory: {}", path.display())));
+            }
+            p.slot_save_path = Some(path);
+            Ok(())
+        }),
+        Opt::value(
+            &["--api-key"],
+            "KEY",
+            "API key(s) required on every endpoint but /health and the web page, comma-separated (default: none)",
+            |p, v| {
+                p.api_keys.extend(v.text()?.split(',').map(str::trim).filter(|k| !k.is_empty()).map(String::from));
                 Ok(())
             },
-        },
-        Opt { names: &["--jinja"], value: None, help: "render chat templates with Jinja (default: on)", apply: |p, _| {
-            let _: () = p.jinja = true;
+        ),
+        Opt::value(&["-to", "--timeout"], "N", "read/write timeout in seconds (default: 3600)", |p, v| {
+            p.timeout = v.num()?;
             Ok(())
-        } },
-        Opt { names: &["--no-jinja"], value: None, help: "use the built-in chat formats only", apply: |p, _| {
-            let _: () = p.jinja = false;
-            Ok(())
-        } },
-        Opt { names: &["--cache-prompt"], value: None, help: "reuse the KV cache of a slot's previous prompt (default: on)", apply: |p, _| {
-            let _: () = p.cache_prompt = true;
-            Ok(())
-        } },
-        Opt { names: &["--no-cache-prompt"], value: None, help: "evaluate every prompt from scratch", apply: |p, _| {
-            let _: () = p.cache_prompt = false;
-            Ok(())
-        } },
-        Opt { names: &["--cache-reuse"], value: Some("N"), help: "min chunk size to reuse from the cache via KV shifting (default: 0 = off)", apply: |p, v| {
-            let _: () = p.n_cache_reuse = num(v)?;
-            Ok(())
-        } },
-        Opt {
-            names: &["--slot-save-path"],
-            value: Some("PATH"),
-            help: "folder where slots are saved and restored (default: disabled)",
-            apply: |p, v| {
-                let path = PathBuf::from(v);
-                if !path.is_dir() {
-                    return Err(format!("not a directory: {v}"));
-                }
-                p.slot_save_path = Some(path);
+        }),
+        Opt::value(
+            &["-sps", "--slot-prompt-similarity"],
+            "SIMILARITY",
+            "how much a prompt must share with a slot's cache to pick that slot (default: 0.1, 0 = off)",
+            |p, v| {
+                p.slot_prompt_similarity = v.num_in(0.0, 1.0, "must be in [0, 1]")?;
                 Ok(())
             },
-        },
-        Opt {
-            names: &["--api-key"],
-            value: Some("KEY"),
-            help: "API key(s) required on every endpoint but /health and the web page, comma-separated (default: none)",
-            apply: |p, v| {
-                p.api_keys.extend(v.split(',').map(str::trim).filter(|k| !k.is_empty()).map(String::from));
-                Ok(())
-            },
-        },
-        Opt { names: &["-to", "--timeout"], value: Some("N"), help: "read/write timeout in seconds (default: 3600)", apply: |p, v| {
-            let _: () = p.timeout = num(v)?;
+        ),
+        Opt::flag(&["--metrics"], "enable the Prometheus /metrics endpoint (default: off)", |p| p.metrics = true),
+        Opt::flag(&["--slots"], "expose GET /slots (default: on)", |p| p.slots_endpoint = true),
+        Opt::flag(&["--no-slots"], "hide GET /slots", |p| p.slots_endpoint = false),
+        Opt::flag(&["--no-webui"], "do not serve the chat page at /", |p| p.webui = false),
+        Opt::value(&["-a", "--alias"], "NAME", "model name in responses and /v1/models (default: the file name)", |p, v| {
+            p.alias = Some(v.text()?.to_string());
             Ok(())
-        } },
-        Opt {
-            names: &["-sps", "--slot-prompt-similarity"],
-            value: Some("SIMILARITY"),
-            help: "how much a prompt must share with a slot's cache to pick that slot (default: 0.1, 0 = off)",
-            apply: |p, v| {
-                let s: f32 = num(v)?;
-                if !(0.0..=1.0).contains(&s) {
-                    return Err(format!("similarity must be in [0, 1], got {s}"));
-                }
-                p.slot_prompt_similarity = s;
-                Ok(())
-            },
-        },
-        Opt { names: &["--metrics"], value: None, help: "enable the Prometheus /metrics endpoint (default: off)", apply: |p, _| {
-            let _: () = p.metrics = true;
+        }),
+        Opt::value(&["--max-queue"], "N", "requests that may wait for a free slot; more get 503 (default: 256)", |p, v| {
+            p.max_queue = v.num()?;
             Ok(())
-        } },
-        Opt { names: &["--slots"], value: None, help: "expose GET /slots (default: on)", apply: |p, _| {
-            let _: () = p.slots_endpoint = true;
-            Ok(())
-        } },
-        Opt { names: &["--no-slots"], value: None, help: "hide GET /slots", apply: |p, _| {
-            let _: () = p.slots_endpoint = false;
-            Ok(())
-        } },
-        Opt { names: &["--no-webui"], value: None, help: "do not serve the chat page at /", apply: |p, _| {
-            let _: () = p.webui = false;
-            Ok(())
-        } },
-        Opt { names: &["-a", "--alias"], value: Some("NAME"), help: "model name in responses and /v1/models (default: the file name)", apply: |p, v| {
-            let _: () = p.alias = Some(v.to_string());
-            Ok(())
-        } },
-        Opt { names: &["--max-queue"], value: Some("N"), help: "requests that may wait for a free slot; more get 503 (default: 256)", apply: |p, v| {
-            let _: () = p.max_queue = num(v)?;
-            Ok(())
-        } },
-        Opt { names: &["--truncate-turns"], value: None, help: "drop the oldest chat turns when a conversation outgrows its slot (default: on)", apply: |p, _| {
-            let _: () = p.truncate_turns = true;
-            Ok(())
-        } },
-        Opt { names: &["--no-truncate-turns"], value: None, help: "answer 400 when a conversation outgrows its slot, as llama.cpp", apply: |p, _| {
-            let _: () = p.truncate_turns = false;
-            Ok(())
-        } },
-        Opt {
-            names: &["--turn-reuse"],
-            value: Some("shift|recompute"),
-            help: "after dropping old chat turns, move the cached keys of the rest (shift, default) or evaluate them again (recompute: equal to a fresh evaluation)",
-            apply: |p, v| {
-                p.turn_reuse_shift = match v {
+        }),
+        Opt::flag(&["--truncate-turns"], "drop the oldest chat turns when a conversation outgrows its slot (default: on)", |p| {
+            p.truncate_turns = true
+        }),
+        Opt::flag(&["--no-truncate-turns"], "answer 400 when a conversation outgrows its slot, as llama.cpp", |p| {
+            p.truncate_turns = false
+        }),
+        Opt::value(
+            &["--turn-reuse"],
+            "shift|recompute",
+            "after dropping old chat turns, move the cached keys of the rest (shift, default) or evaluate them again (recompute: equal to a fresh evaluation)",
+            |p, v| {
+                p.turn_reuse_shift = match v.text()? {
                     "shift" => true,
                     "recompute" => false,
-                    _ => return Err(format!("expected shift or recompute, got '{v}'")),
+                    other => {
+                        return Err(ValueError::Unknown {
+                            what: "turn reuse",
+                            value: other.to_string(),
+                            expected: "shift or recompute",
+                        })
+                    }
                 };
                 Ok(())
             },
-        },
-        Opt { names: &["--shutdown-grace"], value: Some("SECONDS"), help: "how long running requests may finish after SIGINT/SIGTERM (default: 10)", apply: |p, v| {
-            let _: () = p.shutdown_grace = num(v)?;
+        ),
+        Opt::value(&["--shutdown-grace"], "SECONDS", "how long running requests may finish after SIGINT/SIGTERM (default: 10)", |p, v| {
+            p.shutdown_grace = v.num()?;
             Ok(())
-        } },
-        Opt { names: &["--max-body"], value: Some("BYTES"), help: "largest request body accepted (default: 16777216)", apply: |p, v| {
-            let _: () = p.max_body = num(v)?;
+        }),
+        Opt::value(&["--max-body"], "BYTES", "largest request body accepted (default: 16777216)", |p, v| {
+            p.max_body = v.num()?;
             Ok(())
-        } },
+        }),
     ];
     opts.extend(server);
     opts
@@ -269,18 +235,17 @@ pub fn server_opts() -> Vec<Opt<ServerParams>> {
 
 /// Parses the server's command line (without the program name); `Ok(None)` for `-h`.
 /// Errors name the offending argument.
-pub fn parse_args(args: &[String]) -> Result<Option<ServerParams>, String> {
-    let params = parse_params::<ServerParams>(&server_opts(), args)?;
+pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<ServerParams>, CliError> {
+    let params = parse_params::<ServerParams, A>(&server_opts(), args)?;
     if let Some(p) = &params {
         if p.common.self_extend.is_some() && p.common.grp_attn_n != 1 {
-            return Err(
-                "error: --self-extend (exact) and --grp-attn-n (KV-shift form) exclude each other"
-                    .into(),
-            );
+            return Err(CliError::Usage(
+                "--self-extend (exact) and --grp-attn-n (KV-shift form) exclude each other".into(),
+            ));
         }
         if p.common.grp_attn_n != 1 {
             llama::window::SelfExtend::new(p.common.grp_attn_n, p.common.grp_attn_w)
-                .map_err(|e| format!("error: {e}"))?;
+                .map_err(|e| CliError::Usage(e.to_string()))?;
         }
     }
     Ok(params)
@@ -297,6 +262,7 @@ mod tests {
     #[test]
     fn defaults_follow_llama_cpp() {
         let p = parse_args(&args(&["-m", "x.gguf"])).unwrap().unwrap();
+        assert_eq!(p.common.model, std::path::PathBuf::from("x.gguf"));
         assert_eq!(
             (p.host.as_str(), p.port, p.n_parallel),
             ("127.0.0.1", 8080, -1)
@@ -333,6 +299,7 @@ mod tests {
         assert!(p.common.ctx_shift);
         assert!(parse_args(&args(&["-np", "0"]))
             .unwrap_err()
+            .to_string()
             .contains("-np"));
         assert!(parse_args(&args(&["--grp-attn-n", "3", "--grp-attn-w", "8"])).is_err());
         assert!(parse_args(&args(&["--self-extend", "4,64", "--grp-attn-n", "2"])).is_err());

@@ -10,6 +10,7 @@ use llama::chat::{
 use llama::Model;
 
 use super::error::ApiError;
+use crate::cli::error::CliError;
 
 /// The server's chat templates.
 pub struct ChatTemplate {
@@ -20,10 +21,10 @@ impl ChatTemplate {
     /// The templates for `model`, or for `given` (`(name, source)`: a built-in name or
     /// Jinja text) when set. With `jinja`, a source without Jinja tags other than
     /// `chatml` renders as itself, as llama.cpp 0c1e570 does (`--chat-template llama3`
-    /// gives the constant text "llama3"). Warnings go to stderr; `Err` is a message.
-    pub fn load(model: &Model, given: Option<(&str, &str)>, jinja: bool) -> Result<Self, String> {
+    /// gives the constant text "llama3"). Warnings go to stderr; [`CliError::Usage`] for a template that cannot be used.
+    pub fn load(model: &Model, given: Option<(&str, &str)>, jinja: bool) -> Result<Self, CliError> {
         let tokens = TemplateTokens::from_vocab(&model.vocab);
-        let err = |e: ChatError| format!("error: chat template: {e}");
+        let err = |e: ChatError| CliError::Usage(format!("chat template: {e}"));
         let templates = match given {
             Some((name, src))
                 if jinja

@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cli::error::CliError;
 use args::ServerParams;
 use engine::{EngineConfig, EngineHandle};
 use routes::AppState;
@@ -75,7 +76,7 @@ fn slot_ctx(p: &ServerParams, n_ctx: u32, n_ctx_train: u32, n_slots: u32, unifie
 /// Loads the model, starts the engine and binds the listener; the server then runs on
 /// the current tokio runtime until [`RunningServer::shutdown`] (or a signal, with
 /// `signals`). Errors are messages for the log.
-pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, String> {
+pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliError> {
     let mut log = std::io::stderr();
     eprintln!("main: llamars llama-server {}", env!("CARGO_PKG_VERSION"));
     let path = p.common.model.clone();
@@ -84,7 +85,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
     let given = match &p.chat_template_file {
         Some(f) => Some((
             f.clone(),
-            std::fs::read_to_string(f).map_err(|e| format!("error: cannot read '{f}': {e}"))?,
+            std::fs::read_to_string(f).map_err(CliError::io(&format!("reading '{f}'")))?,
         )),
         None => p
             .chat_template
@@ -114,8 +115,8 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
     let mut ctx_params = cp.context_params();
     ctx_params.n_seq_max = n_slots;
     ctx_params.kv_unified = true;
-    let ctx = llama::LlamaContext::new(Arc::clone(&model), &ctx_params)
-        .map_err(|e| format!("error: failed to create context: {e}"))?;
+    let ctx =
+        llama::LlamaContext::new(Arc::clone(&model), &ctx_params).map_err(CliError::Context)?;
     let n_ctx = ctx.n_ctx();
     let n_ctx_slot = slot_ctx(&p, n_ctx, model.hparams.n_ctx_train, n_slots, unified);
     {
@@ -145,8 +146,8 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
         max_queue: p.max_queue,
         shutdown_grace: Duration::from_secs(p.shutdown_grace),
     };
-    let (engine, engine_thread) = engine::spawn(ctx, cfg)
-        .map_err(|e| format!("error: cannot start the engine thread: {e}"))?;
+    let (engine, engine_thread) =
+        engine::spawn(ctx, cfg).map_err(CliError::io("starting the engine thread"))?;
 
     let mut sampling = p.common.sampling.clone();
     if sampling.penalty_last_n == usize::MAX {
@@ -160,7 +161,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
     model_names.extend([
         file_name.clone(),
         file_name.trim_end_matches(".gguf").to_string(),
-        path.clone(),
+        path.display().to_string(),
     ]);
     let state = Arc::new(AppState {
         engine: engine.clone(),
@@ -182,7 +183,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
         truncate_turns: p.truncate_turns,
         ctx_shift: p.common.ctx_shift,
         turn_reuse_shift: p.turn_reuse_shift,
-        model_path: path.clone(),
+        model_path: path.display().to_string(),
         timeout: Duration::from_secs(p.timeout.max(1)),
         model,
     });
@@ -190,8 +191,10 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, Stri
     let addr = format!("{}:{}", p.host, p.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
-        .map_err(|e| format!("error: cannot listen on {addr}: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(CliError::io(&format!("listening on {addr}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(CliError::io("reading the bound address"))?;
     eprintln!("main: model loaded in {:.2} ms", t_load.as_secs_f64() * 1e3);
     eprintln!("main: server is listening on http://{addr} - starting the main loop");
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
@@ -250,7 +253,7 @@ const ABOUT: &str =
 
 /// Runs `llama-server` with `args` (without the program name) until a signal; returns
 /// the exit code (0 on a clean stop, 1 on an error, whose message goes to stderr).
-pub fn main_with(args: &[String]) -> i32 {
+pub fn main_with<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> i32 {
     let opts = args::server_opts();
     crate::cli::args::run_main(
         "llama-server",
@@ -264,7 +267,7 @@ pub fn main_with(args: &[String]) -> i32 {
                 .worker_threads(2)
                 .enable_all()
                 .build()
-                .map_err(|e| format!("error: cannot start the async runtime: {e}"))?;
+                .map_err(CliError::io("starting the async runtime"))?;
             rt.block_on(async {
                 let server = start(p.clone(), true).await?;
                 server.wait().await;

@@ -1,0 +1,59 @@
+//! `llama-bench`: llama.cpp's benchmark (`tools/llama-bench`) for this runtime.
+//!
+//! Same flags (comma lists and ranges, repeated flags append), same tests and same
+//! output: for every combination of the list parameters, a prompt test (`ppN`: N
+//! random tokens decoded in batches of `-b` into a cleared cache), a generation test
+//! (`tgN`: N tokens decoded one at a time after a clear) and `-pg` combinations, each
+//! after a warmup run and repeated `-r` times; t/s as `mean ± stddev` over the
+//! repetitions, printed as a markdown table (`-o md`, default), CSV, JSON or JSONL
+//! with llama.cpp's field names.
+//!
+//! Additions: a second table after the markdown one with what the runtime moved and
+//! used (weight bytes read per token, effective GB/s of generation and its share of
+//! this machine's memcpy and read bandwidth, GFLOP/s of prompt processing, KV cache and
+//! compute buffer sizes; `--no-details` turns it off), the same figures as extra
+//! CSV/JSON fields, and `--profile` for the executor's per-op times of each test
+//! (on the log).
+
+//!
+//! Modules: [`args`] (flags and the list parameters), [`run`] (the tests and the run
+//! loop), [`result`] (one test's timings and statistics), [`output`] (the five
+//! formats and the details table), [`bandwidth`] (the memcpy/read measurement),
+//! [`cost`] (bytes and FLOPs per token of a model).
+
+pub mod args;
+pub mod bandwidth;
+pub mod cost;
+pub mod output;
+pub mod result;
+pub mod run;
+
+use std::ffi::OsStr;
+use std::io::{BufRead, Write};
+
+pub use args::{parse_args, parse_int_range, Format, Params};
+pub use bandwidth::{measure_bandwidth, MemBandwidth};
+pub use cost::{model_cost, ModelCost};
+pub use output::{details_table, Printer};
+pub use result::TestResult;
+pub use run::{instances, run, Instance};
+
+use super::args::run_main;
+
+/// Runs the program with `args` (without the program name); returns the exit code.
+pub fn main_with<A: AsRef<OsStr>>(
+    args: &[A],
+    _input: &mut dyn BufRead,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> i32 {
+    run_main(
+        "llama-bench",
+        args::ABOUT,
+        &args::options(),
+        parse_args(args),
+        out,
+        log,
+        |p, out, log| run(p, out, log).map(drop),
+    )
+}

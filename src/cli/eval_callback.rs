@@ -1,0 +1,168 @@
+//! `eval-callback`: every intermediate tensor of one decode (name, shape, first and
+//! last values, sum), like llama.cpp's `llama-eval-callback`, for comparing runs op
+//! by op.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use llama::{Batch, ContextParams, LlamaContext};
+
+use super::args::{parse_params, run_main, Opt};
+use super::common::{load_quiet, threads_value};
+use super::error::{CliError, Result, ValueError};
+
+/// The program's parameters.
+pub struct Params {
+    /// Model path (`-m`).
+    pub model: Option<PathBuf>,
+    /// Text to tokenize and decode (`-p`), as bytes.
+    pub prompt: Option<Vec<u8>>,
+    /// Token ids to decode instead (`--tokens 1,2,3`).
+    pub tokens: Option<Vec<llama::Token>>,
+    /// Threads (`-t`, default 2).
+    pub n_threads: usize,
+    /// Flash attention (`-fa`).
+    pub flash_attn: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            model: None,
+            prompt: None,
+            tokens: None,
+            n_threads: 2,
+            flash_attn: false,
+        }
+    }
+}
+
+const ABOUT: &str = "Print every tensor of one forward pass (llama.cpp's llama-eval-callback).\n\nusage: eval-callback -m MODEL (-p TEXT | --tokens 1,2,3) [-t N] [-fa]";
+
+/// The options this program accepts.
+pub fn options() -> Vec<Opt<Params>> {
+    vec![
+        Opt::value(&["-m", "--model"], "FNAME", "model path", |p, v| {
+            p.model = Some(v.path());
+            Ok(())
+        }),
+        Opt::value(&["-p", "--prompt"], "TEXT", "text to decode", |p, v| {
+            p.prompt = Some(v.bytes().to_vec());
+            Ok(())
+        }),
+        Opt::value(
+            &["--tokens"],
+            "IDS",
+            "token ids to decode, comma separated",
+            |p, v| {
+                let ids = v
+                    .text()?
+                    .split(',')
+                    .map(|s| {
+                        s.trim()
+                            .parse::<llama::Token>()
+                            .ok()
+                            .filter(|&t| t >= 0)
+                            .ok_or_else(|| {
+                                ValueError::Invalid(format!("'{s}' is not a token id (0 or more)"))
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                p.tokens = Some(ids);
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["-t", "--threads"],
+            "N",
+            "threads (default: 2, <= 0 = all cores)",
+            |p, v| {
+                p.n_threads = threads_value(v)?;
+                Ok(())
+            },
+        ),
+        Opt::flag(&["-fa", "--flash-attn"], "flash attention", |p| {
+            p.flash_attn = true
+        }),
+    ]
+}
+
+/// Parses the command line; `Ok(None)` for `-h`. A model and text or tokens are
+/// required.
+pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+    let params = parse_params::<Params, A>(&options(), args)?;
+    if let Some(p) = &params {
+        if p.model.is_none() {
+            return Err(CliError::Usage("-m MODEL is required".into()));
+        }
+        if p.prompt.is_none() && p.tokens.is_none() {
+            return Err(CliError::Usage("give -p TEXT or --tokens IDS".into()));
+        }
+    }
+    Ok(params)
+}
+
+/// Runs the program with `args` (without the program name); returns the exit code.
+pub fn main_with<A: AsRef<OsStr>>(
+    args: &[A],
+    _input: &mut dyn BufRead,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> i32 {
+    run_main(
+        "eval-callback",
+        ABOUT,
+        &options(),
+        parse_args(args),
+        out,
+        log,
+        |p, out, _log| run(p, out),
+    )
+}
+
+/// Decodes the tokens with intermediates kept and prints each tensor.
+pub fn run(p: &Params, out: &mut dyn Write) -> Result<()> {
+    let path = p
+        .model
+        .as_ref()
+        .ok_or_else(|| CliError::Usage("-m MODEL is required".into()))?;
+    let model = Arc::new(load_quiet(path)?);
+    let tokens = match (&p.tokens, &p.prompt) {
+        (Some(t), _) => t.clone(),
+        (None, Some(text)) => model.vocab.tokenize_bytes(text, true, true),
+        (None, None) => return Err(CliError::Usage("give -p TEXT or --tokens IDS".into())),
+    };
+    let params = ContextParams {
+        n_threads: p.n_threads,
+        flash_attn: p.flash_attn,
+        keep_intermediates: true,
+        ..Default::default()
+    };
+    let mut ctx = LlamaContext::new(Arc::clone(&model), &params).map_err(CliError::Context)?;
+    let mut batch = Batch::new();
+    for (i, &t) in tokens.iter().enumerate() {
+        batch.add(t, i as i32, &[0], i + 1 == tokens.len());
+    }
+    ctx.decode(&batch).map_err(CliError::decode("the tokens"))?;
+    let io = CliError::io("writing output");
+    for (name, ne, vals) in ctx.debug_tensors() {
+        // Summed in f32 in element order, as llama.cpp's eval callback does, so sums compare.
+        let sum: f32 = vals.iter().sum();
+        let n = vals.len();
+        let head: Vec<String> = vals.iter().take(3).map(|v| format!("{v:10.4}")).collect();
+        let tail: Vec<String> = vals[n.saturating_sub(3)..]
+            .iter()
+            .map(|v| format!("{v:10.4}"))
+            .collect();
+        writeln!(
+            out,
+            "{name:>28} {ne:?}: [{} ... {}] sum = {sum:.6}",
+            head.join(", "),
+            tail.join(", ")
+        )
+        .map_err(&io)?;
+    }
+    Ok(())
+}

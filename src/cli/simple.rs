@@ -1,0 +1,169 @@
+//! `simple`: the smallest complete program: load a model, tokenize a prompt,
+//! generate greedily, print the text and the speed (llama.cpp's `examples/simple`).
+
+use std::ffi::OsStr;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use llama::{Batch, ContextParams, LlamaContext};
+
+use super::args::{parse_params, run_main, Opt};
+use super::common::{load_quiet, threads_value};
+use super::error::{CliError, Result};
+
+/// The program's parameters.
+pub struct Params {
+    /// Model path (`-m`).
+    pub model: Option<PathBuf>,
+    /// Prompt (`-p`, default "Once upon a time"), as bytes.
+    pub prompt: Vec<u8>,
+    /// Tokens to generate (`-n`, default 32).
+    pub n_predict: usize,
+    /// Threads (`-t`, default 2).
+    pub n_threads: usize,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            model: None,
+            prompt: b"Once upon a time".to_vec(),
+            n_predict: 32,
+            n_threads: 2,
+        }
+    }
+}
+
+const ABOUT: &str = "Generate greedily from a prompt and print the speed (llama.cpp's simple).\n\nusage: simple -m MODEL [-p PROMPT] [-n N] [-t THREADS]";
+
+/// The options this program accepts.
+pub fn options() -> Vec<Opt<Params>> {
+    vec![
+        Opt::value(&["-m", "--model"], "FNAME", "model path", |p, v| {
+            p.model = Some(v.path());
+            Ok(())
+        }),
+        Opt::value(
+            &["-p", "--prompt"],
+            "PROMPT",
+            "prompt (default: Once upon a time)",
+            |p, v| {
+                p.prompt = v.bytes().to_vec();
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["-n", "--n-predict"],
+            "N",
+            "tokens to generate (default: 32)",
+            |p, v| {
+                p.n_predict =
+                    v.num_in(0, llama::context::MAX_N_CTX as usize, "must fit a context")?;
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["-t", "--threads"],
+            "N",
+            "threads (default: 2, <= 0 = all cores)",
+            |p, v| {
+                p.n_threads = threads_value(v)?;
+                Ok(())
+            },
+        ),
+    ]
+}
+
+/// Parses the command line; `Ok(None)` for `-h`. A model is required.
+pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+    let params = parse_params::<Params, A>(&options(), args)?;
+    if params.as_ref().is_some_and(|p| p.model.is_none()) {
+        return Err(CliError::Usage("-m MODEL is required".into()));
+    }
+    Ok(params)
+}
+
+/// Runs the program with `args` (without the program name); returns the exit code.
+pub fn main_with<A: AsRef<OsStr>>(
+    args: &[A],
+    _input: &mut dyn BufRead,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> i32 {
+    run_main("simple", ABOUT, &options(), parse_args(args), out, log, run)
+}
+
+/// Generates and prints the text on `out`, the speed on `log`.
+pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
+    let path = p
+        .model
+        .as_ref()
+        .ok_or_else(|| CliError::Usage("-m MODEL is required".into()))?;
+    let model = Arc::new(load_quiet(path)?);
+    let mut ctx = LlamaContext::new(
+        Arc::clone(&model),
+        &ContextParams {
+            n_threads: p.n_threads,
+            ..Default::default()
+        },
+    )
+    .map_err(CliError::Context)?;
+    let tokens = model.vocab.tokenize_bytes(&p.prompt, true, true);
+    if tokens.is_empty() {
+        return Err(CliError::Input("the prompt tokenizes to nothing".into()));
+    }
+    if tokens.len() + p.n_predict > ctx.n_ctx() as usize {
+        return Err(CliError::Input(format!(
+            "{} prompt tokens + {} exceed the context of {}",
+            tokens.len(),
+            p.n_predict,
+            ctx.n_ctx()
+        )));
+    }
+    let io = CliError::io("writing output");
+    out.write_all(&p.prompt).map_err(&io)?;
+    let t0 = Instant::now();
+    ctx.decode(&Batch::get_one(&tokens))
+        .map_err(CliError::decode("the prompt"))?;
+    let t_prompt = t0.elapsed();
+    let mut stream = model.vocab.text_stream(false);
+    let t1 = Instant::now();
+    let mut n_gen = 0;
+    for _ in 0..p.n_predict {
+        let logits = ctx
+            .logits_ith(-1)
+            .ok_or_else(|| CliError::Input("no logits".into()))?;
+        let id = logits
+            .iter()
+            .enumerate()
+            .fold(
+                (0, f32::NEG_INFINITY),
+                |b, (i, &l)| if l > b.1 { (i, l) } else { b },
+            )
+            .0 as i32;
+        if model.vocab.is_eog(id) {
+            break;
+        }
+        let piece = stream.push(id).map_err(|e| CliError::Llama(e.into()))?;
+        out.write_all(piece.as_bytes()).map_err(&io)?;
+        out.flush().map_err(&io)?;
+        ctx.decode(&Batch::get_one(&[id]))
+            .map_err(CliError::decode("a generated token"))?;
+        n_gen += 1;
+    }
+    out.write_all(stream.finish().as_bytes()).map_err(&io)?;
+    writeln!(out).map_err(&io)?;
+    let t_gen = t1.elapsed();
+    let _ = writeln!(
+        log,
+        "prompt: {} tokens in {:.2} ms ({:.2} t/s); generation: {n_gen} tokens in {:.2} ms ({:.2} t/s)",
+        tokens.len(),
+        t_prompt.as_secs_f64() * 1e3,
+        tokens.len() as f64 / t_prompt.as_secs_f64().max(1e-9),
+        t_gen.as_secs_f64() * 1e3,
+        n_gen as f64 / t_gen.as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}
