@@ -1262,7 +1262,10 @@ fn test_gen(ctx: &mut LlamaContext, n_gen: usize, rng: &mut Rng) -> Result<(), S
         Some(b) => b,
         None => rng.below(n_vocab),
     };
-    let pos0 = ctx.kv().seq_pos_max(0) + 1;
+    let pos0 = ctx
+        .memory_seq_pos_max(0)
+        .map_err(decode_err("generation"))?
+        .map_or(0, |p| p + 1);
     let mut batch = Batch::new();
     for pos in (pos0..).take(n_gen) {
         batch.clear();
@@ -1335,8 +1338,10 @@ fn run_test(
         )
     })?;
     let test_time = rfc3339(std::time::SystemTime::now());
-    let clear =
-        |ctx: &mut LlamaContext| ctx.kv_mut().clear(false).map_err(|e| format!("error: {e}"));
+    let clear = |ctx: &mut LlamaContext| {
+        ctx.memory_clear(llama::memory::ClearMode::Metadata)
+            .map_err(|e| format!("error: {e}"))
+    };
     clear(&mut ctx)?;
     if p.delay > 0 {
         std::thread::sleep(Duration::from_secs(p.delay));
@@ -1374,7 +1379,7 @@ fn run_test(
                 .merge(&ctx.take_profile());
         }
     }
-    let (k, v) = ctx.kv().memory_sizes();
+    let (k, v) = ctx.memory().memory_sizes();
     Ok(TestResult {
         model_filename: inst.model.clone(),
         model_type: model_desc(model),

@@ -219,7 +219,7 @@ fn run(
                         if p.verbose {
                             let _ = writeln!(log, "context full, swapping: n_past = {n_past}, n_left = {n_left}, n_ctx = {n_ctx}, n_keep = {n_keep}, n_discard = {n_discard}");
                         }
-                        n_past = llama::window::context_shift(ctx.kv_mut(), 0, n_past, n_keep)
+                        n_past = llama::window::context_shift(&mut ctx, 0, n_past, n_keep)
                             .map_err(|e| format!("error: {e}"))?;
                         if p.verbose {
                             let _ = writeln!(log, "after swap: n_past = {n_past}");
@@ -228,7 +228,7 @@ fn run(
                 }
                 Some(se) => {
                     let (np, steps) = se
-                        .apply(ctx.kv_mut(), 0, n_past)
+                        .apply(&mut ctx, 0, n_past)
                         .map_err(|e| format!("error: {e}"))?;
                     if p.verbose {
                         for s in &steps {

@@ -120,7 +120,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     ctx_params.kv_unified = false;
     let mut ctx = llama::LlamaContext::new(model.clone(), &ctx_params)
         .map_err(|e| format!("error: failed to create context: {e}"))?;
-    let _ = writeln!(log, "{}", ctx.kv().describe());
+    let _ = writeln!(log, "{}", ctx.memory().describe());
     let vocab = &model.vocab;
     let _ = writeln!(log, "perplexity: tokenizing the input ..");
     let tokens = vocab.tokenize(&p.prompt, true, false);
@@ -152,8 +152,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         let chunk_start = i * n_ctx;
         let n_seq_batch = n_seq.min(n_chunk - i);
         let t0 = Instant::now();
-        ctx.kv_mut()
-            .clear(true)
+        ctx.memory_clear(llama::memory::ClearMode::MetadataAndData)
             .map_err(|e| format!("error: {e}"))?;
         let mut batch = Batch::new();
         let mut out_rows: Vec<Vec<f32>> = vec![Vec::new(); n_seq_batch];
