@@ -26,7 +26,7 @@ pub mod sampling;
 pub mod vocab;
 pub mod window;
 
-pub use batch::{Batch, BatchToken, Token, UBatch};
+pub use batch::{Batch, BatchToken, Token};
 pub use context::{ContextParams, LlamaContext};
 pub use error::{LlamaError, MemoryError, Result};
 pub use loader::{load_model, load_vocab, ModelParams};
