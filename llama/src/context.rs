@@ -1,5 +1,6 @@
-//! A context: a model plus a KV cache, decoding batches of tokens into logits
-//! (llama.cpp's `llama_context`).
+//! A context: a model plus its memory (KV cache), decoding batches of tokens into
+//! logits (llama.cpp's `llama_context`). The sequence API (`memory_*`,
+//! `state_seq_*`) is in `context/sequences.rs`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
