@@ -124,7 +124,7 @@ fn make_text(m: &Arc<Model>, a: &Args) -> Vec<Token> {
         smpl.accept(t);
         toks.push(t);
         if n_past + 1 >= 256 {
-            n_past = context_shift(ctx.kv_mut(), 0, n_past, 1).expect("shift");
+            n_past = context_shift(&mut ctx, 0, n_past, 1).expect("shift");
         }
         let mut b = Batch::new();
         b.add(t, n_past, &[0], true);
@@ -179,7 +179,7 @@ fn main() {
     let plain = run(&mut context(&m, &a, n, |_| {}), &toks, |_, p| p);
     let shift = run(&mut context(&m, &a, 512, |_| {}), &toks, |c, p| {
         if p + 1 >= 512 {
-            context_shift(c.kv_mut(), 0, p, 1).expect("shift")
+            context_shift(c, 0, p, 1).expect("shift")
         } else {
             p
         }
@@ -187,9 +187,7 @@ fn main() {
     let ga = |div: DivShift| {
         let mut se = SelfExtend::new(g, w).expect("ga settings");
         let mut c = context(&m, &a, n, |p| p.div_shift = div);
-        run(&mut c, &toks, move |c, p| {
-            se.apply(c.kv_mut(), 0, p).expect("ga").0
-        })
+        run(&mut c, &toks, move |c, p| se.apply(c, 0, p).expect("ga").0)
     };
     let ga_llamacpp = ga(DivShift::LlamaCpp);
     let ga_fixed = ga(DivShift::Exact);

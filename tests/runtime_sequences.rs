@@ -7,7 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use ggml::GgmlType;
-use llama::{load_model, Batch, ContextParams, LlamaContext, LlamaError, Model, ModelParams};
+use llama::{
+    load_model, Batch, ContextParams, LlamaContext, LlamaError, MemoryError, Model, ModelParams,
+};
 
 fn model() -> Option<Arc<Model>> {
     let path = common::shared_file("models/stories260K.gguf")?;
@@ -64,10 +66,19 @@ fn seq_cp_then_divergent_continuations_equal_separate_runs() {
         c.decode(&Batch::get_one(&p)).expect("prompt");
         if !unified {
             // Another stream: only whole sequences are copied.
-            let err = c.kv_mut().seq_cp(0, 1, 2, 5);
-            assert!(matches!(err, Err(LlamaError::InvalidParam(_))), "{err:?}");
+            let err = c.memory_seq_cp(0, 1, 2..5);
+            assert!(
+                matches!(
+                    err,
+                    Err(LlamaError::Memory(MemoryError::PartialCopyAcrossStreams {
+                        src: 0,
+                        dst: 1
+                    }))
+                ),
+                "{err:?}"
+            );
         }
-        c.kv_mut().seq_cp(0, 1, -1, -1).expect("seq_cp");
+        c.memory_seq_cp(0, 1, ..).expect("seq_cp");
         let cont = [[300, 301, 302], [400, 401, 402]];
         let n = p.len() as i32;
         let mut b = Batch::new();
@@ -98,10 +109,8 @@ fn seq_rm_tail_then_redecode_equals_fresh() {
     c.decode(&Batch::get_one(&p)).expect("prompt");
     c.decode(&Batch::get_one(&[200, 201, 202, 203]))
         .expect("tail");
-    c.kv_mut()
-        .seq_rm(Some(0), p.len() as i32, -1)
-        .expect("seq_rm");
-    assert_eq!(c.kv().seq_pos_max(0), p.len() as i32 - 1);
+    c.memory_seq_rm(0, p.len() as i32..).expect("seq_rm");
+    assert_eq!(c.memory_seq_pos_max(0).unwrap(), Some(p.len() as i32 - 1));
     c.decode(&Batch::get_one(&[210, 211])).expect("new tail");
     let mut all = p.clone();
     all.extend_from_slice(&[210, 211]);
@@ -126,7 +135,7 @@ fn state_save_restore_continues_identically() {
             .expect("other content");
         let toks = b.state_seq_load_file(&dir, 1).expect("load");
         assert_eq!(toks, p);
-        assert_eq!(b.kv().seq_pos_max(1), p.len() as i32 - 1);
+        assert_eq!(b.memory_seq_pos_max(1).unwrap(), Some(p.len() as i32 - 1));
         let mut batch = Batch::new();
         batch.add(250, p.len() as i32, &[1], true);
         b.decode(&batch).expect("continue");
@@ -144,7 +153,7 @@ fn state_save_restore_continues_identically() {
             b.state_seq_load_file(&dir, 1),
             Err(LlamaError::State(_))
         ));
-        assert_eq!(b.kv().seq_pos_max(1), -1);
+        assert_eq!(b.memory_seq_pos_max(1).unwrap(), None);
         let _ = std::fs::remove_file(&dir);
     }
 }
@@ -174,7 +183,7 @@ fn bad_batches_are_typed_errors_and_change_nothing() {
         c.decode(&b),
         Err(LlamaError::BadPosition { seq_id: 0, .. })
     ));
-    assert_eq!(c.kv().seq_pos_max(0), 2);
+    assert_eq!(c.memory_seq_pos_max(0).unwrap(), Some(2));
     let big: Vec<i32> = vec![5; 600];
     assert!(matches!(
         c.decode(&Batch::get_one(&big)),
@@ -187,12 +196,14 @@ fn bad_batches_are_typed_errors_and_change_nothing() {
         c.decode(&Batch::get_one(&[7; 20])),
         Err(LlamaError::NoKvSlot { .. })
     ));
-    assert_eq!(c.kv().seq_pos_max(0), 499);
+    assert_eq!(c.memory_seq_pos_max(0).unwrap(), Some(499));
 }
 
-/// Decodes `p` at 0.., shifts it by 7 and decodes one more token; compares that
-/// token's logits with a cache filled fresh at 7.. (must agree within `max_nmse`) and
-/// with a cache whose keys were left unrotated (must be 10 times farther).
+/// Decodes `p` at 0.., shifts it by 7 and decodes a filler and one more token;
+/// compares that token's logits with a cache filled fresh at 7.. (must agree within
+/// `max_nmse`) and with a cache whose prompt keys stayed where they were while the
+/// filler moved up by 7 (what a missing K-shift of the prompt gives: keys rotated at
+/// 0.., the next token 7 further; must be 10 times farther).
 fn check_k_shift(m: &Arc<Model>, type_k: GgmlType, fa: bool, max_nmse: f64) {
     let p = prompt(m);
     let n = p.len() as i32;
@@ -205,19 +216,20 @@ fn check_k_shift(m: &Arc<Model>, type_k: GgmlType, fa: bool, max_nmse: f64) {
         ..Default::default()
     };
     let new_ctx = || LlamaContext::new(Arc::clone(m), &params).expect("ctx");
-    let next_logits = |c: &mut LlamaContext| {
+    let at = |c: &mut LlamaContext, token: i32, pos: i32| {
         let mut b = Batch::new();
-        b.add(300, n + shift, &[0], true);
-        c.decode(&b).expect("next token");
+        b.add(token, pos, &[0], true);
+        c.decode(&b).expect("decode");
         c.logits_ith(-1).expect("logits").to_vec()
     };
     // Decoded at 0.., then moved by `shift`.
     let mut c = new_ctx();
     c.decode(&Batch::get_one(&p)).expect("prompt");
-    c.kv_mut().seq_add(0, 0, n, shift).expect("seq_add");
-    assert!(c.kv().has_shift());
-    let shifted = next_logits(&mut c);
-    assert!(!c.kv().has_shift());
+    c.memory_seq_add(0, 0..n, shift).expect("seq_add");
+    assert!(c.memory().has_shift());
+    at(&mut c, 299, n + shift);
+    assert!(!c.memory().has_shift());
+    let shifted = at(&mut c, 300, n + shift + 1);
     // Decoded at shift.. from the start.
     let mut f = new_ctx();
     let mut fb = Batch::new();
@@ -225,13 +237,14 @@ fn check_k_shift(m: &Arc<Model>, type_k: GgmlType, fa: bool, max_nmse: f64) {
         fb.add(t, shift + i as i32, &[0], false);
     }
     f.decode(&fb).expect("fresh");
-    let fresh = next_logits(&mut f);
-    // Positions moved but keys not rotated: what a missing K-shift gives.
+    at(&mut f, 299, n + shift);
+    let fresh = at(&mut f, 300, n + shift + 1);
+    // The prompt's keys left at 0..: only the filler moved (and was rotated).
     let mut u = new_ctx();
     u.decode(&Batch::get_one(&p)).expect("prompt");
-    u.kv_mut().seq_add(0, 0, n, shift).expect("seq_add");
-    u.kv_mut().reset_shift();
-    let unrotated = next_logits(&mut u);
+    at(&mut u, 299, n);
+    u.memory_seq_add(0, n..=n, shift).expect("seq_add");
+    let unrotated = at(&mut u, 300, n + shift + 1);
 
     let e = common::nmse(&shifted, &fresh);
     let e_bad = common::nmse(&unrotated, &fresh);

@@ -370,7 +370,7 @@ fn runtime_shift_and_state_keep_the_grouped_keys() {
     // Moved by 9 (not a multiple of G: the grouped keys turn by different amounts).
     let mut c = context(&m, se);
     c.decode(&Batch::get_one(&toks)).expect("prompt");
-    c.kv_mut().seq_add(0, 0, n, 9).expect("seq_add");
+    c.memory_seq_add(0, 0..n, 9).expect("seq_add");
     let shifted = next(&mut c, n + 9);
     let mut f = context(&m, se);
     let mut b = Batch::new();

@@ -41,30 +41,55 @@ impl fmt::Display for Arch {
 /// Metadata keys. Per-architecture keys are written `{arch}.…` in files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kv {
+    /// `general.architecture`.
     GeneralArchitecture,
+    /// `general.name`.
     GeneralName,
+    /// `general.file_type`.
     GeneralFileType,
+    /// `general.quantization_version`.
     GeneralQuantizationVersion,
+    /// `general.alignment`.
     GeneralAlignment,
+    /// `{arch}.vocab_size`.
     VocabSize,
+    /// `{arch}.context_length`.
     ContextLength,
+    /// `{arch}.embedding_length`.
     EmbeddingLength,
+    /// `{arch}.block_count`.
     BlockCount,
+    /// `{arch}.feed_forward_length`.
     FeedForwardLength,
+    /// `{arch}.attention.head_count`.
     AttentionHeadCount,
+    /// `{arch}.attention.head_count_kv`.
     AttentionHeadCountKv,
+    /// `{arch}.attention.key_length`.
     AttentionKeyLength,
+    /// `{arch}.attention.value_length`.
     AttentionValueLength,
+    /// `{arch}.attention.layer_norm_rms_epsilon`.
     AttentionLayerNormRmsEpsilon,
+    /// `{arch}.rope.dimension_count`.
     RopeDimensionCount,
+    /// `{arch}.rope.freq_base`.
     RopeFreqBase,
+    /// `{arch}.rope.scale_linear`.
     RopeScaleLinear,
+    /// `{arch}.rope.scaling.type`.
     RopeScalingType,
+    /// `{arch}.rope.scaling.factor`.
     RopeScalingFactor,
+    /// `{arch}.rope.scaling.original_context_length`.
     RopeScalingOrigCtxLen,
+    /// `{arch}.rope.scaling.yarn_ext_factor`.
     RopeScalingYarnExtFactor,
+    /// `{arch}.rope.scaling.yarn_attn_factor`.
     RopeScalingYarnAttnFactor,
+    /// `{arch}.rope.scaling.yarn_beta_fast`.
     RopeScalingYarnBetaFast,
+    /// `{arch}.rope.scaling.yarn_beta_slow`.
     RopeScalingYarnBetaSlow,
 }
 
@@ -109,18 +134,31 @@ impl Kv {
 /// Tensor names (`blk.{il}.attn_q.weight` and friends).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TensorName {
+    /// `token_embd.*`.
     TokenEmbd,
+    /// `output_norm.*`.
     OutputNorm,
+    /// `output.*`.
     Output,
+    /// `blk.{il}.attn_norm.*`.
     AttnNorm,
+    /// `blk.{il}.attn_q.*`.
     AttnQ,
+    /// `blk.{il}.attn_k.*`.
     AttnK,
+    /// `blk.{il}.attn_v.*`.
     AttnV,
+    /// `blk.{il}.attn_output.*`.
     AttnOut,
+    /// `blk.{il}.ffn_norm.*`.
     FfnNorm,
+    /// `blk.{il}.ffn_gate.*`.
     FfnGate,
+    /// `blk.{il}.ffn_down.*`.
     FfnDown,
+    /// `blk.{il}.ffn_up.*`.
     FfnUp,
+    /// `rope_freqs.*`.
     RopeFreqs,
 }
 

@@ -91,34 +91,34 @@ impl Batch {
 
 /// A micro-batch: the part of a batch that one graph computes. Positions are resolved.
 #[derive(Clone, Debug, Default)]
-pub struct UBatch {
+pub(crate) struct UBatch {
     /// Token ids.
-    pub tokens: Vec<Token>,
+    pub(crate) tokens: Vec<Token>,
     /// Positions.
-    pub pos: Vec<Pos>,
+    pub(crate) pos: Vec<Pos>,
     /// Sequence ids of each token.
-    pub seq_ids: Vec<SmallVec<[SeqId; 1]>>,
+    pub(crate) seq_ids: Vec<SmallVec<[SeqId; 1]>>,
     /// Whether each token produces logits.
-    pub output: Vec<bool>,
+    pub(crate) output: Vec<bool>,
     /// Index in the original batch of each token.
-    pub batch_index: Vec<usize>,
+    pub(crate) batch_index: Vec<usize>,
 }
 
 impl UBatch {
     /// Number of tokens.
-    pub fn n_tokens(&self) -> usize {
+    pub(crate) fn n_tokens(&self) -> usize {
         self.tokens.len()
     }
 
     /// Number of tokens that produce logits.
-    pub fn n_outputs(&self) -> usize {
+    pub(crate) fn n_outputs(&self) -> usize {
         self.output.iter().filter(|&&o| o).count()
     }
 }
 
 impl UBatch {
     /// Empties the micro-batch, keeping its capacity.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.tokens.clear();
         self.pos.clear();
         self.seq_ids.clear();
@@ -143,8 +143,10 @@ impl UBatch {
         }
     }
 
-    /// [`UBatch::split_simple`] into `out`, reusing the micro-batches already there.
-    pub fn split_simple_into(&self, n_ubatch: usize, out: &mut Vec<UBatch>) {
+    /// Cuts a whole batch into consecutive micro-batches of at most `n_ubatch` tokens
+    /// (llama.cpp's `split_simple`, used with a unified KV cache), into `out`, reusing
+    /// the micro-batches already there.
+    pub(crate) fn split_simple_into(&self, n_ubatch: usize, out: &mut Vec<UBatch>) {
         let n = self.n_tokens();
         let n_ubatch = n_ubatch.max(1);
         let parts = n.div_ceil(n_ubatch);
@@ -156,24 +158,13 @@ impl UBatch {
         }
     }
 
-    /// Cuts a whole batch into consecutive micro-batches of at most `n_ubatch` tokens
-    /// (llama.cpp's `split_simple`, used with a unified KV cache).
-    pub fn split_simple(self, n_ubatch: usize) -> Vec<UBatch> {
-        let n = self.n_tokens();
-        let n_ubatch = n_ubatch.max(1);
-        (0..n)
-            .step_by(n_ubatch)
-            .map(|i| self.gather(i..(i + n_ubatch).min(n)))
-            .collect()
-    }
-
     /// Cuts a whole batch into micro-batches that hold the same number of tokens of
     /// each of a run of consecutive sequence ids (llama.cpp's `split_equal` with
     /// `sequential`, used when each sequence has its own KV stream). Each micro-batch
     /// lists its sequences' tokens one sequence after the other, in batch order.
     /// [`LlamaError::InvalidParam`] for a token shared by several sequences, which
     /// separate streams cannot hold.
-    pub fn split_equal(self, n_ubatch: usize) -> Result<Vec<UBatch>> {
+    pub(crate) fn split_equal(self, n_ubatch: usize) -> Result<Vec<UBatch>> {
         if let Some(i) = self.seq_ids.iter().position(|s| s.len() != 1) {
             return Err(LlamaError::InvalidParam(format!(
                 "batch token {}: a token in several sequences needs a unified KV cache (kv_unified)",
@@ -255,7 +246,8 @@ mod tests {
 
     #[test]
     fn split_simple_cuts_in_order() {
-        let parts = batch(&[(0, 5), (1, 4)]).split_simple(4);
+        let mut parts = Vec::new();
+        batch(&[(0, 5), (1, 4)]).split_simple_into(4, &mut parts);
         let sizes: Vec<_> = parts.iter().map(UBatch::n_tokens).collect();
         assert_eq!(sizes, [4, 4, 1]);
         assert_eq!(parts[1].batch_index, [4, 5, 6, 7]);

@@ -1,5 +1,6 @@
-//! A context: a model plus a KV cache, decoding batches of tokens into logits
-//! (llama.cpp's `llama_context`).
+//! A context: a model plus its memory (KV cache), decoding batches of tokens into
+//! logits (llama.cpp's `llama_context`). The sequence API (`memory_*`,
+//! `state_seq_*`) is in `context/sequences.rs`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +13,13 @@ use crate::graph::inputs::InputScratch;
 use crate::graph::self_extend::SelfExtendParams;
 use crate::graph::GraphBuilder;
 use crate::hparams::{Hparams, RopeScaling};
-use crate::memory::{KvCache, KvCacheParams, KvLayerDims, Pos, SeqId, MAX_SEQ};
+use crate::memory::api::{PosRange, Sequences};
+use crate::memory::kv_cache::slots::SlotInfo;
+use crate::memory::kv_cache::{KvCacheParams, KvLayerDims};
+use crate::memory::{Memory, Pos, SeqId, MAX_SEQ};
 use crate::model::Model;
+
+mod sequences;
 
 /// How to make a context. Zero / negative values mean "the model's value", as in
 /// llama.cpp's `llama_context_params`.
@@ -63,6 +69,7 @@ pub struct ContextParams {
     /// Exact Self-Extend (the paper's bi-level attention, see
     /// [`crate::graph::self_extend`]) instead of plain attention; `None` for plain.
     /// Uses the non-flash attention path and keeps a second, grouped copy of the keys.
+    /// A group size or window of 0 is refused when the context is made.
     pub self_extend: Option<SelfExtendParams>,
 }
 
@@ -282,7 +289,7 @@ pub struct PerfCounters {
 pub struct LlamaContext {
     model: Arc<Model>,
     cparams: Cparams,
-    kv: KvCache,
+    memory: Memory,
     exec: Executor,
     galloc: GraphAllocator,
     scratch: InputScratch,
@@ -304,7 +311,7 @@ pub struct LlamaContext {
 struct DecodeBuffers {
     all: UBatch,
     ubatches: Vec<UBatch>,
-    sinfos: Vec<crate::memory::SlotInfo>,
+    sinfos: Vec<SlotInfo>,
     next_pos: Vec<Option<Pos>>,
     seq_pos: Vec<(Pos, Pos, usize)>,
 }
@@ -343,7 +350,7 @@ impl LlamaContext {
             };
             hp.n_layer
         ];
-        let kv = KvCache::new(
+        let memory = Memory::new(
             &dims,
             KvCacheParams {
                 type_k: params.type_k,
@@ -356,14 +363,14 @@ impl LlamaContext {
                 // changes which accumulator each key lands in, so it is part of the arithmetic.
                 n_pad: 256,
                 div_shift: params.div_shift,
-                k_group: cparams.self_extend.map_or(0, |se| se.group),
             },
+            cparams.self_extend,
         )?;
         let exec = Executor::new(cparams.n_threads)?;
         Ok(LlamaContext {
             model,
             cparams,
-            kv,
+            memory,
             exec,
             galloc: GraphAllocator::new(),
             scratch: InputScratch::default(),
@@ -392,14 +399,11 @@ impl LlamaContext {
         self.cparams.n_ctx
     }
 
-    /// The KV cache (for `seq_*` operations and inspection).
-    pub fn kv(&self) -> &KvCache {
-        &self.kv
-    }
-
-    /// The KV cache, mutable.
-    pub fn kv_mut(&mut self) -> &mut KvCache {
-        &mut self.kv
+    /// The memory (KV cache), read-only: its size, streams, the llama.cpp log line
+    /// describing it, pending shifts. Its sequences are edited with the `memory_*`
+    /// methods.
+    pub fn memory(&self) -> &Memory {
+        &self.memory
     }
 
     /// Timing counters.
@@ -443,10 +447,11 @@ impl LlamaContext {
         self.logits.get(row as usize * nv..(row as usize + 1) * nv)
     }
 
-    /// Applies pending position shifts to the K cache (llama.cpp's K-shift); `decode`
-    /// does this itself when needed.
+    /// Applies pending position shifts to the cached keys (llama.cpp's K-shift, run by
+    /// its `llama_memory_update`); `decode` does this itself when needed. Errors:
+    /// building or computing the shift graph.
     pub fn apply_kv_shift(&mut self) -> Result<()> {
-        if !self.kv.has_shift() {
+        if !self.memory.has_shift() {
             return Ok(());
         }
         let rope = self.cparams.rope_params(&self.model.hparams);
@@ -455,17 +460,13 @@ impl LlamaContext {
             .weights
             .rope_freqs
             .map(|id| (self.model.tensors(), id));
-        let mut g = self.kv.build_k_shift(&rope, factors)?;
+        let mut g = self.memory.build_k_shift(&rope, factors)?;
         self.galloc.alloc_graph(&mut g.ctx, &g.graph)?;
-        let mut deltas = Vec::new();
-        self.kv.k_shift_values(&mut deltas);
-        g.ctx.set_i32(g.shift, &deltas)?;
-        if let Some(t) = g.shift_grouped {
-            self.kv.k_shift_values_grouped(&mut deltas);
-            g.ctx.set_i32(t, &deltas)?;
+        for (t, values) in &g.inputs {
+            g.ctx.set_i32(*t, values)?;
         }
         self.exec.compute(&g.ctx, &g.graph)?;
-        self.kv.reset_shift();
+        self.memory.reset_shift();
         Ok(())
     }
 
@@ -492,13 +493,13 @@ impl LlamaContext {
         &mut self,
         batch: &Batch,
         ubatches: &[UBatch],
-        sinfos: &mut Vec<crate::memory::SlotInfo>,
+        sinfos: &mut Vec<SlotInfo>,
     ) -> Result<()> {
-        if !self.kv.prepare_into(ubatches, sinfos) {
+        if !self.memory.prepare_into(ubatches, sinfos) {
             let n = ubatches.iter().map(|u| u.n_tokens()).max().unwrap_or(0);
             return Err(LlamaError::NoKvSlot {
                 n_tokens: n,
-                size: self.kv.size(),
+                size: self.memory.size(),
             });
         }
         let n_vocab = self.model.hparams.n_vocab;
@@ -520,7 +521,7 @@ impl LlamaContext {
         let t0 = Instant::now();
         let mut out_row = 0usize;
         for (k, (ub, sinfo)) in ubatches.iter().zip(sinfos.iter()).enumerate() {
-            self.kv.apply_ubatch(sinfo, ub);
+            self.memory.apply_ubatch(sinfo, ub);
             if let Err(e) = self.compute_ubatch(ub, sinfo, &mut out_row) {
                 for failed in &ubatches[k..] {
                     self.forget(failed);
@@ -539,17 +540,12 @@ impl LlamaContext {
         Ok(())
     }
 
-    fn compute_ubatch(
-        &mut self,
-        ub: &UBatch,
-        sinfo: &crate::memory::SlotInfo,
-        out_row: &mut usize,
-    ) -> Result<()> {
+    fn compute_ubatch(&mut self, ub: &UBatch, sinfo: &SlotInfo, out_row: &mut usize) -> Result<()> {
         let n_vocab = self.model.hparams.n_vocab;
         let key = GraphKey {
             n_tokens: ub.n_tokens(),
             n_outputs: ub.n_outputs(),
-            n_kv: self.kv.n_kv(sinfo),
+            n_kv: self.memory.base().n_kv(sinfo),
             s0: sinfo.s0,
             s1: sinfo.s1,
             n_stream: sinfo.n_stream(),
@@ -561,7 +557,7 @@ impl LlamaContext {
             let mut b = GraphBuilder::new(
                 &model,
                 &self.cparams,
-                &self.kv,
+                &self.memory,
                 sinfo,
                 ub.n_tokens(),
                 ub.n_outputs(),
@@ -590,7 +586,7 @@ impl LlamaContext {
         c.inputs.set(
             &c.ctx,
             ub,
-            &self.kv,
+            &self.memory,
             sinfo,
             self.model.hparams.use_alibi(),
             &mut self.scratch,
@@ -634,7 +630,8 @@ impl LlamaContext {
     fn forget(&mut self, ub: &UBatch) {
         for (i, seqs) in ub.seq_ids.iter().enumerate() {
             for &s in seqs {
-                let _ = self.kv.seq_rm(Some(s), ub.pos[i], ub.pos[i] + 1);
+                let at = PosRange::span(ub.pos[i], ub.pos[i] + 1);
+                self.memory.base_mut().remove(Sequences::One(s), at);
             }
         }
     }
@@ -688,8 +685,7 @@ impl LlamaContext {
             let pos = match t.pos {
                 Some(p) => p,
                 None => {
-                    let np =
-                        next_pos[s0 as usize].get_or_insert_with(|| self.kv.seq_pos_max(s0) + 1);
+                    let np = next_pos[s0 as usize].get_or_insert_with(|| next_in(&self.memory, s0));
                     let p = *np;
                     *np += 1;
                     p
@@ -718,8 +714,13 @@ impl LlamaContext {
                 continue;
             }
             let s = s as SeqId;
-            let p0 = self.kv.seq_pos_max(s);
-            if p0 >= 0 && lo != p0 + 1 {
+            if let Some(p0) = self
+                .memory
+                .base()
+                .cells(s)
+                .seq_pos_max(s)
+                .filter(|&p0| lo != p0 + 1)
+            {
                 return Err(LlamaError::BadPosition {
                     seq_id: s,
                     detail: format!(
@@ -735,7 +736,7 @@ impl LlamaContext {
             }
         }
         let n_ubatch = self.cparams.n_ubatch as usize;
-        if self.kv.n_stream() == 1 {
+        if self.memory.n_stream() == 1 {
             all.split_simple_into(n_ubatch, &mut w.ubatches);
         } else {
             w.ubatches = all.clone().split_equal(n_ubatch)?;
@@ -743,48 +744,14 @@ impl LlamaContext {
         Ok(())
     }
 
-    /// Saves sequence `seq` (its cells and their K/V data) and `tokens` to `path`;
-    /// returns the number of cells saved. Errors: [`LlamaError::Io`],
-    /// [`LlamaError::InvalidParam`] for a bad sequence id.
-    pub fn state_seq_save_file(
-        &mut self,
-        path: impl AsRef<std::path::Path>,
-        seq: SeqId,
-        tokens: &[Token],
-    ) -> Result<usize> {
-        self.apply_kv_shift()?;
-        let path = path.as_ref();
-        let io = |source| LlamaError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let file = std::fs::File::create(path).map_err(io)?;
-        let mut w = std::io::BufWriter::new(file);
-        let n = self.kv.seq_state_write(seq, tokens, &mut w)?;
-        std::io::Write::flush(&mut w).map_err(io)?;
-        Ok(n)
-    }
-
-    /// Restores a state saved by [`LlamaContext::state_seq_save_file`] into sequence
-    /// `seq` (emptied first) and returns its tokens. Errors: [`LlamaError::Io`],
-    /// [`LlamaError::State`] for a file from another model shape, a corrupt file or no
-    /// room in the cache.
-    pub fn state_seq_load_file(
-        &mut self,
-        path: impl AsRef<std::path::Path>,
-        seq: SeqId,
-    ) -> Result<Vec<Token>> {
-        let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|source| LlamaError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        self.kv
-            .seq_state_read(seq, &mut std::io::BufReader::new(file))
-    }
-
     /// Tokenizes `text` with the model's vocabulary.
     pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<Token> {
         self.model.vocab.tokenize(text, add_special, parse_special)
     }
+}
+
+/// Where the next token of sequence `s` (a valid id) goes when the batch gives no
+/// position: after the last one cached, else at 0.
+fn next_in(mem: &Memory, s: SeqId) -> Pos {
+    mem.base().cells(s).seq_pos_max(s).map_or(0, |p| p + 1)
 }

@@ -13,11 +13,19 @@ pub enum LlamaError {
 
     /// A required metadata key is absent.
     #[error("model: missing key '{key}'")]
-    MissingKey { key: String },
+    MissingKey {
+        /// The key.
+        key: String,
+    },
 
     /// A metadata value is present but unusable.
     #[error("model: key '{key}': {detail}")]
-    BadKey { key: String, detail: String },
+    BadKey {
+        /// The key.
+        key: String,
+        /// What is wrong with its value.
+        detail: String,
+    },
 
     /// `general.architecture` names an architecture this runtime does not implement.
     #[error("model: unknown or unsupported architecture '{0}'")]
@@ -25,19 +33,30 @@ pub enum LlamaError {
 
     /// A tensor the architecture needs is not in the file.
     #[error("model: missing tensor '{name}'")]
-    MissingTensor { name: String },
+    MissingTensor {
+        /// The tensor's name.
+        name: String,
+    },
 
     /// A tensor has the wrong shape for the hyperparameters.
     #[error("model: tensor '{name}' has shape {got:?}, expected {expected:?}")]
     TensorShape {
+        /// The tensor's name.
         name: String,
+        /// The shape the hyperparameters ask for.
         expected: Vec<usize>,
+        /// The shape in the file.
         got: Vec<usize>,
     },
 
     /// A tensor's type cannot be used where it is (for example a quantized norm).
     #[error("model: tensor '{name}' has unsupported type {typ}")]
-    TensorType { name: String, typ: ggml::GgmlType },
+    TensorType {
+        /// The tensor's name.
+        name: String,
+        /// Its type.
+        typ: ggml::GgmlType,
+    },
 
     /// A context or sampler parameter is out of range.
     #[error("invalid parameter: {0}")]
@@ -49,33 +68,58 @@ pub enum LlamaError {
 
     /// The batch has more tokens than `n_batch`.
     #[error("decode: batch of {n_tokens} tokens exceeds n_batch = {n_batch}")]
-    BatchTooLarge { n_tokens: usize, n_batch: usize },
+    BatchTooLarge {
+        /// Tokens in the batch.
+        n_tokens: usize,
+        /// The context's `n_batch`.
+        n_batch: usize,
+    },
 
     /// A token id outside the vocabulary.
     #[error("decode: token {index} has id {token}, outside the vocabulary of {n_vocab}")]
     TokenOutOfRange {
+        /// The token's index in the batch.
         index: usize,
+        /// Its id.
         token: i32,
+        /// Tokens in the vocabulary.
         n_vocab: usize,
     },
 
     /// A sequence id outside `0..n_seq_max`.
     #[error("decode: token {index} has sequence id {seq_id}, outside 0..{n_seq_max}")]
     BadSeqId {
+        /// The token's index in the batch.
         index: usize,
+        /// The sequence id (-1 for a token with none).
         seq_id: i32,
+        /// Sequences the context serves.
         n_seq_max: usize,
     },
 
     /// Positions that do not continue the cached sequence or have gaps.
     #[error("decode: sequence {seq_id}: {detail}")]
-    BadPosition { seq_id: i32, detail: String },
+    BadPosition {
+        /// The sequence.
+        seq_id: i32,
+        /// What is wrong.
+        detail: String,
+    },
 
     /// No room in the KV cache for the batch (nothing was changed).
     #[error(
         "decode: no free KV cache slot for a micro-batch of {n_tokens} tokens (cache size {size})"
     )]
-    NoKvSlot { n_tokens: usize, size: u32 },
+    NoKvSlot {
+        /// Tokens in the largest micro-batch.
+        n_tokens: usize,
+        /// Cells per KV stream.
+        size: u32,
+    },
+
+    /// A sequence operation on the memory (KV cache) was refused.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
 
     /// A saved sequence state that cannot be restored.
     #[error("state: {0}")]
@@ -84,8 +128,48 @@ pub enum LlamaError {
     /// An I/O error with the path involved.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The error.
         source: std::io::Error,
+    },
+}
+
+/// Why a sequence operation on a context's memory was refused (the `memory_*` methods
+/// of [`crate::LlamaContext`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// A sequence id outside `0..n_seq_max`.
+    #[error("memory: sequence id {seq_id} is outside 0..{n_seq_max}")]
+    BadSeqId {
+        /// The id given.
+        seq_id: i32,
+        /// Sequences the context serves.
+        n_seq_max: u32,
+    },
+    /// A position range that starts below 0 or ends before it starts.
+    #[error("memory: position range ({start:?}, {end:?}) must start at 0 or later and not end before its start")]
+    BadRange {
+        /// The range's start.
+        start: std::ops::Bound<i32>,
+        /// The range's end.
+        end: std::ops::Bound<i32>,
+    },
+    /// `seq_div` by a divisor below 1.
+    #[error("memory: seq_div by {d}: the divisor must be at least 1")]
+    BadDivisor {
+        /// The divisor given.
+        d: i32,
+    },
+    /// `seq_cp` of part of a sequence into a sequence of another KV stream (a cache
+    /// with one stream per sequence copies whole streams).
+    #[error("memory: seq_cp from sequence {src} to {dst}, in another KV stream, copies whole sequences only (use the range ..)")]
+    PartialCopyAcrossStreams {
+        /// The source sequence.
+        src: i32,
+        /// The destination sequence.
+        dst: i32,
     },
 }
 

@@ -1,20 +1,29 @@
-//! Going beyond the context window with the KV cache's position operations, as
-//! llama.cpp's completion program does: context shift (drop half of the tokens after
-//! `n_keep`, slide the rest down) and Self-Extend (group positions by `ga_n` within
-//! windows of `ga_w`). Both only change cell positions; the K-shift graph that runs
-//! before the next decode rotates the cached keys to match.
+//! Going beyond the context window with the memory's position operations, as
+//! llama.cpp's completion program does (`tools/completion/completion.cpp`): context
+//! shift (drop half of the tokens after `n_keep`, slide the rest down) and Self-Extend
+//! (group positions by `ga_n` within windows of `ga_w`). Both only change cell
+//! positions, through the sequence API ([`MemoryOps`], which [`crate::LlamaContext`]
+//! implements); the K-shift graph that runs before the next decode rotates the cached
+//! keys to match.
 
 use crate::error::{LlamaError, Result};
-use crate::memory::{KvCache, Pos, SeqId};
+use crate::memory::{MemoryOps, Pos, SeqId};
 
-/// Context shift of sequence `seq` (`n_past` tokens cached, the first `n_keep` kept):
-/// discards `(n_past - n_keep) / 2` tokens after the kept ones and moves the rest
-/// down. Returns the new `n_past`. No token is evaluated again.
-pub fn context_shift(kv: &mut KvCache, seq: SeqId, n_past: Pos, n_keep: Pos) -> Result<Pos> {
+/// Context shift of sequence `seq` (`n_past` tokens cached, the first `n_keep` kept)
+/// in `mem` (a [`crate::LlamaContext`]): discards `(n_past - n_keep) / 2` tokens after
+/// the kept ones and moves the rest down. Returns the new `n_past`. No token is
+/// evaluated again. Errors: a bad sequence id, or `n_keep` outside `0..=n_past`
+/// ([`crate::MemoryError::BadRange`]).
+pub fn context_shift(
+    mem: &mut impl MemoryOps,
+    seq: SeqId,
+    n_past: Pos,
+    n_keep: Pos,
+) -> Result<Pos> {
     let n_left = n_past - n_keep;
     let n_discard = n_left / 2;
-    kv.seq_rm(Some(seq), n_keep, n_keep + n_discard)?;
-    kv.seq_add(seq, n_keep + n_discard, n_past, -n_discard)?;
+    mem.memory_seq_rm(seq, n_keep..n_keep + n_discard)?;
+    mem.memory_seq_add(seq, n_keep + n_discard..n_past, -n_discard)?;
     Ok(n_past - n_discard)
 }
 
@@ -114,16 +123,17 @@ impl SelfExtend {
     }
 
     /// Runs the loop while `n_past >= ga_i + ga_w`, grouping each full window of
-    /// sequence `seq`; returns the new `n_past` and the steps taken.
+    /// sequence `seq` in `mem` (a [`crate::LlamaContext`]); returns the new `n_past`
+    /// and the steps taken. Errors: see [`SelfExtend::step`].
     pub fn apply(
         &mut self,
-        kv: &mut KvCache,
+        mem: &mut impl MemoryOps,
         seq: SeqId,
         mut n_past: Pos,
     ) -> Result<(Pos, Vec<SelfExtendStep>)> {
         let mut steps = Vec::new();
         while n_past >= self.ga_i + self.ga_w {
-            let (n, step) = self.step(kv, seq, n_past)?;
+            let (n, step) = self.step(mem, seq, n_past)?;
             n_past = n;
             steps.push(step);
         }
@@ -132,9 +142,10 @@ impl SelfExtend {
 
     /// One iteration of the loop body: shift the tail up to the window start, divide the
     /// window by `ga_n`, shift the rest down to follow it; returns the new `n_past`.
+    /// Errors: a bad sequence id, or `n_past < ga_i` ([`crate::MemoryError::BadRange`]).
     pub fn step(
         &mut self,
-        kv: &mut KvCache,
+        mem: &mut impl MemoryOps,
         seq: SeqId,
         n_past: Pos,
     ) -> Result<(Pos, SelfExtendStep)> {
@@ -142,9 +153,9 @@ impl SelfExtend {
         let ib = (ga_n * ga_i) / ga_w;
         let bd = (ga_w / ga_n) * (ga_n - 1);
         let dd = (ga_w / ga_n) - ib * bd - ga_w;
-        kv.seq_add(seq, ga_i, n_past, ib * bd)?;
-        kv.seq_div(seq, ga_i + ib * bd, ga_i + ib * bd + ga_w, ga_n)?;
-        kv.seq_add(seq, ga_i + ib * bd + ga_w, n_past + ib * bd, dd)?;
+        mem.memory_seq_add(seq, ga_i..n_past, ib * bd)?;
+        mem.memory_seq_div(seq, ga_i + ib * bd..ga_i + ib * bd + ga_w, ga_n)?;
+        mem.memory_seq_add(seq, ga_i + ib * bd + ga_w..n_past + ib * bd, dd)?;
         self.ga_i += ga_w / ga_n;
         Ok((
             n_past - bd,
@@ -162,15 +173,20 @@ impl SelfExtend {
 
 #[cfg(test)]
 mod tests {
-    //! The cell tables of the seed notes (llama.cpp's Self-Extend walked through in a
-    //! debugger), reproduced.
+    //! Cell tables of llama.cpp's Self-Extend loop (`tools/completion/completion.cpp`,
+    //! the `ga_n != 1` branch) and context shift, worked by hand, reproduced.
     use super::*;
     use crate::batch::UBatch;
-    use crate::memory::{DivShift, KvCacheParams, KvLayerDims};
+    use crate::memory::kv_cache::{KvCacheParams, KvLayerDims};
+    use crate::memory::{DivShift, Memory};
     use ggml::GgmlType;
     use smallvec::smallvec;
 
-    fn cache(size: u32) -> KvCache {
+    fn cache(size: u32) -> Memory {
+        cache_with(size, DivShift::Exact)
+    }
+
+    fn cache_with(size: u32, div_shift: DivShift) -> Memory {
         let dims = [KvLayerDims {
             n_embd_head_k: 4,
             n_embd_head_v: 4,
@@ -184,14 +200,13 @@ mod tests {
             unified: true,
             v_trans: true,
             n_pad: 32,
-            div_shift: DivShift::Exact,
-            k_group: 0,
+            div_shift,
         };
-        KvCache::new(&dims, params).unwrap()
+        Memory::new(&dims, params, None).unwrap()
     }
 
     /// Decodes (as far as the cells are concerned) tokens at positions `p0..p1`.
-    fn place(kv: &mut KvCache, p0: Pos, p1: Pos) {
+    fn place(kv: &mut Memory, p0: Pos, p1: Pos) {
         let n = (p1 - p0) as usize;
         let ub = UBatch {
             tokens: vec![0; n],
@@ -200,12 +215,12 @@ mod tests {
             output: vec![false; n],
             batch_index: (0..n).collect(),
         };
-        let s = kv.find_slot(&ub, false).unwrap();
+        let s = kv.base().find_slot(&ub, false).unwrap();
         kv.apply_ubatch(&s, &ub);
     }
 
-    fn cell(kv: &KvCache, i: u32) -> (Pos, Pos) {
-        let c = kv.stream_cells(0);
+    fn cell(kv: &Memory, i: u32) -> (Pos, Pos) {
+        let c = &kv.base().streams()[0];
         (c.pos(i), c.shift(i))
     }
 
@@ -244,7 +259,7 @@ mod tests {
         for (i, w) in want.iter().enumerate() {
             assert_eq!(cell(&kv, i as u32), *w, "cell {i}");
         }
-        assert!(kv.stream_cells(0).is_empty(8));
+        assert!(kv.base().streams()[0].is_empty(8));
     }
 
     #[test]
@@ -252,7 +267,7 @@ mod tests {
         let mut kv = cache(8192);
         place(&mut kv, 0, 2048);
         let mut se = SelfExtend::new(4, 256).unwrap();
-        // One iteration as the seed notes show it first.
+        // One iteration first.
         let (n_past, steps) = se.clone().step(&mut kv, 0, 2048).unwrap();
         assert_eq!(
             steps.log_lines()[1],
@@ -341,33 +356,17 @@ mod tests {
             assert_eq!(cell(&kv, i), (i as Pos, 0));
         }
         for i in 8..36 {
-            assert!(kv.stream_cells(0).is_empty(i));
+            assert!(kv.base().streams()[0].is_empty(i));
         }
         for i in 36..64u32 {
             assert_eq!(cell(&kv, i), (i as Pos - 28, -28));
         }
-        assert_eq!(kv.seq_pos_max(0), 35);
+        assert_eq!(kv.memory_seq_pos_max(0).unwrap(), Some(35));
     }
 
     #[test]
     fn llama_cpp_div_shift_has_the_opposite_sign() {
-        let dims = [KvLayerDims {
-            n_embd_head_k: 4,
-            n_embd_head_v: 4,
-            n_head_kv: 1,
-        }];
-        let params = KvCacheParams {
-            type_k: GgmlType::F16,
-            type_v: GgmlType::F16,
-            size: 16,
-            n_seq_max: 1,
-            unified: true,
-            v_trans: true,
-            n_pad: 32,
-            div_shift: DivShift::LlamaCpp,
-            k_group: 0,
-        };
-        let mut kv = KvCache::new(&dims, params).unwrap();
+        let mut kv = cache_with(16, DivShift::LlamaCpp);
         place(&mut kv, 0, 5);
         SelfExtend::new(2, 4).unwrap().apply(&mut kv, 0, 5).unwrap();
         // Positions as in the exact mode; the div part of each shift negated.

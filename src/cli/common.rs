@@ -586,7 +586,7 @@ pub fn context(model: &Arc<Model>, p: &CommonParams, log: &mut dyn Write) -> Res
         "llama_context: n_ctx = {}, n_batch = {}, n_ubatch = {}, flash_attn = {}, n_threads = {}",
         c.n_ctx, c.n_batch, c.n_ubatch, c.flash_attn as u8, c.n_threads
     );
-    let _ = writeln!(log, "{}", ctx.kv().describe());
+    let _ = writeln!(log, "{}", ctx.memory().describe());
     Ok(ctx)
 }
 

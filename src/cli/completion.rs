@@ -353,7 +353,7 @@ impl<'p> Session<'p> {
         let p = self.p;
         let n_past = self.n_past;
         if let Some(se) = self.self_extend.as_mut() {
-            let (np, steps) = se.apply(self.ctx.kv_mut(), 0, n_past)?;
+            let (np, steps) = se.apply(&mut self.ctx, 0, n_past)?;
             if p.verbose {
                 for s in &steps {
                     let _ = writeln!(log);
@@ -395,7 +395,7 @@ impl<'p> Session<'p> {
             let n_discard = n_left / 2;
             let _ = writeln!(log, "context full, swapping: n_past = {n_past}, n_left = {n_left}, n_ctx = {n_ctx}, n_keep = {n_keep}, n_discard = {n_discard}");
         }
-        self.n_past = context_shift(self.ctx.kv_mut(), 0, n_past, n_keep)?;
+        self.n_past = context_shift(&mut self.ctx, 0, n_past, n_keep)?;
         if p.verbose {
             let _ = writeln!(log, "after swap: n_past = {}", self.n_past);
         }

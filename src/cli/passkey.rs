@@ -277,6 +277,9 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let _ = writeln!(log, "prompt tokens: {n_tokens_all}");
 
     let decode_err = CliError::decode("the prompt");
+    let next_pos = |ctx: &llama::LlamaContext| -> Result<i32> {
+        Ok(ctx.memory_seq_pos_max(0)?.map_or(0, |p| p + 1))
+    };
     let mut batch = Batch::new();
     let mut n_past: i32 = 0;
     let fill = |batch: &mut Batch, i: i32, n_past: &mut i32| {
@@ -307,10 +310,9 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         if i > 0 && n_grp > 1 {
             let ib = i / n_batch - 1;
             let bd = n_batch_grp * (n_grp - 1);
-            let kv = ctx.kv_mut();
-            kv.seq_add(0, n_past - n_batch, n_past, ib * bd)?;
-            kv.seq_div(0, n_past - n_batch + ib * bd, n_past + ib * bd, n_grp)?;
-            n_past = kv.seq_pos_max(0) + 1;
+            ctx.memory_seq_add(0, n_past - n_batch..n_past, ib * bd)?;
+            ctx.memory_seq_div(0, n_past - n_batch + ib * bd..n_past + ib * bd, n_grp)?;
+            n_past = next_pos(&ctx)?;
         }
         fill(&mut batch, i, &mut n_past);
         ctx.decode(&batch).map_err(&decode_err)?;
@@ -325,10 +327,9 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     while i < n_tokens_all {
         let n_discard = n_batch;
         let _ = writeln!(log, "main: shifting KV cache with {n_discard}");
-        let kv = ctx.kv_mut();
-        kv.seq_rm(Some(0), n_keep, n_keep + n_discard)?;
-        kv.seq_add(0, n_keep + n_discard, n_ctx, -n_discard)?;
-        n_past = kv.seq_pos_max(0) + 1;
+        ctx.memory_seq_rm(0, n_keep..n_keep + n_discard)?;
+        ctx.memory_seq_add(0, n_keep + n_discard..n_ctx, -n_discard)?;
+        n_past = next_pos(&ctx)?;
         fill(&mut batch, i, &mut n_past);
         ctx.decode(&batch).map_err(&decode_err)?;
         processed(log, i);
@@ -340,10 +341,9 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
             log,
             "main: shifting KV cache with {n_discard} to free space for the answer"
         );
-        let kv = ctx.kv_mut();
-        kv.seq_rm(Some(0), n_keep, n_keep + n_discard)?;
-        kv.seq_add(0, n_keep + n_discard, n_ctx, -n_discard)?;
-        n_past = kv.seq_pos_max(0) + 1;
+        ctx.memory_seq_rm(0, n_keep..n_keep + n_discard)?;
+        ctx.memory_seq_add(0, n_keep + n_discard..n_ctx, -n_discard)?;
+        n_past = next_pos(&ctx)?;
     }
     let _ = writeln!(
         log,

@@ -149,7 +149,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     common::warn_threads(log, cp.n_threads);
     let mut ctx =
         llama::LlamaContext::new(model.clone(), &ctx_params).map_err(CliError::Context)?;
-    let _ = writeln!(log, "{}", ctx.kv().describe());
+    let _ = writeln!(log, "{}", ctx.memory().describe());
     let vocab = &model.vocab;
     let _ = writeln!(log, "perplexity: tokenizing the input ..");
     let tokens = vocab.tokenize_bytes(&p.prompt, true, false);
@@ -181,7 +181,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         let chunk_start = i * n_ctx;
         let n_seq_batch = n_seq.min(n_chunk - i);
         let t0 = Instant::now();
-        ctx.kv_mut().clear(true)?;
+        ctx.memory_clear(llama::memory::ClearMode::MetadataAndData)?;
         let mut batch = Batch::new();
         let mut out_rows: Vec<Vec<f32>> = vec![Vec::new(); n_seq_batch];
         for j in 0..num_batches {

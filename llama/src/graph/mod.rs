@@ -3,57 +3,59 @@
 //! every decoder uses (norm, Q/K/V projections with rope, attention over the KV cache,
 //! SwiGLU feed-forward, output head). `models/*.rs` compose them per architecture.
 
-pub mod inputs;
+pub(crate) mod inputs;
 pub mod self_extend;
 
-pub use inputs::GraphInputs;
+pub(crate) use inputs::GraphInputs;
 
 use ggml::{Context, FlashAttnParams, GgmlType, Graph, RopeParams, SoftMaxParams, TensorId};
 
 use crate::context::Cparams;
-use crate::error::Result;
-use crate::memory::kv_cache::KvGraphTensors;
-use crate::memory::{KvCache, SlotInfo};
+use crate::error::{LlamaError, Result};
+use crate::memory::kinds::MemoryGraphTensors;
+use crate::memory::kv_cache::mask::KQ_MASK_PAD;
+use crate::memory::kv_cache::slots::SlotInfo;
+use crate::memory::Memory;
 use crate::model::{LayerWeights, Model};
 
 /// Everything a graph for one micro-batch is built from.
-pub struct GraphBuilder<'a> {
+pub(crate) struct GraphBuilder<'a> {
     /// The graph's own tensors (metadata only until allocated).
-    pub ctx: Context,
+    pub(crate) ctx: Context,
     /// The nodes, in execution order.
-    pub gf: Graph,
+    pub(crate) gf: Graph,
     /// The model (weights, hyperparameters).
-    pub model: &'a Model,
+    pub(crate) model: &'a Model,
     /// Context parameters (rope settings, flash attention).
-    pub cparams: &'a Cparams,
+    pub(crate) cparams: &'a Cparams,
     /// The inputs to fill after allocation.
-    pub inputs: GraphInputs,
+    pub(crate) inputs: GraphInputs,
     /// Tokens in the micro-batch.
-    pub n_tokens: usize,
+    pub(crate) n_tokens: usize,
     /// Tokens whose logits are wanted.
-    pub n_outputs: usize,
+    pub(crate) n_outputs: usize,
     /// Cells the attention covers.
-    pub n_kv: u32,
-    kv: &'a KvCache,
-    kvt: KvGraphTensors,
+    pub(crate) n_kv: u32,
+    mem: &'a Memory,
+    kvt: MemoryGraphTensors,
     sinfo: &'a SlotInfo,
     imported: Vec<Option<TensorId>>,
 }
 
 impl<'a> GraphBuilder<'a> {
     /// A builder for a micro-batch of `n_tokens` tokens (`n_outputs` of them wanted)
-    /// placed at `sinfo` in `kv`.
-    pub fn new(
+    /// placed at `sinfo` in `mem`.
+    pub(crate) fn new(
         model: &'a Model,
         cparams: &'a Cparams,
-        kv: &'a KvCache,
+        mem: &'a Memory,
         sinfo: &'a SlotInfo,
         n_tokens: usize,
         n_outputs: usize,
     ) -> Result<Self> {
         let mut ctx = Context::with_capacity_no_alloc(64 + 40 * model.hparams.n_layer);
-        let kvt = kv.import(&mut ctx)?;
-        let n_kv = kv.n_kv(sinfo);
+        let kvt = mem.import(&mut ctx)?;
+        let n_kv = mem.base().n_kv(sinfo);
         Ok(GraphBuilder {
             ctx,
             gf: Graph::new(),
@@ -63,7 +65,7 @@ impl<'a> GraphBuilder<'a> {
             n_tokens,
             n_outputs,
             n_kv,
-            kv,
+            mem,
             kvt,
             sinfo,
             imported: vec![None; model.tensors().len()],
@@ -71,7 +73,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// The weight `id` of the model as a leaf of this graph (imported once).
-    pub fn w(&mut self, id: TensorId) -> Result<TensorId> {
+    pub(crate) fn w(&mut self, id: TensorId) -> Result<TensorId> {
         if let Some(t) = self.imported[id.index()] {
             return Ok(t);
         }
@@ -81,7 +83,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// Names an intermediate tensor as llama.cpp's callback does (`attn_norm-3`).
-    pub fn cb(&mut self, t: TensorId, name: &str, il: Option<usize>) -> TensorId {
+    pub(crate) fn cb(&mut self, t: TensorId, name: &str, il: Option<usize>) -> TensorId {
         match il {
             Some(il) => self.ctx.set_name(t, format!("{name}-{il}")),
             None => self.ctx.set_name(t, name),
@@ -89,7 +91,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// Token embeddings of the batch: `get_rows(tok_embd, inp_tokens)` `[n_embd, n_tokens]`.
-    pub fn build_inp_embd(&mut self) -> Result<TensorId> {
+    pub(crate) fn build_inp_embd(&mut self) -> Result<TensorId> {
         let tokens = self.ctx.new_tensor_1d(GgmlType::I32, self.n_tokens);
         self.ctx.set_name(tokens, "inp_tokens");
         self.ctx.set_input(tokens);
@@ -100,7 +102,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// The positions input `[n_tokens]` (I32).
-    pub fn build_inp_pos(&mut self) -> TensorId {
+    pub(crate) fn build_inp_pos(&mut self) -> TensorId {
         let pos = self.ctx.new_tensor_1d(GgmlType::I32, self.n_tokens);
         self.ctx.set_name(pos, "inp_pos");
         self.ctx.set_input(pos);
@@ -110,7 +112,7 @@ impl<'a> GraphBuilder<'a> {
 
     /// Exact Self-Extend's grouped positions of the batch's tokens: (as queries, as
     /// keys), I32 `[n_tokens]` each. `None` when the context does not use it.
-    pub fn build_inp_pos_grouped(&mut self) -> Option<(TensorId, TensorId)> {
+    pub(crate) fn build_inp_pos_grouped(&mut self) -> Option<(TensorId, TensorId)> {
         let se = self.cparams.self_extend?;
         let q = self.ctx.new_tensor_1d(GgmlType::I32, self.n_tokens);
         self.ctx.set_name(q, "inp_pos_grouped_q");
@@ -125,7 +127,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// The rows to keep before the output head, when not every token wants logits.
-    pub fn build_inp_out_ids(&mut self) -> Option<TensorId> {
+    pub(crate) fn build_inp_out_ids(&mut self) -> Option<TensorId> {
         if self.n_outputs == self.n_tokens {
             return None;
         }
@@ -137,12 +139,12 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// The KV inputs: K/V store indices and the KQ mask (f16 for flash attention).
-    pub fn build_attn_inp(&mut self) {
+    pub(crate) fn build_attn_inp(&mut self) {
         let n_stream = self.sinfo.n_stream();
         let k_idxs = self.ctx.new_tensor_1d(GgmlType::I64, self.n_tokens);
         self.ctx.set_name(k_idxs, "attn_inp_k_idxs");
         self.ctx.set_input(k_idxs);
-        let n_v = if self.kv.params().v_trans {
+        let n_v = if self.mem.base().params().v_trans {
             self.n_tokens * self.model.hparams.n_embd_v_gqa()
         } else {
             self.n_tokens
@@ -150,14 +152,9 @@ impl<'a> GraphBuilder<'a> {
         let v_idxs = self.ctx.new_tensor_1d(GgmlType::I64, n_v);
         self.ctx.set_name(v_idxs, "attn_inp_v_idxs");
         self.ctx.set_input(v_idxs);
-        let rows =
-            (self.n_tokens / n_stream).next_multiple_of(crate::memory::kv_cache::KQ_MASK_PAD);
+        let rows = (self.n_tokens / n_stream).next_multiple_of(KQ_MASK_PAD);
         // Exact Self-Extend masks the neighbour and the grouped scores side by side.
-        let halves = if self.cparams.self_extend.is_some() {
-            2
-        } else {
-            1
-        };
+        let halves = self.mem.kq_mask_halves();
         let mask = self.ctx.new_tensor_4d(
             GgmlType::F32,
             halves * self.n_kv as usize,
@@ -179,7 +176,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// `rms_norm(x) * w`.
-    pub fn build_norm(
+    pub(crate) fn build_norm(
         &mut self,
         x: TensorId,
         w: TensorId,
@@ -194,7 +191,12 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// `w · x (+ b)`.
-    pub fn build_mm(&mut self, w: TensorId, x: TensorId, b: Option<TensorId>) -> Result<TensorId> {
+    pub(crate) fn build_mm(
+        &mut self,
+        w: TensorId,
+        x: TensorId,
+        b: Option<TensorId>,
+    ) -> Result<TensorId> {
         let w = self.w(w)?;
         let mut cur = self.ctx.mul_mat(w, x);
         if let Some(b) = b {
@@ -205,7 +207,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// Q, K and V of layer `l`, reshaped to `[head_dim, n_head(_kv), n_tokens]`.
-    pub fn build_qkv(
+    pub(crate) fn build_qkv(
         &mut self,
         l: &LayerWeights,
         cur: TensorId,
@@ -232,12 +234,12 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// The rope parameters of this context (model constants with context overrides).
-    pub fn rope_params(&self) -> RopeParams {
+    pub(crate) fn rope_params(&self) -> RopeParams {
         self.cparams.rope_params(&self.model.hparams)
     }
 
     /// Rope on `x` `[head_dim, n_head, n_tokens]` at the batch positions.
-    pub fn build_rope(&mut self, x: TensorId, pos: TensorId) -> Result<TensorId> {
+    pub(crate) fn build_rope(&mut self, x: TensorId, pos: TensorId) -> Result<TensorId> {
         let p = self.rope_params();
         let factors = match self.model.weights.rope_freqs {
             Some(f) => Some(self.w(f)?),
@@ -249,7 +251,7 @@ impl<'a> GraphBuilder<'a> {
     /// Attention of layer `il` over the KV cache: stores K and V of the batch, then
     /// `softmax(K·Q·scale + mask)` and `V·KQ` (or flash attention), then the output
     /// projection. `q`, `k`, `v` are `[head_dim, n_head(_kv), n_tokens]`.
-    pub fn build_attn(
+    pub(crate) fn build_attn(
         &mut self,
         l: &LayerWeights,
         q: TensorId,
@@ -267,21 +269,18 @@ impl<'a> GraphBuilder<'a> {
             self.inputs.v_idxs,
             self.inputs.kq_mask_cnv,
         ) else {
-            return Err(crate::LlamaError::InvalidParam(
+            return Err(LlamaError::InvalidParam(
                 "build_attn before build_attn_inp".into(),
             ));
         };
-        let store_k = self.kv.cpy_k(&mut self.ctx, &self.kvt, il, k, k_idxs);
+        let (st, kvt) = (self.mem.base().storage(), &self.kvt.kv);
+        let store_k = st.store_k(&mut self.ctx, kvt.k[il], k, k_idxs);
         self.gf.build_forward_expand(&self.ctx, store_k);
-        let store_v = self.kv.cpy_v(&mut self.ctx, &self.kvt, il, v, v_idxs);
+        let store_v = st.store_v(&mut self.ctx, kvt.v[il], v, v_idxs);
         self.gf.build_forward_expand(&self.ctx, store_v);
 
-        let kc = self
-            .kv
-            .get_k(&mut self.ctx, &self.kvt, il, self.n_kv, self.sinfo);
-        let vc = self
-            .kv
-            .get_v(&mut self.ctx, &self.kvt, il, self.n_kv, self.sinfo);
+        let kc = st.view_k(&mut self.ctx, kvt.k[il], il, self.n_kv, self.sinfo);
+        let vc = st.view_v(&mut self.ctx, kvt.v[il], il, self.n_kv, self.sinfo);
         let cur = self.build_attn_mha(q, kc, vc, mask, kq_scale, il);
         self.cb(cur, "kqv_out", Some(il));
         self.build_mm(l.wo, cur, l.bo)
@@ -292,7 +291,7 @@ impl<'a> GraphBuilder<'a> {
     /// and the values, then the bi-level attention of `q_n`/`q_g` over the cache, then
     /// the output projection. Q and K are `[head_dim, n_head(_kv), n_tokens]`.
     #[allow(clippy::too_many_arguments)]
-    pub fn build_attn_self_extend(
+    pub(crate) fn build_attn_self_extend(
         &mut self,
         l: &LayerWeights,
         q_n: TensorId,
@@ -309,23 +308,29 @@ impl<'a> GraphBuilder<'a> {
         let (Some(k_idxs), Some(v_idxs), Some(mask)) =
             (self.inputs.k_idxs, self.inputs.v_idxs, self.inputs.kq_mask)
         else {
-            return Err(crate::LlamaError::InvalidParam(
+            return Err(LlamaError::InvalidParam(
                 "build_attn_self_extend before build_attn_inp".into(),
             ));
         };
-        let (kv, kvt) = (self.kv, &self.kvt);
+        let (Some(se), Some(kgt)) = (self.mem.self_extend(), &self.kvt.grouped) else {
+            return Err(LlamaError::InvalidParam(
+                "exact Self-Extend attention in a context made without ContextParams::self_extend"
+                    .into(),
+            ));
+        };
+        let (st, sg, kvt) = (self.mem.base().storage(), se.grouped(), &self.kvt.kv);
         let stores = [
-            kv.cpy_k(&mut self.ctx, kvt, il, k_n, k_idxs),
-            kv.cpy_k_grouped(&mut self.ctx, kvt, il, k_g, k_idxs),
-            kv.cpy_v(&mut self.ctx, kvt, il, v, v_idxs),
+            st.store_k(&mut self.ctx, kvt.k[il], k_n, k_idxs),
+            sg.store_k(&mut self.ctx, kgt.k[il], k_g, k_idxs),
+            st.store_v(&mut self.ctx, kvt.v[il], v, v_idxs),
         ];
         for t in stores {
             self.gf.build_forward_expand(&self.ctx, t);
         }
         let (n_kv, sinfo) = (self.n_kv, self.sinfo);
-        let kc = kv.get_k(&mut self.ctx, kvt, il, n_kv, sinfo);
-        let kgc = kv.get_k_grouped(&mut self.ctx, kvt, il, n_kv, sinfo);
-        let vc = kv.get_v(&mut self.ctx, kvt, il, n_kv, sinfo);
+        let kc = st.view_k(&mut self.ctx, kvt.k[il], il, n_kv, sinfo);
+        let kgc = sg.view_k(&mut self.ctx, kgt.k[il], il, n_kv, sinfo);
+        let vc = st.view_v(&mut self.ctx, kvt.v[il], il, n_kv, sinfo);
         let ctx = &mut self.ctx;
         let n_stream = ctx.tensor(kc).ne[3];
         let per_stream = |ctx: &mut Context, q: TensorId| {
@@ -424,7 +429,12 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// SwiGLU feed-forward of layer `l`: `down · (silu(gate · x) * (up · x))`.
-    pub fn build_ffn(&mut self, l: &LayerWeights, cur: TensorId, il: usize) -> Result<TensorId> {
+    pub(crate) fn build_ffn(
+        &mut self,
+        l: &LayerWeights,
+        cur: TensorId,
+        il: usize,
+    ) -> Result<TensorId> {
         let up = self.build_mm(l.ffn_up, cur, None)?;
         self.cb(up, "ffn_up", Some(il));
         let gate = self.build_mm(l.ffn_gate, cur, None)?;
@@ -436,7 +446,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// Final norm and output head: logits `[n_vocab, n_outputs]`.
-    pub fn build_output(&mut self, cur: TensorId) -> Result<TensorId> {
+    pub(crate) fn build_output(&mut self, cur: TensorId) -> Result<TensorId> {
         let w = &self.model.weights;
         let (norm, out) = (w.output_norm, w.output);
         let cur = self.build_norm(cur, norm, "result_norm", None)?;
@@ -445,10 +455,5 @@ impl<'a> GraphBuilder<'a> {
         self.ctx.set_output(logits);
         self.gf.build_forward_expand(&self.ctx, logits);
         Ok(logits)
-    }
-
-    /// The slot of the micro-batch.
-    pub fn sinfo(&self) -> &SlotInfo {
-        self.sinfo
     }
 }

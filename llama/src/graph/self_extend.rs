@@ -31,12 +31,21 @@ pub struct SelfExtendParams {
 impl SelfExtendParams {
     /// Checked settings. [`LlamaError::InvalidParam`] when `group` or `window` is 0.
     pub fn new(group: u32, window: u32) -> Result<Self> {
+        let p = SelfExtendParams { group, window };
+        p.check()?;
+        Ok(p)
+    }
+
+    /// [`LlamaError::InvalidParam`] when `group` or `window` is 0 (settings made
+    /// without [`SelfExtendParams::new`]); a context refuses them when it is made.
+    pub fn check(&self) -> Result<()> {
+        let (group, window) = (self.group, self.window);
         if group == 0 || window == 0 {
             return Err(LlamaError::InvalidParam(format!(
                 "Self-Extend needs a group size and a window of at least 1 (got G = {group}, W = {window})"
             )));
         }
-        Ok(SelfExtendParams { group, window })
+        Ok(())
     }
 
     /// The position a key at `p` has in the grouped attention: `floor(p / G)`.

@@ -13,11 +13,12 @@ pub const MAX_SEQ: usize = 256;
 /// How `seq_div` records the position change in a cell's pending shift.
 ///
 /// The K-shift rotates each cached key by its cell's shift, so the shift must be
-/// `new - old` for the key to end up rotated for its new position (what llama.cpp did
-/// when Self-Extend was added, and what the seed notes show). llama.cpp 0c1e570 (the
-/// reference of the golden outputs) accumulates `old - new` instead, which rotates the
-/// grouped keys to `2 * old - new`: its Self-Extend output is then degraded, and
-/// reproducing its bytes needs the same sign.
+/// `new - old` for the key to end up rotated for its new position (what llama.cpp's
+/// `llama_kv_cache_seq_div` recorded when Self-Extend was added, early 2024:
+/// `delta += pos - p_old`). llama.cpp 0c1e570 (the reference of the golden outputs)
+/// accumulates `old - new` instead (`llama_kv_cells::pos_div`, `src/llama-kv-cells.h`),
+/// which rotates the grouped keys to `2 * old - new`: its Self-Extend output is then
+/// degraded, and reproducing its bytes needs the same sign.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DivShift {
     /// `shift += new - old`: keys follow their new positions.
@@ -29,7 +30,7 @@ pub enum DivShift {
 
 /// A set of sequence ids (a 256-bit set).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct SeqSet([u64; MAX_SEQ / 64]);
+pub(crate) struct SeqSet([u64; MAX_SEQ / 64]);
 
 impl SeqSet {
     /// Whether `s` is in the set.
@@ -119,7 +120,7 @@ impl Range {
 
 /// All cells of one KV stream.
 #[derive(Clone, Debug, Default)]
-pub struct KvCells {
+pub(crate) struct KvCells {
     pos: Vec<Pos>,
     shift: Vec<Pos>,
     seq: Vec<SeqSet>,
@@ -175,11 +176,6 @@ impl KvCells {
         self.used.get().n
     }
 
-    /// Index of the first occupied cell (0 when none).
-    pub fn used_min(&self) -> u32 {
-        self.used_range().map_or(0, |(lo, _)| lo as u32)
-    }
-
     /// One past the last occupied cell (0 when none).
     pub fn used_max_p1(&self) -> u32 {
         self.used_range().map_or(0, |(_, hi)| hi as u32 + 1)
@@ -216,14 +212,14 @@ impl KvCells {
         p >= p0 && p < p1
     }
 
-    /// Smallest position of sequence `s` (-1 when it has none).
-    pub fn seq_pos_min(&self, s: SeqId) -> Pos {
-        self.seq_range(s).map_or(-1, |(lo, _)| lo)
+    /// Smallest position of sequence `s`, `None` when it has none.
+    pub fn seq_pos_min(&self, s: SeqId) -> Option<Pos> {
+        self.seq_range(s).map(|(lo, _)| lo)
     }
 
-    /// Largest position of sequence `s` (-1 when it has none).
-    pub fn seq_pos_max(&self, s: SeqId) -> Pos {
-        self.seq_range(s).map_or(-1, |(_, hi)| hi)
+    /// Largest position of sequence `s`, `None` when it has none.
+    pub fn seq_pos_max(&self, s: SeqId) -> Option<Pos> {
+        self.seq_range(s).map(|(_, hi)| hi)
     }
 
     /// The smallest and largest occupied cell index, refreshed if stale.

@@ -1,12 +1,28 @@
-//! The KV cache: cell bookkeeping ([`cells`]) apart from tensor storage and the graph
-//! pieces that read and write it ([`kv_cache`]).
+//! The memory of a context: the KV cache, as llama.cpp's `src/llama-memory.h`,
+//! `llama-kv-cells.h`, `llama-kv-cache.cpp` draw it.
+//!
+//! - [`api`]: the sequence operations in llama.cpp's terms ([`MemoryOps`], with
+//!   [`Sequences`], [`ClearMode`] and Rust position ranges);
+//! - `kinds`: [`Memory`], the memory a context holds, one of several kinds;
+//! - `cells`: per-cell positions, pending shifts and sequence sets (llama.cpp's
+//!   `llama_kv_cells`);
+//! - `kv_cache`: the plain cache (llama.cpp's `llama_kv_cache`): tensor storage, slot
+//!   search, sequence operations, KQ mask, K-shift graph;
+//! - `self_extend`: exact Self-Extend's grouped keys, a layer around the plain cache;
+//! - `state`: saving and restoring one sequence.
 
-pub mod cells;
-pub mod kv_cache;
+pub mod api;
+pub(crate) mod cells;
+pub(crate) mod kinds;
+pub(crate) mod kv_cache;
+pub(crate) mod self_extend;
 mod state;
 
-pub use cells::{DivShift, KvCells, Pos, SeqId, SeqSet, MAX_SEQ};
-pub use kv_cache::{KvCache, KvCacheParams, KvLayerDims, SlotInfo};
+pub use api::{ClearMode, MemoryOps, Sequences};
+pub use cells::{DivShift, Pos, SeqId, MAX_SEQ};
+pub use kinds::Memory;
+
+pub(crate) use state::{read_file_header, write_file_header};
 
 #[cfg(test)]
 mod model_tests;

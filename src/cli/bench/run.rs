@@ -135,7 +135,7 @@ fn test_gen(ctx: &mut LlamaContext, n_gen: usize, rng: &mut Rng) -> Result<()> {
         Some(b) => b,
         None => random_token(rng, n_vocab),
     };
-    let pos0 = ctx.kv().seq_pos_max(0) + 1;
+    let pos0 = ctx.memory_seq_pos_max(0)?.map_or(0, |p| p + 1);
     let mut batch = Batch::new();
     for pos in (pos0..).take(n_gen) {
         batch.clear();
@@ -180,7 +180,7 @@ fn run_test(
     };
     let mut ctx = LlamaContext::new(Arc::clone(model), &cp).map_err(CliError::Context)?;
     let test_time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let clear = |ctx: &mut LlamaContext| ctx.kv_mut().clear(false);
+    let clear = |ctx: &mut LlamaContext| ctx.memory_clear(llama::memory::ClearMode::Metadata);
     clear(&mut ctx)?;
     if p.delay > 0 {
         std::thread::sleep(Duration::from_secs(p.delay));
@@ -218,7 +218,7 @@ fn run_test(
                 .merge(&ctx.take_profile());
         }
     }
-    let (k, v) = ctx.kv().memory_sizes();
+    let (k, v) = ctx.memory().memory_sizes();
     Ok(TestResult {
         model_filename: inst.model.display().to_string(),
         model_type: model_desc(model),

@@ -1,0 +1,171 @@
+//! Exact Self-Extend's memory (Jin et al. 2024, "LLM Maybe LongLM: Self-Extend LLM
+//! Context Window Without Tuning", arXiv 2401.01325): a plain [`KvCache`] plus a second
+//! copy of every layer's keys rotated at the grouped positions `floor(pos / G)`, which
+//! the bi-level attention reads for keys outside the neighbour window
+//! (`crate::graph::self_extend`).
+//!
+//! It is a layer around the plain cache, the way llama.cpp's `llama_kv_cache_iswa`
+//! (`src/llama-kv-cache-iswa.cpp`) wraps two caches for sliding-window models: the
+//! grouped keys share the plain cache's cells, so placing tokens and every sequence
+//! operation go to the plain cache; this layer owns the grouped tensors and mirrors
+//! what touches tensor data (a copy across streams, zeroing, saving and restoring) and
+//! the K-shift, where a grouped key moved from `old` to `pos` turns by
+//! `floor(pos / G) - floor(old / G)`.
+
+use ggml::{Context, RopeParams, TensorId};
+
+use super::api::{ClearMode, PosRange, Sequences};
+use super::cells::{Pos, SeqId};
+use super::kv_cache::mask::MaskShape;
+use super::kv_cache::shift::KShiftGraph;
+use super::kv_cache::storage::{Contents, KvGraphTensors, KvStorage};
+use super::kv_cache::KvCache;
+use crate::batch::UBatch;
+use crate::error::Result;
+use crate::graph::self_extend::SelfExtendParams;
+
+/// A plain KV cache with exact Self-Extend's grouped keys.
+pub(crate) struct SelfExtendKvCache {
+    base: KvCache,
+    grouped: KvStorage,
+    params: SelfExtendParams,
+}
+
+impl SelfExtendKvCache {
+    /// Wraps `base`, allocating grouped keys of the same shape and type.
+    /// [`crate::LlamaError::InvalidParam`] for a group size or window of 0;
+    /// [`crate::LlamaError::Ggml`] when the tensors cannot be had.
+    pub(crate) fn new(base: KvCache, params: SelfExtendParams) -> Result<Self> {
+        params.check()?;
+        let dims = base.storage().dims().to_vec();
+        let layout = base.storage().layout();
+        let grouped = KvStorage::new(&dims, layout, Contents::KeysOnly, "cache_kg")?;
+        Ok(SelfExtendKvCache {
+            base,
+            grouped,
+            params,
+        })
+    }
+
+    /// The plain cache: the cells, K and V.
+    pub(crate) fn base(&self) -> &KvCache {
+        &self.base
+    }
+
+    /// The plain cache, mutable (placing micro-batches).
+    pub(crate) fn base_mut(&mut self) -> &mut KvCache {
+        &mut self.base
+    }
+
+    /// The group size `G`.
+    pub(crate) fn group(&self) -> u32 {
+        self.params.group
+    }
+
+    /// The grouped keys.
+    pub(crate) fn grouped(&self) -> &KvStorage {
+        &self.grouped
+    }
+
+    /// Bytes of K (plain and grouped) and of V.
+    pub(crate) fn bytes(&self) -> (usize, usize) {
+        let (k, v) = self.base.storage().bytes();
+        (k + self.grouped.bytes().0, v)
+    }
+
+    /// Empties the cache; with data, zeroes the grouped keys too.
+    pub(crate) fn clear(&mut self, mode: ClearMode) -> Result<()> {
+        self.base.clear(mode)?;
+        if mode == ClearMode::MetadataAndData {
+            self.grouped.zero()?;
+        }
+        Ok(())
+    }
+
+    /// [`KvCache::seq_rm`].
+    pub(crate) fn seq_rm(&mut self, seqs: Sequences, r: PosRange) -> Result<()> {
+        self.base.seq_rm(seqs, r)
+    }
+
+    /// [`KvCache::seq_cp`]; a copy into another stream copies the grouped keys of the
+    /// stream too.
+    pub(crate) fn seq_cp(&mut self, src: SeqId, dst: SeqId, r: PosRange) -> Result<()> {
+        let (s0, s1) = (self.base.stream_index(src)?, self.base.stream_index(dst)?);
+        self.base.seq_cp(src, dst, r)?;
+        if s0 != s1 {
+            self.grouped.copy_stream(s0, s1)?;
+        }
+        Ok(())
+    }
+
+    /// [`KvCache::seq_keep`].
+    pub(crate) fn seq_keep(&mut self, seq: SeqId) -> Result<()> {
+        self.base.seq_keep(seq)
+    }
+
+    /// [`KvCache::seq_add`]; the grouped keys follow at the next K-shift.
+    pub(crate) fn seq_add(&mut self, seq: SeqId, r: PosRange, delta: Pos) -> Result<()> {
+        self.base.seq_add(seq, r, delta)
+    }
+
+    /// [`KvCache::seq_div`]; the grouped keys follow at the next K-shift.
+    pub(crate) fn seq_div(&mut self, seq: SeqId, r: PosRange, d: Pos) -> Result<()> {
+        self.base.seq_div(seq, r, d)
+    }
+
+    /// [`KvCache::seq_pos_min`].
+    pub(crate) fn seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>> {
+        self.base.seq_pos_min(seq)
+    }
+
+    /// [`KvCache::seq_pos_max`].
+    pub(crate) fn seq_pos_max(&self, seq: SeqId) -> Result<Option<Pos>> {
+        self.base.seq_pos_max(seq)
+    }
+
+    /// The K-shift input of the grouped keys: a cell moved from `old` to `pos` turns
+    /// its grouped key by `floor(pos / G) - floor(old / G)`.
+    fn grouped_shift_values(&self) -> Vec<i32> {
+        let g = self.params.group as Pos;
+        self.base
+            .shift_values(|pos, shift| pos.div_euclid(g) - (pos - shift).div_euclid(g))
+    }
+
+    /// The plain cache's K-shift graph, plus the rotation of the grouped keys by their
+    /// own shifts (input `k_shift_grouped`, nodes `kg_shifted-{il}`). Errors: importing
+    /// tensors into the graph's context.
+    pub(crate) fn build_k_shift(
+        &self,
+        rope: &RopeParams,
+        freq_factors: Option<(&Context, TensorId)>,
+    ) -> Result<KShiftGraph> {
+        let mut g = self.base.build_k_shift(rope, freq_factors)?;
+        let shift = g.add_input("k_shift_grouped", self.grouped_shift_values());
+        self.grouped.add_k_shift(
+            &mut g.ctx,
+            &mut g.graph,
+            shift,
+            g.factors,
+            rope,
+            "kg_shifted",
+        )?;
+        Ok(g)
+    }
+
+    /// The grouped keys as leafs of a graph's context.
+    pub(crate) fn import(&self, gctx: &mut Context) -> Result<KvGraphTensors> {
+        self.grouped.import(gctx)
+    }
+
+    /// The mask of the bi-level attention, `[2 * n_kv, n_rows, 1, n_stream]`
+    /// (`shape.n_kv` cells): each visible cell (as in the plain mask) is 0 in the first
+    /// half when it is a neighbour of the token (`p_token - p_cell < W`), in the second
+    /// half otherwise, and -inf in the other half.
+    pub(crate) fn kq_mask(&self, ub: &UBatch, shape: MaskShape, out: &mut Vec<f32>) {
+        let n_kv = shape.n_kv;
+        let se = self.params;
+        self.base.fill_mask(ub, shape, out, |p0, p1| {
+            (if se.is_neighbor(p1, p0) { 0 } else { n_kv }, 0.0)
+        });
+    }
+}
