@@ -122,7 +122,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
     {
         let c = ctx.cparams();
         eprintln!("llama_context: n_ctx = {}, n_batch = {}, n_ubatch = {}, flash_attn = {}, n_threads = {}, n_seq_max = {n_slots}", c.n_ctx, c.n_batch, c.n_ubatch, c.flash_attn as u8, c.n_threads);
-        eprintln!("{}", ctx.kv().describe());
+        eprintln!("{}", ctx.memory().describe());
     }
     if let Some((g, w)) = p.common.self_extend {
         eprintln!("srv  self-extend (exact, bi-level attention): group = {g}, window = {w}");

@@ -1,6 +1,6 @@
-//! The engine's KV cache operations on one slot's sequence, with Rust ranges. The one
-//! place the server touches the cache directly, so that moving to the context's
-//! sequence API changes this file only.
+//! The engine's KV cache operations on one slot's sequence, through the context's
+//! sequence API (`LlamaContext::memory_*`, llama.cpp's `llama_memory_*`): the one place
+//! the server edits the cache.
 
 use std::ops::Range;
 
@@ -8,22 +8,20 @@ use llama::memory::{Pos, SeqId};
 use llama::window::SelfExtend;
 use llama::{LlamaContext, Result};
 
-/// Removes the cells of `seq` with positions in `range` (`end == Pos::MAX`: to the end).
+/// Removes the cells of `seq` with positions in `range`.
 pub fn seq_rm(ctx: &mut LlamaContext, seq: usize, range: Range<Pos>) -> Result<()> {
-    let p1 = if range.end == Pos::MAX { -1 } else { range.end };
-    ctx.kv_mut().seq_rm(Some(seq as SeqId), range.start, p1)
+    ctx.memory_seq_rm(seq as SeqId, range)
 }
 
 /// Everything of `seq` from position `p0` on.
 pub fn seq_rm_from(ctx: &mut LlamaContext, seq: usize, p0: usize) -> Result<()> {
-    seq_rm(ctx, seq, p0 as Pos..Pos::MAX)
+    ctx.memory_seq_rm(seq as SeqId, p0 as Pos..)
 }
 
 /// Moves the cells of `seq` with positions in `range` by `delta` (the K-shift runs
 /// before the next decode).
 pub fn seq_add(ctx: &mut LlamaContext, seq: usize, range: Range<Pos>, delta: Pos) -> Result<()> {
-    ctx.kv_mut()
-        .seq_add(seq as SeqId, range.start, range.end, delta)
+    ctx.memory_seq_add(seq as SeqId, range, delta)
 }
 
 /// Drops `n_discard` cells of `seq` after position `n_keep` and slides the rest
@@ -48,12 +46,11 @@ pub fn self_extend(
     seq: usize,
     n_past: Pos,
 ) -> Result<Pos> {
-    Ok(se.apply(ctx.kv_mut(), seq as SeqId, n_past)?.0)
+    Ok(se.apply(ctx, seq as SeqId, n_past)?.0)
 }
 
-/// KV cells in use and in all.
-pub fn usage(ctx: &LlamaContext) -> (u32, u32) {
-    let kv = ctx.kv();
-    let used = (0..kv.n_stream()).map(|s| kv.stream_cells(s).used()).sum();
-    (used, kv.size() * kv.n_stream())
+/// KV cells in all.
+pub fn size(ctx: &LlamaContext) -> u32 {
+    let m = ctx.memory();
+    m.size() * m.n_stream()
 }

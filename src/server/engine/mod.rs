@@ -264,7 +264,9 @@ impl Engine {
                 let _ = tx.send(Value::Array(self.slots.iter().map(Slot::to_json).collect()));
             }
             Command::Metrics(tx) => {
-                let (kv_used, kv_size) = kv::usage(&self.ctx);
+                // Slots share no cells, so the cells in use are the slots' tokens.
+                let kv_used = self.slots.iter().map(|s| s.cache.len() as u32).sum();
+                let kv_size = kv::size(&self.ctx);
                 let _ = tx.send(MetricsSnapshot {
                     metrics: self.metrics.clone(),
                     n_processing: self.slots.iter().filter(|s| s.is_processing()).count(),
