@@ -871,11 +871,11 @@ impl Engine {
             SlotAction::Save(name) => {
                 let p = path(&name)?;
                 let tokens = self.slots[id].cache.clone();
-                let n = self
+                let bytes = self
                     .ctx
                     .state_seq_save_file(&p, id as i32, &tokens)
                     .map_err(|e| ApiError::Server(format!("failed to save slot {id}: {e}")))?;
-                let bytes = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                let n = tokens.len();
                 Ok(
                     json!({"id_slot": id, "filename": name, "n_saved": n, "n_written": bytes,
                           "timings": {"save_ms": t0.elapsed().as_secs_f64() * 1e3}}),
