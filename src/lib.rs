@@ -6,3 +6,4 @@ pub mod cli;
 
 pub use ggml;
 pub use llama;
+pub mod server;

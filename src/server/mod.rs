@@ -1,0 +1,279 @@
+//! `llama-server`: an OpenAI-compatible HTTP server with llama.cpp's endpoints, parallel
+//! slots with continuous batching, prompt caching, chat-aware context management and
+//! Self-Extend. The HTTP side (`routes`, on tokio + axum) parses and queues; one engine
+//! thread (`engine`) owns the model context and runs every slot (see `docs/server.md`).
+
+pub mod args;
+pub mod chat;
+pub mod context;
+pub mod engine;
+pub mod error;
+pub mod metrics;
+pub mod response;
+pub mod routes;
+pub mod task;
+pub mod text;
+pub mod types;
+pub mod web;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cli::error::CliError;
+use args::ServerParams;
+use engine::{EngineConfig, EngineHandle};
+use routes::AppState;
+use types::GenParams;
+
+/// A server that is listening: its address, and what stops it.
+pub struct RunningServer {
+    /// The bound address (the port is the real one when 0 was asked for).
+    pub addr: SocketAddr,
+    engine: EngineHandle,
+    stop: tokio::sync::watch::Sender<bool>,
+    http: tokio::task::JoinHandle<()>,
+    engine_thread: std::thread::JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// Stops accepting, lets running requests finish (within the engine's grace time)
+    /// and waits for both the HTTP side and the engine to end.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        self.engine.shutdown();
+        let _ = self.http.await;
+        drop(self.engine);
+        let _ = tokio::task::spawn_blocking(move || self.engine_thread.join()).await;
+    }
+
+    /// Waits until the server stops by itself (a signal).
+    pub async fn wait(self) {
+        let _ = self.http.await;
+        self.engine.shutdown();
+        drop(self.engine);
+        let _ = tokio::task::spawn_blocking(move || self.engine_thread.join()).await;
+    }
+}
+
+/// How many cells each slot gets, as llama.cpp: with `-np auto` (or `-kvu`) each slot
+/// may use the whole context (capped at the trained one, unless Self-Extend stretches
+/// it); with `-np N` each gets `n_ctx / N`, padded to 256.
+fn slot_ctx(p: &ServerParams, n_ctx: u32, n_ctx_train: u32, n_slots: u32, unified: bool) -> u32 {
+    let extended = p.common.self_extend.is_some() || p.common.grp_attn_n != 1;
+    let per = if unified {
+        n_ctx
+    } else {
+        (n_ctx / n_slots).next_multiple_of(256)
+    };
+    if extended {
+        per
+    } else {
+        per.min(n_ctx_train)
+    }
+}
+
+/// Loads the model, starts the engine and binds the listener; the server then runs on
+/// the current tokio runtime until [`RunningServer::shutdown`] (or a signal, with
+/// `signals`). Errors are messages for the log.
+pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliError> {
+    let mut log = std::io::stderr();
+    eprintln!("main: llamars llama-server {}", env!("CARGO_PKG_VERSION"));
+    let path = p.common.model.clone();
+    let (model, t_load) =
+        tokio::task::block_in_place(|| crate::cli::common::load(&path, &mut log))?;
+    let given = match &p.chat_template_file {
+        Some(f) => Some((
+            f.clone(),
+            std::fs::read_to_string(f).map_err(CliError::io(&format!("reading '{f}'")))?,
+        )),
+        None => p
+            .chat_template
+            .clone()
+            .map(|t| ("--chat-template".to_string(), t)),
+    };
+    let template = chat::ChatTemplate::load(
+        &model,
+        given.as_ref().map(|(n, s)| (n.as_str(), s.as_str())),
+        p.jinja,
+    )?;
+
+    let (n_slots, unified) = if p.n_parallel < 0 {
+        (4u32, p.kv_unified.unwrap_or(true))
+    } else {
+        (p.n_parallel as u32, p.kv_unified.unwrap_or(false))
+    };
+    let mut cp = p.common.clone();
+    cp.n_ctx = if cp.n_ctx == 0 {
+        model.hparams.n_ctx_train
+    } else {
+        cp.n_ctx
+    };
+    if !unified {
+        cp.n_ctx = (cp.n_ctx / n_slots).next_multiple_of(256) * n_slots;
+    }
+    let mut ctx_params = cp.context_params();
+    ctx_params.n_seq_max = n_slots;
+    ctx_params.kv_unified = true;
+    let ctx =
+        llama::LlamaContext::new(Arc::clone(&model), &ctx_params).map_err(CliError::Context)?;
+    let n_ctx = ctx.n_ctx();
+    let n_ctx_slot = slot_ctx(&p, n_ctx, model.hparams.n_ctx_train, n_slots, unified);
+    {
+        let c = ctx.cparams();
+        eprintln!("llama_context: n_ctx = {}, n_batch = {}, n_ubatch = {}, flash_attn = {}, n_threads = {}, n_seq_max = {n_slots}", c.n_ctx, c.n_batch, c.n_ubatch, c.flash_attn as u8, c.n_threads);
+        eprintln!("{}", ctx.memory().describe());
+    }
+    if let Some((g, w)) = p.common.self_extend {
+        eprintln!("srv  self-extend (exact, bi-level attention): group = {g}, window = {w}");
+    }
+    if p.common.grp_attn_n != 1 {
+        eprintln!(
+            "srv  self-extend (KV-shift form): grp_attn_n = {}, grp_attn_w = {}",
+            p.common.grp_attn_n, p.common.grp_attn_w
+        );
+    }
+    eprintln!("srv  init: initializing slots, n_slots = {n_slots}, n_ctx_slot = {n_ctx_slot}, kv_unified = {unified}");
+    eprintln!("srv  init: chat template: {}", template.name());
+    let cfg = EngineConfig {
+        n_slots: n_slots as usize,
+        n_ctx_slot: n_ctx_slot as usize,
+        ctx_shift: p.common.ctx_shift,
+        add_bos: model.vocab.add_bos(),
+        slot_prompt_similarity: p.slot_prompt_similarity,
+        slot_save_path: p.slot_save_path.clone(),
+        grp_attn: (p.common.grp_attn_n != 1).then_some((p.common.grp_attn_n, p.common.grp_attn_w)),
+        max_queue: p.max_queue,
+        shutdown_grace: Duration::from_secs(p.shutdown_grace),
+    };
+    let (engine, engine_thread) =
+        engine::spawn(ctx, cfg).map_err(CliError::io("starting the engine thread"))?;
+
+    let mut sampling = p.common.sampling.clone();
+    if sampling.penalty_last_n == usize::MAX {
+        sampling.penalty_last_n = n_ctx_slot as usize;
+    }
+    let file_name = std::path::Path::new(&path)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut model_names: Vec<String> = p.alias.iter().cloned().collect();
+    model_names.extend([
+        file_name.clone(),
+        file_name.trim_end_matches(".gguf").to_string(),
+        path.display().to_string(),
+    ]);
+    let state = Arc::new(AppState {
+        engine: engine.clone(),
+        template,
+        defaults: GenParams::defaults(
+            &sampling,
+            p.common.n_predict,
+            p.cache_prompt,
+            p.n_cache_reuse,
+            p.common.n_keep,
+        ),
+        model_names,
+        n_ctx_slot: n_ctx_slot as usize,
+        n_slots: n_slots as usize,
+        api_keys: p.api_keys.clone(),
+        metrics: p.metrics,
+        slots: p.slots_endpoint,
+        webui: p.webui,
+        truncate_turns: p.truncate_turns,
+        ctx_shift: p.common.ctx_shift,
+        turn_reuse_shift: p.turn_reuse_shift,
+        model_path: path.display().to_string(),
+        timeout: Duration::from_secs(p.timeout.max(1)),
+        model,
+    });
+    let app = routes::router(state, p.max_body);
+    let addr = format!("{}:{}", p.host, p.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(CliError::io(&format!("listening on {addr}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(CliError::io("reading the bound address"))?;
+    eprintln!("main: model loaded in {:.2} ms", t_load.as_secs_f64() * 1e3);
+    eprintln!("main: server is listening on http://{addr} - starting the main loop");
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let engine_for_signal = engine.clone();
+    let http = tokio::spawn(async move {
+        let shutdown = async move {
+            tokio::select! {
+                _ = stopped.changed() => {}
+                _ = wait_signal(signals) => {
+                    eprintln!("srv  received a stop signal: finishing running requests");
+                    engine_for_signal.shutdown();
+                }
+            }
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            eprintln!("srv  http server error: {e}");
+        }
+    });
+    Ok(RunningServer {
+        addr,
+        engine,
+        stop,
+        http,
+        engine_thread,
+    })
+}
+
+async fn wait_signal(enabled: bool) {
+    if !enabled {
+        return std::future::pending().await;
+    }
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+const ABOUT: &str =
+    "An OpenAI-compatible HTTP server for llama and qwen2 GGUF models (llama.cpp's llama-server).";
+
+/// Runs `llama-server` with `args` (without the program name) until a signal; returns
+/// the exit code (0 on a clean stop, 1 on an error, whose message goes to stderr).
+pub fn main_with<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> i32 {
+    let opts = args::server_opts();
+    crate::cli::args::run_main(
+        "llama-server",
+        ABOUT,
+        &opts,
+        args::parse_args(args),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+        |p, _, _| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(CliError::io("starting the async runtime"))?;
+            rt.block_on(async {
+                let server = start(p.clone(), true).await?;
+                server.wait().await;
+                eprintln!("main: server stopped");
+                Ok(())
+            })
+        },
+    )
+}

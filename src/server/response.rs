@@ -1,0 +1,280 @@
+//! Results as JSON in each endpoint's shape: llama.cpp's native `/completion`, OpenAI's
+//! `text_completion` and `chat.completion` (and their streamed chunks), with llama.cpp's
+//! extra `timings`, and our `truncated_turns`.
+
+use serde_json::{json, Value};
+
+use super::task::{Final, Partial, TokenProb, TokenProbs};
+use super::text::{lossy, utf8_complete_len};
+use super::types::{GenParams, ResponseKind};
+
+/// What every response of one request shares.
+#[derive(Clone, Debug)]
+pub struct ResponseMeta {
+    /// The endpoint's shape.
+    pub kind: ResponseKind,
+    /// Model name.
+    pub model: String,
+    /// `chatcmpl-...` / `cmpl-...`.
+    pub id: String,
+    /// Unix time of the request.
+    pub created: u64,
+    /// Probabilities are post-sampling ones (`prob`, not `logprob`).
+    pub post_sampling_probs: bool,
+}
+
+/// The build identity in `system_fingerprint`.
+pub fn fingerprint() -> String {
+    format!("llamars-{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// A completion id with a random-looking suffix made from the task id and the time.
+pub fn completion_id(prefix: &str, task_id: u64) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!(
+        "{prefix}-{:016x}{:04x}",
+        t ^ 0x9e37_79b9_7f4a_7c15,
+        task_id & 0xffff
+    )
+}
+
+/// Unix seconds now.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `generation_settings` (llama.cpp's `task_params::to_json`, the parts we have).
+pub fn generation_settings(p: &GenParams, seed: u32, n_ctx: usize) -> Value {
+    let s = &p.sampling;
+    json!({
+        "n_ctx": n_ctx,
+        "seed": seed,
+        "temperature": s.temp,
+        "top_k": s.top_k,
+        "top_p": s.top_p,
+        "min_p": s.min_p,
+        "typical_p": s.typical_p,
+        "repeat_last_n": if s.penalty_last_n == usize::MAX { -1 } else { s.penalty_last_n as i64 },
+        "repeat_penalty": s.repeat_penalty,
+        "presence_penalty": s.presence_penalty,
+        "frequency_penalty": s.freq_penalty,
+        "stop": p.stop,
+        "max_tokens": p.n_predict,
+        "n_predict": p.n_predict,
+        "n_keep": p.n_keep,
+        "n_discard": p.n_discard,
+        "ignore_eos": p.ignore_eos,
+        "stream": p.stream,
+        "logit_bias": p.logit_bias.iter().map(|&(t, b)| json!({"token": t, "bias": if b.is_finite() { json!(b) } else { json!(false) }})).collect::<Vec<_>>(),
+        "n_probs": p.n_probs,
+        "min_keep": s.min_keep,
+        "samplers": ["penalties", "top_k", "typ_p", "top_p", "min_p", "temperature"],
+        "timings_per_token": p.timings_per_token,
+        "post_sampling_probs": p.post_sampling_probs,
+    })
+}
+
+fn prob_json(t: &TokenProb, post: bool) -> Value {
+    let text = lossy(&t.piece[..utf8_complete_len(&t.piece)]);
+    let mut v = json!({"id": t.id, "token": text, "bytes": t.piece});
+    if post {
+        v["prob"] = json!(t.p);
+    } else {
+        // The log of 0 would be -inf, which JSON cannot hold: llama.cpp sends the lowest float.
+        v["logprob"] = json!(if t.p == 0.0 { f32::MIN } else { t.p.ln() });
+    }
+    v
+}
+
+/// `completion_probabilities` / OpenAI `logprobs.content` for generated tokens.
+pub fn probs_json(probs: &[TokenProbs], post: bool) -> Value {
+    Value::Array(
+        probs
+            .iter()
+            .map(|p| {
+                let mut v = prob_json(&p.chosen, post);
+                let top: Vec<Value> = p.top.iter().map(|t| prob_json(t, post)).collect();
+                v[if post { "top_probs" } else { "top_logprobs" }] = Value::Array(top);
+                v
+            })
+            .collect(),
+    )
+}
+
+fn usage(f: &Final) -> Value {
+    json!({
+        "completion_tokens": f.n_decoded,
+        "prompt_tokens": f.n_prompt,
+        "total_tokens": f.n_decoded + f.n_prompt,
+        "prompt_tokens_details": {"cached_tokens": f.timings.cache_n},
+    })
+}
+
+/// The non-streamed answer (or, streaming, the final chunks: several for chat).
+pub fn final_json(m: &ResponseMeta, f: &Final, n_ctx: usize) -> Vec<Value> {
+    let post = f.params.post_sampling_probs;
+    let has_probs = !f.probs.is_empty();
+    let stream = f.params.stream;
+    match m.kind {
+        ResponseKind::Native => {
+            let mut v = json!({
+                "index": 0,
+                "content": f.content,
+                "tokens": f.tokens,
+                "id_slot": f.id_slot,
+                "stop": true,
+                "model": m.model,
+                "tokens_predicted": f.n_decoded,
+                "tokens_evaluated": f.n_prompt,
+                "generation_settings": generation_settings(&f.params, f.seed, n_ctx),
+                "prompt": f.prompt,
+                "has_new_line": f.has_new_line,
+                "truncated": f.truncated,
+                "truncated_turns": f.truncated_turns,
+                "stop_type": f.stop.name(),
+                "stopping_word": f.stopping_word,
+                "tokens_cached": f.n_cached_after,
+                "timings": f.timings.to_json(),
+            });
+            if has_probs {
+                v["completion_probabilities"] = probs_json(&f.probs, post);
+            }
+            vec![v]
+        }
+        ResponseKind::OaiCompletion => {
+            let logprobs = if has_probs {
+                json!({"content": probs_json(&f.probs, post)})
+            } else {
+                Value::Null
+            };
+            vec![json!({
+                "choices": [{"text": f.content, "index": 0, "logprobs": logprobs, "finish_reason": f.stop.finish_reason()}],
+                "created": m.created,
+                "model": m.model,
+                "system_fingerprint": fingerprint(),
+                "object": "text_completion",
+                "usage": usage(f),
+                "id": m.id,
+                "timings": f.timings.to_json(),
+                "truncated_turns": f.truncated_turns,
+            })]
+        }
+        ResponseKind::OaiChat if !stream => {
+            let mut choice = json!({
+                "finish_reason": f.stop.finish_reason(),
+                "index": 0,
+                "message": {"role": "assistant", "content": f.content},
+            });
+            if has_probs {
+                choice["logprobs"] = json!({"content": probs_json(&f.probs, post)});
+            }
+            vec![json!({
+                "choices": [choice],
+                "created": m.created,
+                "model": m.model,
+                "system_fingerprint": fingerprint(),
+                "object": "chat.completion",
+                "usage": usage(f),
+                "id": m.id,
+                "timings": f.timings.to_json(),
+                "truncated_turns": f.truncated_turns,
+            })]
+        }
+        ResponseKind::OaiChat => {
+            let chunk = |choices: Value| {
+                json!({"choices": choices, "created": m.created, "id": m.id, "model": m.model,
+                       "system_fingerprint": fingerprint(), "object": "chat.completion.chunk"})
+            };
+            let mut out = Vec::new();
+            if !f.content.is_empty() {
+                out.push(chunk(
+                    json!([{"finish_reason": null, "index": 0, "delta": {"content": f.content}}]),
+                ));
+            }
+            out.push(chunk(
+                json!([{"finish_reason": f.stop.finish_reason(), "index": 0, "delta": {}}]),
+            ));
+            if f.params.include_usage {
+                let mut u = chunk(json!([]));
+                u["usage"] = usage(f);
+                out.push(u);
+            }
+            if let Some(last) = out.last_mut() {
+                last["timings"] = f.timings.to_json();
+            }
+            out
+        }
+    }
+}
+
+/// The streamed chunk(s) for a piece of the answer (none when a chat piece has no
+/// text and is not the first).
+pub fn partial_json(m: &ResponseMeta, p: &Partial) -> Vec<Value> {
+    let post = m.post_sampling_probs;
+    let probs = p
+        .probs
+        .as_ref()
+        .map(|x| probs_json(std::slice::from_ref(x), post));
+    let timings = p.timings.map(|t| t.to_json());
+    match m.kind {
+        ResponseKind::Native => {
+            let mut v = json!({
+                "index": 0,
+                "content": p.text,
+                "tokens": p.tokens,
+                "stop": false,
+                "id_slot": p.id_slot,
+                "tokens_predicted": p.n_decoded,
+                "tokens_evaluated": p.n_prompt,
+            });
+            if let Some(t) = timings {
+                v["timings"] = t;
+            }
+            if let Some(pr) = probs {
+                v["completion_probabilities"] = pr;
+            }
+            vec![v]
+        }
+        ResponseKind::OaiCompletion => {
+            let logprobs = probs.map_or(Value::Null, |c| json!({"content": c}));
+            let mut v = json!({
+                "choices": [{"text": p.text, "index": 0, "logprobs": logprobs, "finish_reason": null}],
+                "created": m.created,
+                "model": m.model,
+                "system_fingerprint": fingerprint(),
+                "object": "text_completion",
+                "id": m.id,
+            });
+            if let Some(t) = timings {
+                v["timings"] = t;
+            }
+            vec![v]
+        }
+        ResponseKind::OaiChat => {
+            let chunk = |delta: Value| {
+                json!({"choices": [{"finish_reason": null, "index": 0, "delta": delta}], "created": m.created,
+                       "id": m.id, "model": m.model, "system_fingerprint": fingerprint(), "object": "chat.completion.chunk"})
+            };
+            let mut out = Vec::new();
+            if p.n_decoded == 1 {
+                out.push(chunk(json!({"role": "assistant", "content": null})));
+            }
+            if !p.text.is_empty() {
+                out.push(chunk(json!({"content": p.text})));
+            }
+            if let Some(last) = out.last_mut() {
+                if let Some(c) = probs {
+                    last["choices"][0]["logprobs"] = json!({"content": c});
+                }
+                if let Some(t) = timings {
+                    last["timings"] = t;
+                }
+            }
+            out
+        }
+    }
+}

@@ -1,0 +1,610 @@
+//! The HTTP routes: small handlers that parse, check and queue, then turn the engine's
+//! events into JSON or server-sent events. The API key check, CORS header and JSON
+//! error for unknown routes are middleware around them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use llama::Model;
+use serde_json::{json, Value};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use super::chat::ChatTemplate;
+use super::context::fit_chat;
+use super::engine::{EngineHandle, SlotAction};
+use super::error::ApiError;
+use super::response::{
+    completion_id, final_json, generation_settings, now_secs, partial_json, ResponseMeta,
+};
+use super::task::{Event, Task};
+use super::types::{
+    parse_gen_params, parse_messages, tokenize_prompt, Fields, GenParams, ResponseKind,
+};
+
+/// What the handlers share.
+pub struct AppState {
+    /// The engine.
+    pub engine: EngineHandle,
+    /// The model (vocabulary and metadata; the engine owns the context).
+    pub model: Arc<Model>,
+    /// The chat template.
+    pub template: ChatTemplate,
+    /// Request defaults from the command line.
+    pub defaults: GenParams,
+    /// Names the model answers to (the first is reported).
+    pub model_names: Vec<String>,
+    /// Tokens per slot.
+    pub n_ctx_slot: usize,
+    /// Number of slots.
+    pub n_slots: usize,
+    /// Accepted API keys (empty: none needed).
+    pub api_keys: Vec<String>,
+    /// `GET /metrics` enabled.
+    pub metrics: bool,
+    /// `GET /slots` enabled.
+    pub slots: bool,
+    /// The chat page enabled.
+    pub webui: bool,
+    /// Drop old chat turns instead of answering 400.
+    pub truncate_turns: bool,
+    /// Shift contexts during generation (chat prompts then get their turn starts).
+    pub ctx_shift: bool,
+    /// Default for moving kept turns' keys after dropping turns (`--turn-reuse`).
+    pub turn_reuse_shift: bool,
+    /// Path of the model file.
+    pub model_path: String,
+    /// Longest a request may take to be answered (`--timeout`; streams only to start).
+    pub timeout: std::time::Duration,
+}
+
+type St = State<Arc<AppState>>;
+
+/// Least chunk of a shortened conversation moved into place from the slot's cache when
+/// `--cache-reuse` is not set.
+const TRUNCATION_REUSE_MIN_CHUNK: usize = 8;
+
+/// All routes, with the API key middleware and a JSON 404.
+pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
+    let completion_routes = [
+        ("/completion", ResponseKind::Native),
+        ("/completions", ResponseKind::Native),
+        ("/v1/completions", ResponseKind::OaiCompletion),
+        ("/chat/completions", ResponseKind::OaiChat),
+        ("/v1/chat/completions", ResponseKind::OaiChat),
+    ];
+    let app = completion_routes
+        .into_iter()
+        .fold(Router::new(), |r, (path, kind)| {
+            r.route(path, post(move |s: St, b| completions(s, b, kind)))
+        });
+    app.route("/", get(index))
+        .route("/health", get(health))
+        .route("/v1/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
+        .route("/props", get(props))
+        .route("/slots", get(slots))
+        .route("/slots/{id}", post(slot_action))
+        .route("/metrics", get(metrics))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route("/apply-template", post(apply_template))
+        .fallback(not_found)
+        .method_not_allowed_fallback(|| async {
+            ApiError::NotFound("method not allowed on this path".into())
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("File Not Found".into())
+}
+
+/// API key check (every path but `/health` and the page, as llama.cpp), CORS, and
+/// a log line per request.
+async fn guard(State(st): St, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let public = matches!(path.as_str(), "/health" | "/v1/health" | "/");
+    if method != Method::OPTIONS && !public && !st.api_keys.is_empty() {
+        let h = req.headers();
+        let key = h
+            .get("authorization")
+            .or_else(|| h.get("x-api-key"))
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.strip_prefix("Bearer ").unwrap_or(v));
+        if !key.is_some_and(|k| st.api_keys.iter().any(|a| a == k)) {
+            eprintln!("srv  unauthorized: invalid API key for {method} {path}");
+            return ApiError::Authentication.into_response();
+        }
+    }
+    let t0 = Instant::now();
+    let mut res = if method == Method::OPTIONS {
+        let mut r = StatusCode::OK.into_response();
+        let h = r.headers_mut();
+        h.insert(
+            "access-control-allow-methods",
+            HeaderValue::from_static("GET, POST, OPTIONS"),
+        );
+        h.insert(
+            "access-control-allow-headers",
+            HeaderValue::from_static("*"),
+        );
+        r
+    } else {
+        match tokio::time::timeout(st.timeout, next.run(req)).await {
+            Ok(r) => r,
+            Err(_) => (
+                StatusCode::REQUEST_TIMEOUT,
+                axum::Json(ApiError::Unavailable("request timed out".into()).body()),
+            )
+                .into_response(),
+        }
+    };
+    res.headers_mut()
+        .insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    if path != "/health" {
+        eprintln!(
+            "srv  log_server_r: request: {method} {path} {} ({:.1} ms)",
+            res.status().as_u16(),
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    res
+}
+
+fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+    let bytes = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(format!("request body too large: {e}"))
+        } else {
+            ApiError::InvalidRequest(format!("cannot read the request body: {e}"))
+        }
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON in the request body: {e}")))
+}
+
+async fn index(State(st): St) -> Response {
+    if !st.webui {
+        return ApiError::NotFound("the web page is disabled (--no-webui)".into()).into_response();
+    }
+    Html(super::web::INDEX_HTML).into_response()
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn models(State(st): St) -> Json<Value> {
+    let name = &st.model_names[0];
+    let hp = &st.model.hparams;
+    Json(json!({
+        "object": "list",
+        "data": [{
+            "id": name,
+            "object": "model",
+            "created": now_secs(),
+            "owned_by": "llamacpp",
+            "meta": {
+                "vocab_type": format!("{:?}", st.model.vocab.kind()),
+                "n_vocab": st.model.vocab.n_tokens(),
+                "n_ctx_train": hp.n_ctx_train,
+                "n_embd": hp.n_embd,
+                "n_params": st.model.info.n_params,
+                "size": st.model.info.size_bytes,
+            },
+        }],
+        "models": [{"name": name, "model": name, "type": "model", "capabilities": ["completion"]}],
+    }))
+}
+
+async fn props(State(st): St) -> Json<Value> {
+    let d = &st.defaults;
+    Json(json!({
+        "default_generation_settings": {
+            "id": 0,
+            "n_ctx": st.n_ctx_slot,
+            "params": generation_settings(d, d.sampling.seed, st.n_ctx_slot),
+        },
+        "total_slots": st.n_slots,
+        "model_alias": st.model_names[0],
+        "model_path": st.model_path,
+        "chat_template": st.template.name(),
+        "bos_token": st.model.vocab.bos().and_then(|t| st.model.vocab.token_text(t).ok()).map(|b| String::from_utf8_lossy(b).into_owned()),
+        "eos_token": st.model.vocab.eos().and_then(|t| st.model.vocab.token_text(t).ok()).map(|b| String::from_utf8_lossy(b).into_owned()),
+        "build_info": super::response::fingerprint(),
+    }))
+}
+
+async fn slots(State(st): St) -> Result<Json<Value>, ApiError> {
+    if !st.slots {
+        return Err(ApiError::NotSupported(
+            "This server does not support slots endpoint.".into(),
+        ));
+    }
+    Ok(Json(st.engine.slots().await?))
+}
+
+async fn metrics(State(st): St) -> Result<Response, ApiError> {
+    if !st.metrics {
+        return Err(ApiError::NotSupported(
+            "This server does not support metrics endpoint. Start it with `--metrics`".into(),
+        ));
+    }
+    let m = st.engine.metrics().await?;
+    Ok((
+        [("content-type", "text/plain; version=0.0.4")],
+        m.to_prometheus(),
+    )
+        .into_response())
+}
+
+/// llama.cpp's `fs_validate_filename`, strictly: a plain file name of safe characters.
+fn valid_filename(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.contains("..")
+}
+
+async fn slot_action(
+    State(st): St,
+    Path(id): Path<String>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let id: usize = id
+        .parse()
+        .map_err(|_| ApiError::InvalidRequest(format!("invalid slot id '{id}'")))?;
+    let filename = || -> Result<String, ApiError> {
+        let b = json_body(body)?;
+        let f = Fields::of(&b)?;
+        let name = f
+            .str("filename")?
+            .ok_or_else(|| ApiError::InvalidRequest("\"filename\" is required".into()))?;
+        if !valid_filename(name) {
+            return Err(ApiError::InvalidRequest("Invalid filename".into()));
+        }
+        Ok(name.to_string())
+    };
+    let action = match q.get("action").map(String::as_str) {
+        Some("save") => SlotAction::Save(filename()?),
+        Some("restore") => SlotAction::Restore(filename()?),
+        Some("erase") => SlotAction::Erase,
+        other => {
+            return Err(ApiError::InvalidRequest(format!(
+                "invalid action {other:?}: save, restore or erase"
+            )))
+        }
+    };
+    Ok(Json(st.engine.slot_action(id, action).await?))
+}
+
+async fn tokenize(
+    State(st): St,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let b = json_body(body)?;
+    let f = Fields::of(&b)?;
+    let content = f.str("content")?.unwrap_or("");
+    let add_special = f.bool("add_special")?.unwrap_or(false);
+    let parse_special = f.bool("parse_special")?.unwrap_or(true);
+    let with_pieces = f.bool("with_pieces")?.unwrap_or(false);
+    let vocab = &st.model.vocab;
+    let toks = vocab.tokenize(content, add_special, parse_special);
+    let tokens: Vec<Value> = if with_pieces {
+        toks.iter()
+            .map(|&t| {
+                let piece = vocab.token_to_piece(t, 0, true).unwrap_or(&[]);
+                match std::str::from_utf8(piece) {
+                    Ok(s) => json!({"id": t, "piece": s}),
+                    Err(_) => json!({"id": t, "piece": piece}),
+                }
+            })
+            .collect()
+    } else {
+        toks.iter().map(|&t| json!(t)).collect()
+    };
+    Ok(Json(json!({ "tokens": tokens })))
+}
+
+async fn detokenize(
+    State(st): St,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let b = json_body(body)?;
+    let v = Fields::of(&b)?
+        .get("tokens")
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
+    let arr = v.as_array().ok_or_else(|| {
+        ApiError::InvalidRequest("\"tokens\" must be an array of token ids".into())
+    })?;
+    let n_vocab = st.model.vocab.n_tokens() as i64;
+    let toks = arr
+        .iter()
+        .map(|t| match t.as_i64() {
+            Some(i) if (0..n_vocab).contains(&i) => Ok(i as llama::Token),
+            _ => Err(ApiError::InvalidRequest(format!(
+                "token {t} is not a valid id in [0, {n_vocab})"
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // As llama.cpp's tokens_to_str: the pieces (special ones included) joined.
+    let mut bytes = Vec::new();
+    for &t in &toks {
+        bytes.extend_from_slice(
+            st.model
+                .vocab
+                .token_to_piece(t, 0, true)
+                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?,
+        );
+    }
+    Ok(Json(json!({ "content": super::text::lossy(&bytes) })))
+}
+
+async fn apply_template(
+    State(st): St,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let b = json_body(body)?;
+    let f = Fields::of(&b)?;
+    let messages = parse_messages(f.get("messages"))?;
+    let add_gen = f.bool("add_generation_prompt")?.unwrap_or(true);
+    Ok(Json(
+        json!({ "prompt": st.template.apply(&messages, add_gen)? }),
+    ))
+}
+
+fn check_model(st: &AppState, f: &Fields) -> Result<(), ApiError> {
+    match f.str("model")? {
+        Some(m) if !st.model_names.iter().any(|n| n == m) => Err(ApiError::NotFound(format!(
+            "model '{m}' not found; this server serves '{}'",
+            st.model_names[0]
+        ))),
+        _ => Ok(()),
+    }
+}
+
+async fn completions(
+    State(st): St,
+    body: Result<Bytes, BytesRejection>,
+    kind: ResponseKind,
+) -> Response {
+    match start_completion(&st, body, kind).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A completion request read and tokenized, ready for the engine.
+struct Prepared {
+    prompt: Vec<llama::Token>,
+    params: GenParams,
+    truncated_turns: usize,
+    turn_starts: Vec<(usize, usize)>,
+}
+
+/// Reads a completion request and renders and tokenizes its prompt (chats fitted to a
+/// slot). Runs on a blocking thread: a long prompt takes a while to tokenize.
+fn prepare(
+    st: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    kind: ResponseKind,
+) -> Result<Prepared, ApiError> {
+    let b = json_body(body)?;
+    let f = Fields::of(&b)?;
+    check_model(st, &f)?;
+    let mut params = parse_gen_params(&b, &st.defaults, kind, &st.model)?;
+    let (prompt, truncated_turns, turn_starts) = if kind == ResponseKind::OaiChat {
+        let messages = parse_messages(f.get("messages"))?;
+        let reserve = params.n_predict.max(0) as usize;
+        let cp = fit_chat(
+            &st.template,
+            &st.model.vocab,
+            &messages,
+            st.n_ctx_slot,
+            reserve,
+            st.truncate_turns,
+            st.ctx_shift,
+        )?;
+        if cp.dropped > 0 {
+            eprintln!(
+                "srv  chat: dropped the {} oldest messages to fit {} tokens in the slot's {}",
+                cp.dropped,
+                cp.tokens.len(),
+                st.n_ctx_slot
+            );
+            // The turns that remain sit later in the slot's cache than in the new
+            // prompt: move their keys into place rather than evaluate them again
+            // (unless asked to recompute them, for an exactly fresh evaluation).
+            let shift = match f.str("turn_reuse")? {
+                None => st.turn_reuse_shift,
+                Some("shift") => true,
+                Some("recompute") => false,
+                Some(o) => {
+                    return Err(ApiError::InvalidRequest(format!(
+                        "\"turn_reuse\" must be \"shift\" or \"recompute\", got \"{o}\""
+                    )))
+                }
+            };
+            if shift && params.n_cache_reuse == 0 {
+                params.n_cache_reuse = TRUNCATION_REUSE_MIN_CHUNK;
+            }
+            params.exact_cache = !shift;
+        }
+        (cp.tokens, cp.dropped, cp.turn_starts)
+    } else {
+        let p = f
+            .get("prompt")
+            .ok_or_else(|| ApiError::InvalidRequest("\"prompt\" is required".into()))?;
+        let tokens = tokenize_prompt(p, &st.model)?;
+        if tokens.len() >= st.n_ctx_slot {
+            return Err(ApiError::ExceedContext {
+                n_prompt_tokens: tokens.len(),
+                n_ctx: st.n_ctx_slot,
+            });
+        }
+        (tokens, 0, Vec::new())
+    };
+    Ok(Prepared {
+        prompt,
+        params,
+        truncated_turns,
+        turn_starts,
+    })
+}
+
+async fn start_completion(
+    st: &Arc<AppState>,
+    body: Result<Bytes, BytesRejection>,
+    kind: ResponseKind,
+) -> Result<Response, ApiError> {
+    let t_arrival = Instant::now();
+    let st2 = Arc::clone(st);
+    let Prepared {
+        prompt,
+        params,
+        truncated_turns,
+        turn_starts,
+    } = tokio::task::spawn_blocking(move || prepare(&st2, body, kind))
+        .await
+        .map_err(|e| ApiError::Server(format!("request preparation failed: {e}")))??;
+    if prompt.is_empty() {
+        return Err(ApiError::InvalidRequest("the prompt is empty".into()));
+    }
+    let id = st.engine.next_task_id();
+    let meta = ResponseMeta {
+        kind,
+        model: st.model_names[0].clone(),
+        id: completion_id(
+            if kind == ResponseKind::OaiChat {
+                "chatcmpl"
+            } else {
+                "cmpl"
+            },
+            id,
+        ),
+        created: now_secs(),
+        post_sampling_probs: params.post_sampling_probs,
+    };
+    let (tx, mut rx) = unbounded_channel();
+    let stream = params.stream;
+    st.engine.submit(Task {
+        id,
+        prompt,
+        params,
+        kind,
+        truncated_turns,
+        turn_starts,
+        events: tx,
+        t_arrival,
+    })?;
+    let mut headers = HeaderMap::new();
+    if truncated_turns > 0 {
+        headers.insert(
+            "x-context-dropped-turns",
+            HeaderValue::from(truncated_turns),
+        );
+    }
+    if stream {
+        // Wait for the slot to take the task, so that an early error is an HTTP error.
+        let first = match rx.recv().await {
+            Some(Event::Error(e)) => return Err(e),
+            Some(ev) => ev,
+            None => return Err(ApiError::Server("the engine dropped the request".into())),
+        };
+        return Ok((headers, sse(meta, st.n_ctx_slot, first, rx)).into_response());
+    }
+    loop {
+        match rx.recv().await {
+            Some(Event::Final(fin)) => {
+                if fin.truncated_turns > 0 {
+                    headers.insert(
+                        "x-context-dropped-turns",
+                        HeaderValue::from(fin.truncated_turns),
+                    );
+                }
+                let body = final_json(&meta, &fin, st.n_ctx_slot)
+                    .into_iter()
+                    .next()
+                    .unwrap_or(Value::Null);
+                return Ok((headers, Json(body)).into_response());
+            }
+            Some(Event::Error(e)) => return Err(e),
+            Some(_) => {}
+            None => return Err(ApiError::Server("the engine dropped the request".into())),
+        }
+    }
+}
+
+/// The events of a streamed task as server-sent events: `data: {json}` chunks, then
+/// `data: [DONE]` for the OpenAI endpoints. A forwarding task turns events into chunks;
+/// when the client goes away the SSE body is dropped, the forwarder sees its channel
+/// closed (even while no token comes) and drops the task's receiver, which cancels it.
+fn sse(
+    meta: ResponseMeta,
+    n_ctx: usize,
+    first: Event,
+    mut rx: UnboundedReceiver<Event>,
+) -> impl IntoResponse {
+    let (out, body) = tokio::sync::mpsc::channel::<Result<SseEvent, std::convert::Infallible>>(64);
+    tokio::spawn(async move {
+        let oai = meta.kind != ResponseKind::Native;
+        let mut next = Some(first);
+        loop {
+            let ev = match next.take() {
+                Some(e) => e,
+                None => tokio::select! {
+                    ev = rx.recv() => match ev {
+                        Some(e) => e,
+                        None => break,
+                    },
+                    _ = out.closed() => break,
+                },
+            };
+            let chunks: Vec<String> = match ev {
+                Event::Started { .. } => Vec::new(),
+                Event::Partial(p) => partial_json(&meta, &p)
+                    .iter()
+                    .map(Value::to_string)
+                    .collect(),
+                Event::Final(f) => {
+                    let mut v: Vec<String> = final_json(&meta, &f, n_ctx)
+                        .iter()
+                        .map(Value::to_string)
+                        .collect();
+                    if oai {
+                        v.push("[DONE]".into());
+                    }
+                    v
+                }
+                Event::Error(e) => vec![e.body().to_string()],
+            };
+            for c in chunks {
+                if out.send(Ok(SseEvent::default().data(c))).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    Sse::new(tokio_stream::wrappers::ReceiverStream::new(body)).keep_alive(KeepAlive::default())
+}
