@@ -3,10 +3,7 @@
 //! formats, with llama-server's defaults. The server asks one thing of it:
 //! `apply(messages, add_generation_prompt)`.
 
-use llama::chat::{
-    ChatError, ChatMessage, ChatTemplate as Template, ChatTemplates, TemplateOverride,
-    TemplateTokens,
-};
+use llama::chat::{ChatError, ChatMessage, ChatTemplates, TemplateOverride};
 use llama::Model;
 
 use super::error::ApiError;
@@ -21,32 +18,12 @@ impl ChatTemplate {
     /// The templates for `model`, or for `given` (`(name, source)`: a built-in name or
     /// Jinja text) when set. With `jinja`, a source without Jinja tags other than
     /// `chatml` renders as itself, as llama.cpp 0c1e570 does (`--chat-template llama3`
-    /// gives the constant text "llama3"). Warnings go to stderr; [`CliError::Usage`] for a template that cannot be used.
+    /// gives the constant text "llama3"; `llama::chat::ChatTemplates::from_gguf`).
+    /// Warnings go to stderr; [`CliError::Usage`] for a template that cannot be used.
     pub fn load(model: &Model, given: Option<(&str, &str)>, jinja: bool) -> Result<Self, CliError> {
-        let tokens = TemplateTokens::from_vocab(&model.vocab);
         let err = |e: ChatError| CliError::Usage(format!("chat template: {e}"));
-        let templates = match given {
-            Some((name, src))
-                if jinja
-                    && src != "chatml"
-                    && !src.is_empty()
-                    && !src.contains("{{")
-                    && !src.contains("{%") =>
-            {
-                eprintln!("srv  warning: chat template '{name}' has no Jinja tags: every prompt will be its text as is");
-                ChatTemplates {
-                    default: Template::jinja(name, src, tokens).map_err(err)?,
-                    tool_use: None,
-                    explicit: true,
-                    warnings: Vec::new(),
-                }
-            }
-            Some((name, source)) => {
-                ChatTemplates::for_model(model, Some(TemplateOverride { name, source }), jinja)
-                    .map_err(err)?
-            }
-            None => ChatTemplates::for_model(model, None, jinja).map_err(err)?,
-        };
+        let given = given.map(|(name, source)| TemplateOverride { name, source });
+        let templates = ChatTemplates::for_model(model, given, jinja).map_err(err)?;
         for w in &templates.warnings {
             eprintln!("srv  warning: {w}");
         }

@@ -442,9 +442,10 @@ pub struct ChatTemplates {
 impl ChatTemplates {
     /// Sets up the templates from a GGUF's `templates`, or from `override_template`
     /// (`--chat-template` / `--chat-template-file` text) when given. With
-    /// `use_jinja`, templates are Jinja (a built-in format name given as override
-    /// selects that built-in format, with a warning); without, the built-in format
-    /// is recognised from the text. A model without a template gets ChatML, with a
+    /// `use_jinja`, templates are Jinja: an override is template text even when it
+    /// is a built-in format's name (as in llama.cpp, with a warning), except
+    /// `chatml`, which selects the ChatML template; without, the built-in format is
+    /// recognised from the text or named. A model without a template gets ChatML, with a
     /// warning. Errors: the template does not parse, or (without Jinja) matches no
     /// built-in format.
     pub fn from_gguf(
@@ -496,13 +497,14 @@ impl ChatTemplates {
                     e
                 }
             })?
-        } else if is_override && BuiltinFormat::from_name(&default_src).is_ok() {
-            warnings.push(format!(
-                "'{default_src}' is the name of a built-in format, not a Jinja template: using the built-in format"
-            ));
-            ChatTemplate::builtin(&default_src)?
         } else {
-            if !has_tags {
+            // As llama.cpp: under Jinja an override is template text, even when it is a
+            // built-in format's name ("chatml" alone maps to the ChatML template above).
+            if is_override && BuiltinFormat::from_name(&default_src).is_ok() {
+                warnings.push(format!(
+                    "'{default_src}' is the name of a built-in format, but with Jinja on it is taken as the template's text (as llama.cpp does), so every prompt will be that text: add --no-jinja to use the built-in format"
+                ));
+            } else if !has_tags {
                 warnings.push(format!(
                     "chat template '{name}' has no Jinja tags: every prompt will be its text as is"
                 ));
