@@ -340,3 +340,38 @@ fn short_rows_panic_instead_of_reading_past_the_end() {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The run-time activation quantizers (Q8_0, Q8_K) write the scalar quantizer's
+    /// bytes at every level, including blocks where +max and -max both occur.
+    #[test]
+    fn activation_quantizers_agree_across_levels(
+        k8 in any::<bool>(),
+        nb in 1usize..=4,
+        mut x in values(1024),
+        tie in any::<bool>(),
+    ) {
+        let typ = if k8 { GgmlType::Q8_K } else { GgmlType::Q8_0 };
+        let n = nb * typ.blck_size();
+        x.truncate(n);
+        if tie {
+            // Both signs of the largest magnitude in one block.
+            x[1] = 3e4;
+            x[5] = -3e4;
+        }
+        let want = {
+            let f = ggml::quants::from_float_for(typ, SimdLevel::Scalar).expect("scalar");
+            let mut y = vec![0u8; typ.row_size(n)];
+            f(&x, &mut y);
+            y
+        };
+        for level in available_levels() {
+            let f = ggml::quants::from_float_for(typ, level).expect("quantizer");
+            let mut y = vec![0xA5u8; typ.row_size(n)];
+            f(&x, &mut y);
+            prop_assert_eq!(&y, &want, "{} {}", typ, level.name());
+        }
+    }
+}

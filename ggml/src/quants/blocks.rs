@@ -400,8 +400,14 @@ pub fn q3k_scales(scales: &[u8; 12]) -> [u8; 16] {
 /// The 8 scales (6-bit, offset by 32) of an IQ4_XS block.
 #[inline]
 pub fn iq4xs_scale(b: &BlockIq4Xs, ib: usize) -> i32 {
-    let h = b.scales_h.get() as i32;
-    let ls = ((b.scales_l[ib / 2] as i32 >> (4 * (ib % 2))) & 0xf) | (((h >> (2 * ib)) & 3) << 4);
+    iq4xs_scale_of(b.scales_h.get(), &b.scales_l, ib)
+}
+
+/// [`iq4xs_scale`] from the block's `scales_h` and `scales_l` fields.
+#[inline]
+pub fn iq4xs_scale_of(scales_h: u16, scales_l: &[u8; QK_K / 64], ib: usize) -> i32 {
+    let h = scales_h as i32;
+    let ls = ((scales_l[ib / 2] as i32 >> (4 * (ib % 2))) & 0xf) | (((h >> (2 * ib)) & 3) << 4);
     ls - 32
 }
 

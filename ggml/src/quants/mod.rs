@@ -5,6 +5,7 @@
 //! Covered: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
 //! IQ4_NL and IQ4_XS. See `docs/quants.md` for the formats and the design.
 
+mod act;
 pub mod batch;
 pub mod blocks;
 mod dot;
@@ -14,6 +15,7 @@ mod legacy;
 
 use rayon::prelude::*;
 
+pub use act::from_float_for;
 pub use dot::{gemm_dot_for, gemm_tile_for, vec_dot_for};
 
 use crate::error::{Error, Result};
@@ -57,7 +59,7 @@ fn entry(typ: GgmlType) -> Option<Entry> {
         ),
         T::Q8_0 => (
             legacy::dequantize_row_q8_0,
-            legacy::quantize_row_q8_0,
+            act::best(T::Q8_0).unwrap_or(legacy::quantize_row_q8_0),
             legacy::quantize_row_q8_0_ref,
             T::Q8_0,
         ),
@@ -99,7 +101,7 @@ fn entry(typ: GgmlType) -> Option<Entry> {
         ),
         T::Q8_K => (
             k_quants::dequantize_row_q8_k,
-            k_quants::quantize_row_q8_k,
+            act::best(T::Q8_K).unwrap_or(k_quants::quantize_row_q8_k),
             k_quants::quantize_row_q8_k,
             T::Q8_K,
         ),

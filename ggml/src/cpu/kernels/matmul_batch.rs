@@ -3,7 +3,14 @@
 //! its activation rows.
 
 use super::{ComputeParams, ExecNode, TView};
-use crate::quants::batch::{self, Acc, Route, Unpacked, SLAB, TILE};
+use std::cell::RefCell;
+
+use crate::quants::batch::{self, Acc, Route, Unpacked, WideScratch, SLAB, TILE, WIDE};
+
+thread_local! {
+    /// Each worker's buffers for the wide kernels, kept from node to node.
+    static WIDE_SCRATCH: RefCell<WideScratch> = RefCell::new(WideScratch::default());
+}
 
 /// Segments of at most this many activation rows take the direct GEMV (where the
 /// level has one): unpacking a tile pays off only when several rows use it.
@@ -83,6 +90,54 @@ pub(super) fn forward<'a>(
                 }
             }
         };
+        if let Some(wide) = kernels.wide.filter(|_| !few) {
+            let done = WIDE_SCRATCH.with_borrow_mut(|ws| {
+                if !ws.prepare(s0.typ, &runs[0].1, n, &acts) {
+                    return false;
+                }
+                // Tiles of 16 rows; when the threads split the weight rows, they split
+                // whole tiles.
+                let range0 = if nr0 >= nrows1 {
+                    let t = params.range(nr0.div_ceil(WIDE));
+                    (t.start * WIDE).min(nr0)..(t.end * WIDE).min(nr0)
+                } else {
+                    range0.clone()
+                };
+                let mut rows: [&[u8]; WIDE] = [&[]; WIDE];
+                for iir0 in range0.clone().step_by(WIDE) {
+                    let end0 = (iir0 + WIDE).min(range0.end);
+                    for (row, r) in rows.iter_mut().zip(iir0..end0) {
+                        // SAFETY: src0 rows are dense (checked when the node was built)
+                        // and only read.
+                        *row = unsafe { s0.row_bytes(r, i02, i03) };
+                    }
+                    ws.tile(wide, s0.typ, n, &rows[..end0 - iir0], &acts, &runs);
+                    for (run, p) in &runs {
+                        for j in run.clone() {
+                            let (i11, i12, i13) = s1.row_index(ir1 + j);
+                            let out = ws.acc[j].outputs(p);
+                            // SAFETY: dst elements (iir0 .. end0, i11, i12, i13) are
+                            // adjacent (dst rows are dense), inside dst, and belong to
+                            // this thread alone.
+                            unsafe {
+                                let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
+                                if end0 - iir0 == WIDE {
+                                    // A copy of known length: no call into `memcpy`.
+                                    (d as *mut [f32; WIDE]).write_unaligned(out);
+                                } else {
+                                    std::ptr::copy_nonoverlapping(out.as_ptr(), d, end0 - iir0);
+                                }
+                            }
+                        }
+                    }
+                }
+                true
+            });
+            if done {
+                ir1 = end1;
+                continue;
+            }
+        }
         let mut iir0 = range0.start;
         while iir0 < range0.end {
             let end0 = (iir0 + TILE).min(range0.end);

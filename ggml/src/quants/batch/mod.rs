@@ -17,6 +17,9 @@
 
 mod recipe;
 mod unpack;
+mod wide;
+#[cfg(target_arch = "x86_64")]
+mod wide_x86;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -25,6 +28,9 @@ use std::sync::OnceLock;
 pub(crate) use recipe::{act_row_size, Acc, Plan};
 use unpack::SUB;
 pub(crate) use unpack::{Unpacked, TILE};
+pub(crate) use wide::{WideAcc, WIDE};
+
+use wide::{Shape, WideActs, WideCols, WideTile};
 
 use crate::cpu::simd::SimdLevel;
 use crate::types::GgmlType;
@@ -212,6 +218,113 @@ pub(crate) struct Kernels {
     /// from `fill` and `tile` (preparing a tile for the main ones costs more than it
     /// saves on one or two rows).
     pub few: Option<(Fill, Kernel)>,
+    /// The fill and kernel of wide tiles of 16 rows ([`WideScratch`]), where the
+    /// level has them.
+    pub wide: Option<(WideFill, WideKernel)>,
+}
+
+/// Fills a wide tile (see [`WideTile::fill`]).
+pub(crate) type WideFill = fn(&mut WideTile, &Plan, Shape, GgmlType, usize, &[&[u8]]);
+
+#[cfg(target_arch = "x86_64")]
+fn wide_fill_avx512(
+    t: &mut WideTile,
+    p: &Plan,
+    sh: Shape,
+    typ: GgmlType,
+    n: usize,
+    rows: &[&[u8]],
+) {
+    // SAFETY: only handed out by `kernels_for` at the AVX-512 level (with AVX2, FMA and
+    // F16C); `fill_with` checks the rows.
+    unsafe { wide_x86::fill_wide(t, p, sh, typ, n, rows) }
+}
+
+/// A wide tile kernel: adds the slab `t` (elements `k0 .. k0 + t.n` of its rows) into
+/// `acc[j]` for activation row `cols.a[j]`.
+pub(crate) type WideKernel = fn(&Plan, Shape, &WideTile, k0: usize, WideCols, &mut [WideAcc]);
+
+#[cfg(target_arch = "x86_64")]
+fn wide_vnni(p: &Plan, sh: Shape, t: &WideTile, k0: usize, cols: WideCols, acc: &mut [WideAcc]) {
+    let WideCols { a, acts, j0 } = cols;
+    let n = t.n;
+    let (ablk, _, _) = p.act.layout();
+    assert!(
+        n.is_multiple_of(p.chunk)
+            && p.chunk.is_multiple_of(sh.subw)
+            && k0.is_multiple_of(p.group)
+            && t.qw.len() >= WIDE * n
+            && (!p.scaled || t.sc.len() * sh.subw >= WIDE * n)
+            && (!p.has_min || t.mp.len() * 32 >= WIDE * n)
+            && t.d.len() * p.group >= WIDE * n
+            && t.dmin.len() * p.group >= WIDE * n
+            && a.iter().all(|a| a.len() >= act_row_size(p.act, k0 + n))
+            && acc.len() == a.len()
+            && acts.corr.len() >= (j0 + a.len()) * acts.ncorr
+            && acts.dy.len() >= (j0 + a.len()) * acts.ndy
+            && acts.ncorr * sh.subw >= k0 + n
+            && acts.ndy * ablk >= k0 + n,
+        "wide kernel: rows do not match"
+    );
+    // SAFETY: everything the kernel reads was sized above; only handed out by
+    // `kernels_for` after AVX-512 VNNI was detected on top of the AVX-512 level.
+    unsafe { wide_x86::tile_wide(p, sh, t, k0, cols, acc) }
+}
+
+/// The buffers of the wide path, reused from call to call.
+#[derive(Default)]
+pub(crate) struct WideScratch {
+    tile: WideTile,
+    acts: WideActs,
+    /// The running sums of the activation rows against the current tile.
+    pub acc: Vec<WideAcc>,
+}
+
+impl WideScratch {
+    /// Prepares the activation rows `a` of `n` elements for weights of `typ` under
+    /// plan `p`; `false` when the wide path does not take `typ`.
+    pub fn prepare(&mut self, typ: GgmlType, p: &Plan, n: usize, a: &[&[u8]]) -> bool {
+        let Some(sh) = wide::shape(typ) else {
+            return false;
+        };
+        self.acts.prepare(p, sh, n, a);
+        true
+    }
+
+    /// Runs up to [`WIDE`] weight rows `w` of `n` elements of `typ` against the
+    /// prepared activation rows, each run `(rows, plan)` of them with its plan, slab
+    /// by slab; leaves the sums in [`WideScratch::acc`] (one per prepared row).
+    pub fn tile(
+        &mut self,
+        (fill, wide): (WideFill, WideKernel),
+        typ: GgmlType,
+        n: usize,
+        w: &[&[u8]],
+        a: &[&[u8]],
+        runs: &[(std::ops::Range<usize>, Plan)],
+    ) {
+        let sh = wide::shape(typ).expect("prepared for a wide type");
+        let (blck, size) = (typ.blck_size(), typ.type_size());
+        self.acc.clear();
+        self.acc.resize(a.len(), WideAcc::default());
+        for k0 in (0..n).step_by(SLAB) {
+            let len = SLAB.min(n - k0);
+            let at = k0 / blck * size;
+            let mut rows: [&[u8]; WIDE] = [&[]; WIDE];
+            for (row, w) in rows.iter_mut().zip(w) {
+                *row = &w[at..];
+            }
+            fill(&mut self.tile, &runs[0].1, sh, typ, len, &rows[..w.len()]);
+            for (run, p) in runs {
+                let cols = WideCols {
+                    a: &a[run.clone()],
+                    acts: &self.acts,
+                    j0: run.start,
+                };
+                wide(p, sh, &self.tile, k0, cols, &mut self.acc[run.clone()]);
+            }
+        }
+    }
 }
 
 fn fill_scalar(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
@@ -275,6 +388,7 @@ const SCALAR: Kernels = Kernels {
     tile: kernel_scalar,
     gemv: None,
     few: None,
+    wide: None,
 };
 
 /// The batch code of SIMD level `level`; `None` when this CPU cannot run it (NEON
@@ -290,6 +404,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             tile: kernel_avx2,
             gemv: Some(gemv_avx2),
             few: None,
+            wide: None,
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512 if crate::quants::dot::has_avx512_vnni() => Some(Kernels {
@@ -297,6 +412,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             tile: kernel_vnni,
             gemv: Some(gemv_avx2),
             few: Some((fill_avx2, kernel_avx512)),
+            wide: Some((wide_fill_avx512, wide_vnni)),
         }),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512 => Some(Kernels {
@@ -304,6 +420,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             tile: kernel_avx512,
             gemv: Some(gemv_avx2),
             few: None,
+            wide: None,
         }),
         _ => Some(SCALAR),
     }
@@ -329,6 +446,18 @@ pub fn products_for(typ: GgmlType, path: Path, level: SimdLevel) -> Option<Produ
     let k = kernels_for(level)?;
     Some(Box::new(move |n: usize, w: &[&[u8]], a: &[&[u8]]| {
         let mut res = vec![0f32; a.len() * w.len()];
+        let mut s = WideScratch::default();
+        if let Some(wide) = k.wide.filter(|_| s.prepare(typ, &p, n, a)) {
+            let runs = [(0..a.len(), p)];
+            for (t, rows) in w.chunks(WIDE).enumerate() {
+                s.tile(wide, typ, n, rows, a, &runs);
+                for (r, acc) in s.acc.iter().enumerate() {
+                    let at = r * w.len() + t * WIDE;
+                    res[at..at + rows.len()].copy_from_slice(&acc.outputs(&p)[..rows.len()]);
+                }
+            }
+            return res;
+        }
         let mut tile = Unpacked::default();
         let mut acc = vec![Acc::default(); a.len()];
         let (blck, size) = (typ.blck_size(), typ.type_size());
@@ -397,6 +526,76 @@ mod tests {
                     assert!(gemv(&p, typ, n, &rows, &rows, &aq, &mut got), "{typ}");
                     let bits = |a: &Acc| a.outputs(&p).map(f32::to_bits);
                     assert_eq!(bits(&got), bits(&acc[0]), "{typ} n={n} {}", level.name());
+                }
+            }
+        }
+    }
+
+    /// Every level's wide fill gives the plain-Rust tile, for whole and partial tiles.
+    #[test]
+    fn every_level_fills_the_same_wide_tiles() {
+        let mut s = 0x0bad_cafe_f00d_1234u64;
+        for typ in crate::quants::types().filter(|&t| wide::shape(t).is_some()) {
+            let path = if tiles(typ) {
+                Path::Tiled
+            } else {
+                Path::RepackGemm
+            };
+            let p = plan(typ, path).expect("plan");
+            let sh = wide::shape(typ).expect("shape");
+            let sizes = [(256, 16), (768, 5), (1024, 16), (800, 3), (96, 16)];
+            for (n, nrows) in sizes.into_iter().filter(|(n, _)| n % typ.blck_size() == 0) {
+                let rows: Vec<Vec<u8>> = (0..nrows)
+                    .map(|_| {
+                        let x: Vec<f32> = (0..n)
+                            .map(|_| {
+                                s ^= s << 13;
+                                s ^= s >> 7;
+                                s ^= s << 17;
+                                (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                            })
+                            .collect();
+                        crate::quants::quantize(typ, &x, n).expect("quantize")
+                    })
+                    .collect();
+                let rows: Vec<&[u8]> = rows.iter().map(|r| &r[..]).collect();
+                let mut want = WideTile::default();
+                want.fill(&p, sh, typ, n, &rows);
+                for level in crate::cpu::simd::available_levels() {
+                    let Some((fill, _)) = kernels_for(level).and_then(|k| k.wide) else {
+                        continue;
+                    };
+                    let mut got = WideTile::default();
+                    fill(&mut got, &p, sh, typ, n, &rows);
+                    let lanes = |v: &[u8]| -> Vec<u8> {
+                        v.chunks_exact(4 * WIDE)
+                            .flat_map(|g| g[..4 * nrows].to_vec())
+                            .collect()
+                    };
+                    assert_eq!(
+                        lanes(&got.qw),
+                        lanes(&want.qw),
+                        "{typ} {n} {}",
+                        level.name()
+                    );
+                    let live = |v: &[f32]| -> Vec<u32> {
+                        v.chunks_exact(WIDE)
+                            .flat_map(|g| g[..nrows].iter().map(|x| x.to_bits()))
+                            .collect()
+                    };
+                    assert_eq!(live(&got.d), live(&want.d), "{typ}");
+                    assert_eq!(live(&got.dmin), live(&want.dmin), "{typ}");
+                    let live_i = |v: &[i32]| -> Vec<i32> {
+                        v.chunks_exact(WIDE)
+                            .flat_map(|g| g[..nrows].to_vec())
+                            .collect()
+                    };
+                    if p.scaled {
+                        assert_eq!(live_i(&got.sc), live_i(&want.sc), "{typ}");
+                    }
+                    if p.has_min {
+                        assert_eq!(live_i(&got.mp), live_i(&want.mp), "{typ}");
+                    }
                 }
             }
         }

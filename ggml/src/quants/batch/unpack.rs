@@ -3,6 +3,8 @@
 //! 16 elements an integer scale and min, every block its float scales. One integer
 //! kernel then serves every type, and SIMD lanes can hold the 8 rows' outputs.
 
+use std::mem::offset_of;
+
 use crate::quants::blocks::*;
 use crate::quants::k_quants::{k4_codes, q2k_codes, q3k_values, q5k_codes, q6k_values};
 use crate::quants::legacy::nibbles;
@@ -164,13 +166,33 @@ pub(crate) fn min_at(r: usize, g: usize) -> usize {
     g / 4 * (4 * TILE) + 4 * r + g % 4
 }
 
+/// The scales of one block: the integer scale and min of each 16 values (zeros
+/// where the type has none) and the float `d`, `dmin`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Scales {
+    /// Each 16 values' integer scale (super-block types).
+    pub sc: [i16; QK_K / SUB],
+    /// Each 16 values' integer min (types with mins).
+    pub m: [i16; QK_K / SUB],
+    /// The block scale.
+    pub d: f32,
+    /// The block's min scale (0 without mins).
+    pub dmin: f32,
+}
+
 /// A block the batch kernels unpack.
 pub(crate) trait Unpack: Block {
     /// Writes the block's `BLCK` values into `q`.
     fn values(&self, q: &mut [i8]);
-    /// Writes each 16 values' scale 8 times into `sv` and, for the super-block types
-    /// with mins, their min into `m`; returns `(d, dmin)`.
-    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32);
+    /// The scales of the block at the start of `b` (read field by field: copying
+    /// the whole block out costs more than the rest of the unpacking).
+    fn scales_of(b: &[u8]) -> Scales;
+}
+
+/// The field `F` at byte `off` of `b`.
+#[inline(always)]
+fn field<F: Field>(b: &[u8], off: usize) -> F {
+    F::read(&b[off..])
 }
 
 /// How the values of blocks are unpacked: in plain Rust or with a SIMD level's code
@@ -189,7 +211,12 @@ pub(crate) trait Values {
     /// As [`Values::values`].
     #[inline(always)]
     unsafe fn scales<B: Unpack>(b: &[u8], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        B::read(b).scales(sv, m)
+        let s = B::scales_of(b);
+        if B::BLCK == QK_K {
+            spread(sv, &s.sc);
+        }
+        *m = s.m;
+        (s.d, s.dmin)
     }
 }
 
@@ -237,8 +264,11 @@ impl Unpack for BlockQ4_0 {
     }
 
     #[inline(always)]
-    fn scales(&self, _: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        (self.d.get(), 0.0)
+    fn scales_of(b: &[u8]) -> Scales {
+        Scales {
+            d: field::<F16Le>(b, 0).get(),
+            ..Scales::default()
+        }
     }
 }
 
@@ -249,8 +279,11 @@ impl Unpack for BlockIq4Nl {
     }
 
     #[inline(always)]
-    fn scales(&self, _: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        (self.d.get(), 0.0)
+    fn scales_of(b: &[u8]) -> Scales {
+        Scales {
+            d: field::<F16Le>(b, 0).get(),
+            ..Scales::default()
+        }
     }
 }
 
@@ -261,11 +294,14 @@ impl Unpack for BlockQ2K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        let sc = self.scales.map(|s| (s & 0xF) as i16);
-        *m = self.scales.map(|s| (s >> 4) as i16);
-        spread(sv, &sc);
-        (self.d.get(), self.dmin.get())
+    fn scales_of(b: &[u8]) -> Scales {
+        let scales: [u8; 16] = field(b, offset_of!(BlockQ2K, scales));
+        Scales {
+            sc: scales.map(|s| (s & 0xF) as i16),
+            m: scales.map(|s| (s >> 4) as i16),
+            d: field::<F16Le>(b, offset_of!(BlockQ2K, d)).get(),
+            dmin: field::<F16Le>(b, offset_of!(BlockQ2K, dmin)).get(),
+        }
     }
 }
 
@@ -276,23 +312,32 @@ impl Unpack for BlockQ3K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        spread(sv, &q3k_scales(&self.scales).map(|s| s as i16 - 32));
-        (self.d.get(), 0.0)
+    fn scales_of(b: &[u8]) -> Scales {
+        Scales {
+            sc: q3k_scales(&field(b, offset_of!(BlockQ3K, scales))).map(|s| s as i16 - 32),
+            d: field::<F16Le>(b, offset_of!(BlockQ3K, d)).get(),
+            ..Scales::default()
+        }
     }
 }
 
-/// The Q4_K / Q5_K scales and mins (one per 32 elements) spread over 16s.
+/// The Q4_K / Q5_K scales and mins (one per 32 elements, each given to both of its
+/// 16s) of the block at the start of `b`: both types start with `d, dmin, scales`.
 #[inline(always)]
-fn k4_scales(scales: &[u8; K_SCALE_SIZE], sv: &mut [i16], m: &mut [i16; QK_K / SUB]) {
-    let (mut sc, mut mn) = ([0i16; 16], [0i16; 16]);
+fn k4_scales(b: &[u8]) -> Scales {
+    const _: () = assert!(offset_of!(BlockQ4K, scales) == offset_of!(BlockQ5K, scales));
+    let scales = field(b, offset_of!(BlockQ4K, scales));
+    let mut s = Scales {
+        d: field::<F16Le>(b, offset_of!(BlockQ4K, d)).get(),
+        dmin: field::<F16Le>(b, offset_of!(BlockQ4K, dmin)).get(),
+        ..Scales::default()
+    };
     for j in 0..QK_K / 32 {
-        let (s, n) = get_scale_min_k4(j, scales);
-        sc[2 * j..2 * j + 2].fill(s as i16);
-        mn[2 * j..2 * j + 2].fill(n as i16);
+        let (sc, m) = get_scale_min_k4(j, &scales);
+        s.sc[2 * j..2 * j + 2].fill(sc as i16);
+        s.m[2 * j..2 * j + 2].fill(m as i16);
     }
-    *m = mn;
-    spread(sv, &sc);
+    s
 }
 
 impl Unpack for BlockQ4K {
@@ -302,9 +347,8 @@ impl Unpack for BlockQ4K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        k4_scales(&self.scales, sv, m);
-        (self.d.get(), self.dmin.get())
+    fn scales_of(b: &[u8]) -> Scales {
+        k4_scales(b)
     }
 }
 
@@ -315,9 +359,8 @@ impl Unpack for BlockQ5K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], m: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        k4_scales(&self.scales, sv, m);
-        (self.d.get(), self.dmin.get())
+    fn scales_of(b: &[u8]) -> Scales {
+        k4_scales(b)
     }
 }
 
@@ -328,9 +371,13 @@ impl Unpack for BlockQ6K {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        spread(sv, &self.scales.map(|s| s as i16));
-        (self.d.get(), 0.0)
+    fn scales_of(b: &[u8]) -> Scales {
+        let scales: [i8; 16] = field(b, offset_of!(BlockQ6K, scales));
+        Scales {
+            sc: scales.map(|s| s as i16),
+            d: field::<F16Le>(b, offset_of!(BlockQ6K, d)).get(),
+            ..Scales::default()
+        }
     }
 }
 
@@ -344,12 +391,14 @@ impl Unpack for BlockIq4Xs {
     }
 
     #[inline(always)]
-    fn scales(&self, sv: &mut [i16], _: &mut [i16; QK_K / SUB]) -> (f32, f32) {
-        spread(
-            sv,
-            &std::array::from_fn(|k| iq4xs_scale(self, k / 2) as i16),
-        );
-        (self.d.get(), 0.0)
+    fn scales_of(b: &[u8]) -> Scales {
+        let h = field::<U16Le>(b, offset_of!(BlockIq4Xs, scales_h)).get();
+        let l: [u8; QK_K / 64] = field(b, offset_of!(BlockIq4Xs, scales_l));
+        Scales {
+            sc: std::array::from_fn(|k| iq4xs_scale_of(h, &l, k / 2) as i16),
+            d: field::<F16Le>(b, offset_of!(BlockIq4Xs, d)).get(),
+            ..Scales::default()
+        }
     }
 }
 

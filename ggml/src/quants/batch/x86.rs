@@ -529,7 +529,7 @@ impl Values for Avx2Values {
             // instead of copying the block out.
             match B::TYPE {
                 GgmlType::Q4_0 | GgmlType::IQ4_NL => (f16_at(b.as_ptr()), 0.0),
-                _ => B::read(b).scales(sv, m),
+                _ => ScalarValues::scales::<B>(b, sv, m),
             }
         }
     }
