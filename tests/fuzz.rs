@@ -1,6 +1,8 @@
 //! Fuzzing on stable Rust: mutated and random inputs for the GGUF reader, the model
 //! loader (and a decode of what loads), the tokenizer (bytes and text with special
-//! tokens, both ways) and every program's argument parser. Each case runs on its own
+//! tokens, both ways), every program's argument parser, and the server's request
+//! handling (mutated JSON bodies for every endpoint; each must get an answer and the
+//! server must keep serving). Each case runs on its own
 //! thread under a time budget; a panic or an overrun fails the test with the case's
 //! number, which `FUZZ_SEED` and the index reproduce.
 //!
@@ -9,6 +11,8 @@
 //! default). Every crash the fuzzer found is a fixed case in `regressions_*`.
 
 mod common;
+#[path = "common/server.rs"]
+mod srv;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -25,6 +29,7 @@ use llamars::cli::{
     bench, chat_template, completion, eval_callback, gen_model, gguf_dump, passkey, perplexity,
     simple, tokenize,
 };
+use serde_json::{json, Value};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -880,4 +885,239 @@ fn regressions_model_loader() {
         let p = path.clone();
         guarded(move || load_and_run(&p)).expect("no panic");
     }
+}
+
+// ---------------------------------------------------------------------------
+// The server: mutated requests
+
+/// Requests the server answers with 200, the seeds of the mutations: every endpoint
+/// that takes a body, with most of the fields each one reads.
+fn server_seed_requests() -> Vec<(&'static str, Value)> {
+    let messages = json!([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Once upon a time"},
+        {"role": "assistant", "content": "there was"},
+        {"role": "user", "content": [{"type": "text", "text": "a cat"}]}
+    ]);
+    vec![
+        (
+            "/completion",
+            json!({"prompt": "Once upon a time", "n_predict": 6, "temperature": 0.8,
+                   "top_k": 40, "top_p": 0.9, "min_p": 0.05, "typical_p": 1.0,
+                   "repeat_penalty": 1.1, "repeat_last_n": 64, "seed": 7,
+                   "stop": ["."], "n_probs": 2, "n_keep": 4, "cache_prompt": true,
+                   "logit_bias": [[1, -1.0]], "ignore_eos": false, "stream": false}),
+        ),
+        (
+            "/v1/completions",
+            json!({"model": "m", "prompt": ["Once", "upon"], "max_tokens": 6,
+                   "logprobs": 2, "presence_penalty": 0.5, "frequency_penalty": 0.5,
+                   "stream": false}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "messages": messages, "max_tokens": 6,
+                   "logprobs": true, "top_logprobs": 2, "logit_bias": {"1": -100},
+                   "stream": false, "stream_options": {"include_usage": true}}),
+        ),
+        (
+            "/tokenize",
+            json!({"content": "Hello <s> world", "add_special": true,
+                   "parse_special": true, "with_pieces": true}),
+        ),
+        ("/detokenize", json!({"tokens": [1, 300, 2]})),
+        ("/apply-template", json!({"messages": messages})),
+    ]
+}
+
+/// A value of any JSON type that requests get wrong: wrong types, extremes, deep
+/// nesting, odd text.
+fn hostile_value(rng: &mut Rng) -> Value {
+    match rng.below(14) {
+        0 => Value::Null,
+        1 => json!(rng.chance(1, 2)),
+        2 => json!(-1),
+        3 => json!(0),
+        4 => json!(i64::MAX),
+        5 => json!(u64::MAX),
+        6 => json!(-1e308),
+        7 => json!(1.5),
+        8 => json!(""),
+        9 => json!("\u{0}\u{feff}\u{10ffff}<|im_end|>\n{{ raise_exception('x') }}"),
+        10 => json!([]),
+        11 => json!({}),
+        12 => {
+            // Deeper than serde_json's recursion limit (128) half of the time.
+            let mut v = json!(1);
+            for _ in 0..(50 + rng.below(150)) {
+                v = json!([v]);
+            }
+            v
+        }
+        _ => json!(rng.below(100_000) as i64 - 50_000),
+    }
+}
+
+/// Field names the endpoints read, for mutations that add a field.
+const SERVER_FIELDS: &[&str] = &[
+    "prompt",
+    "messages",
+    "n_predict",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "seed",
+    "stop",
+    "n_probs",
+    "logprobs",
+    "top_logprobs",
+    "n_keep",
+    "n_discard",
+    "logit_bias",
+    "ignore_eos",
+    "stream",
+    "cache_prompt",
+    "id_slot",
+    "n",
+    "content",
+    "tokens",
+    "role",
+    "with_pieces",
+    "add_special",
+    "return_tokens",
+    "min_keep",
+    "n_cache_reuse",
+];
+
+/// `v` with one change at a random place: a value replaced, a key dropped or added,
+/// an array element duplicated.
+fn mutate_json(rng: &mut Rng, v: &mut Value) {
+    let descend = rng.chance(2, 3);
+    match v {
+        Value::Object(map) if !map.is_empty() => {
+            let key = map.keys().nth(rng.below(map.len())).cloned().unwrap();
+            if descend {
+                mutate_json(rng, map.get_mut(&key).unwrap());
+            } else {
+                match rng.below(3) {
+                    0 => {
+                        map.remove(&key);
+                    }
+                    1 => {
+                        map.insert(key, hostile_value(rng));
+                    }
+                    _ => {
+                        let k = SERVER_FIELDS[rng.below(SERVER_FIELDS.len())];
+                        map.insert(k.to_string(), hostile_value(rng));
+                    }
+                }
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let i = rng.below(items.len());
+            if descend {
+                mutate_json(rng, &mut items[i]);
+            } else if rng.chance(1, 2) {
+                let copy = items[i].clone();
+                items.insert(i, copy);
+            } else {
+                items[i] = hostile_value(rng);
+            }
+        }
+        _ => *v = hostile_value(rng),
+    }
+}
+
+/// A mutated request body: one to three structural changes, and sometimes broken
+/// bytes (truncated, a byte flipped, not UTF-8).
+fn mutated_body(rng: &mut Rng, seed: &Value) -> Vec<u8> {
+    let mut v = seed.clone();
+    for _ in 0..1 + rng.below(3) {
+        mutate_json(rng, &mut v);
+    }
+    let mut b = v.to_string().into_bytes();
+    if rng.chance(1, 5) && !b.is_empty() {
+        let i = rng.below(b.len());
+        match rng.below(3) {
+            0 => b.truncate(i),
+            1 => b[i] ^= 1 << rng.below(8),
+            _ => b.insert(i, 0xff),
+        }
+    }
+    b
+}
+
+/// POSTs `body` to `url`; the status and the body, or why no answer came.
+fn post_bytes(url: &str, body: &[u8]) -> Result<(u16, String), String> {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build();
+    match agent
+        .post(url)
+        .set("content-type", "application/json")
+        .send_bytes(body)
+    {
+        Ok(r) => Ok((r.status(), r.into_string().unwrap_or_default())),
+        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string().unwrap_or_default())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[test]
+fn fuzz_server_requests() {
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let server = srv::TestServer::start(&model, &["-c", "256", "-np", "2", "-n", "32"]);
+    let seeds = Arc::new(server_seed_requests());
+    for (path, body) in seeds.iter() {
+        let (code, text) = post_bytes(
+            &format!("{}{path}", server.url),
+            body.to_string().as_bytes(),
+        )
+        .expect("seed request answered");
+        assert_eq!(code, 200, "seed request {path}: {text}");
+    }
+    let url = server.url.clone();
+    // Each case is an HTTP round trip, some with generation: fewer than the others.
+    fuzz("server requests", iters() / 2, |_, rng| {
+        let (path, seed) = &seeds[rng.below(seeds.len())];
+        let body = mutated_body(rng, seed);
+        let url = format!("{url}{path}");
+        Box::new(move || {
+            let (code, text) = post_bytes(&url, &body).unwrap_or_else(|e| {
+                panic!("no answer: {e}; body {}", String::from_utf8_lossy(&body))
+            });
+            let known = matches!(code, 200 | 400 | 404 | 413 | 501 | 503);
+            assert!(
+                known,
+                "status {code} ({text}); body {}",
+                String::from_utf8_lossy(&body)
+            );
+            if code != 200 {
+                let v: Value = serde_json::from_str(&text)
+                    .unwrap_or_else(|_| panic!("error not JSON: {text}"));
+                assert!(
+                    v["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| !m.is_empty()),
+                    "{text}"
+                );
+            }
+        })
+    });
+    // Still serving.
+    let (path, body) = &seeds[0];
+    let (code, text) = post_bytes(
+        &format!("{}{path}", server.url),
+        body.to_string().as_bytes(),
+    )
+    .expect("answered after the fuzzing");
+    assert_eq!(code, 200, "after the fuzzing: {text}");
 }
