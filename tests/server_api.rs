@@ -107,8 +107,8 @@ fn hostile_requests_get_clear_errors_and_the_server_keeps_serving() {
         ("/completion", big, 413),
         (
             "/v1/completions",
-            json!({"prompt": "x", "model": 4}).to_string(),
-            400,
+            json!({"prompt": "x", "model": "gpt-4"}).to_string(),
+            404,
         ),
         (
             "/v1/chat/completions",

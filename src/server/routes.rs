@@ -374,11 +374,14 @@ async fn apply_template(
     ))
 }
 
-/// Checks the request's `model` field. As llama.cpp's single-model server, any name is
-/// accepted (clients often send a fixed one such as `gpt-4o`) and answers carry the
-/// server's own name; only a `model` that is not a string is refused.
-fn check_model(f: &Fields) -> Result<(), ApiError> {
-    f.str("model").map(|_| ())
+fn check_model(st: &AppState, f: &Fields) -> Result<(), ApiError> {
+    match f.str("model")? {
+        Some(m) if !st.model_names.iter().any(|n| n == m) => Err(ApiError::NotFound(format!(
+            "model '{m}' not found; this server serves '{}'",
+            st.model_names[0]
+        ))),
+        _ => Ok(()),
+    }
 }
 
 async fn completions(
@@ -409,7 +412,7 @@ fn prepare(
 ) -> Result<Prepared, ApiError> {
     let b = json_body(body)?;
     let f = Fields::of(&b)?;
-    check_model(&f)?;
+    check_model(st, &f)?;
     let mut params = parse_gen_params(&b, &st.defaults, kind, &st.model)?;
     let (prompt, truncated_turns, turn_starts) = if kind == ResponseKind::OaiChat {
         let messages = parse_messages(f.get("messages"))?;
