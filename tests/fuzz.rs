@@ -910,13 +910,13 @@ fn server_seed_requests() -> Vec<(&'static str, Value)> {
         ),
         (
             "/v1/completions",
-            json!({"model": "m", "prompt": ["Once", "upon"], "max_tokens": 6,
+            json!({"prompt": ["Once", "upon"], "max_tokens": 6,
                    "logprobs": 2, "presence_penalty": 0.5, "frequency_penalty": 0.5,
                    "stream": false}),
         ),
         (
             "/v1/chat/completions",
-            json!({"model": "m", "messages": messages, "max_tokens": 6,
+            json!({"messages": messages, "max_tokens": 6,
                    "logprobs": true, "top_logprobs": 2, "logit_bias": {"1": -100},
                    "stream": false, "stream_options": {"include_usage": true}}),
         ),
