@@ -11,12 +11,12 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use llama::chat::{
-    ChatMessage, ChatOptions, ChatTemplates, ChatTool, GgufChatTemplates, TemplateOverride,
-    TemplateTokens,
+    ChatMessage, ChatOptions, ChatTemplates, ChatTool, GgufChatTemplates, TemplateTokens,
 };
 use serde_json::Value as Json;
 
 use super::args::{parse_params, run_main, Opt};
+use super::conversation::TemplateArg;
 use super::error::{CliError, Result, ValueError};
 
 /// The program's parameters.
@@ -24,8 +24,8 @@ use super::error::{CliError, Result, ValueError};
 pub struct Params {
     /// `-m`: the GGUF file (only its vocabulary and metadata are read).
     pub model: PathBuf,
-    /// `--chat-template` / `--chat-template-file`: (name for errors, text).
-    pub chat_template: Option<(String, String)>,
+    /// `--chat-template` / `--chat-template-file`.
+    pub chat_template: Option<TemplateArg>,
     /// Jinja (default) or llama.cpp's built-in formats.
     pub jinja: bool,
     /// Open the assistant's turn at the end (default on).
@@ -77,7 +77,7 @@ pub fn options() -> Vec<Opt<Params>> {
             "JINJA_TEMPLATE",
             "Jinja template text, or a built-in format name (chatml, llama3, ...; with --no-jinja)",
             |p, v| {
-                p.chat_template = Some(("--chat-template".into(), v.text()?.to_string()));
+                p.chat_template = Some(TemplateArg::from_text(v)?);
                 Ok(())
             },
         ),
@@ -86,12 +86,7 @@ pub fn options() -> Vec<Opt<Params>> {
             "FILE",
             "read the Jinja template from FILE",
             |p, v| {
-                let path = v.path();
-                let text = std::fs::read_to_string(&path).map_err(|source| ValueError::Read {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-                p.chat_template = Some((path.display().to_string(), text));
+                p.chat_template = Some(TemplateArg::from_file(v)?);
                 Ok(())
             },
         ),
@@ -234,9 +229,7 @@ fn run(
     let templates = ChatTemplates::from_gguf(
         &GgufChatTemplates::from_gguf(file.gguf()),
         TemplateTokens::from_vocab(&vocab),
-        p.chat_template
-            .as_ref()
-            .map(|(name, source)| TemplateOverride { name, source }),
+        p.chat_template.as_ref().map(TemplateArg::as_override),
         p.jinja,
     )
     .map_err(chat_error)?;

@@ -202,14 +202,7 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
             Ok(())
         }),
         Opt::value(&["-f", "--file"], "FNAME", "a file containing the prompt", |p, v| {
-            let path = v.path();
-            let mut text = std::fs::read(&path).map_err(|source| ValueError::Read {
-                path: path.display().to_string(),
-                source,
-            })?;
-            if text.last() == Some(&b'\n') {
-                text.pop();
-            }
+            let (path, text) = read_text_file(v)?;
             let c = p.as_mut();
             c.prompt = text;
             c.prompt_file = Some(path);
@@ -418,6 +411,21 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
             Ok(())
         }),
     ]
+}
+
+/// The file named by a flag's value, as bytes, one trailing newline dropped (as
+/// llama.cpp reads `-f` and `-sysf`). Returns the path and the text;
+/// [`ValueError::Read`] when the file cannot be read.
+pub(crate) fn read_text_file(v: Value<'_>) -> Result<(PathBuf, Vec<u8>), ValueError> {
+    let path = v.path();
+    let mut text = std::fs::read(&path).map_err(|source| ValueError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    if text.last() == Some(&b'\n') {
+        text.pop();
+    }
+    Ok((path, text))
 }
 
 /// A finite number >= 0 (0 = the model's value).

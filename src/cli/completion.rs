@@ -8,7 +8,14 @@
 //! [`Session::evaluate_pending`] (make room by context shift or Self-Extend, then
 //! decode), [`Session::sample`] or [`Session::queue_input`], [`Session::display`],
 //! and once the input is consumed [`Session::check_antiprompt`],
-//! [`Session::end_of_generation`] and [`Session::read_user_input`].
+//! [`Session::end_of_generation`], [`Session::answer_first_prompt`] and
+//! [`Session::read_user_input`].
+//!
+//! Conversation mode (`-cnv`, on by default for a model with a chat template) is
+//! llama.cpp's: the system message (`-sys`) and the first prompt (`-p`, a user
+//! message) are formatted with the template, the user's turns are read after a
+//! `> ` prompt and formatted one by one ([`Conversation`]), and each reply ends
+//! at an end-of-generation token and is recorded as the assistant's message.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, Write};
@@ -21,13 +28,30 @@ use llama::{Batch, LlamaContext, Model, Token};
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams, SampleTimer};
+use super::conversation::{self, Conversation, ConversationMode, TemplateArg};
 use super::error::{CliError, Result};
 
-/// The completion program's parameters (all of them are common ones).
+/// The completion program's parameters: the common ones, and those of interactive
+/// and conversation mode.
 #[derive(Default)]
 pub struct Params {
     /// Model, prompt, context and sampling settings.
     pub common: CommonParams,
+    /// `-cnv` / `-no-cnv` (default: on when the model has a chat template).
+    pub conversation: ConversationMode,
+    /// `-sys` / `-sysf`: the system message of a conversation (bytes as given).
+    pub system_prompt: Vec<u8>,
+    /// `-st`: one user turn and one reply, then exit.
+    pub single_turn: bool,
+    /// `-if`: interactive, and the user speaks first.
+    pub interactive_first: bool,
+    /// `-mli`: input goes on over lines until one ends with `\`.
+    pub multiline_input: bool,
+    /// `--chat-template` / `--chat-template-file`, instead of the model's template.
+    pub chat_template: Option<TemplateArg>,
+    /// `--jinja`: render templates with Jinja; off by default, as in llama.cpp's
+    /// completion program (llama.cpp's built-in formats, recognised in the template).
+    pub jinja: bool,
 }
 
 impl AsMut<CommonParams> for Params {
@@ -39,18 +63,83 @@ impl AsMut<CommonParams> for Params {
 const ABOUT: &str =
     "Text completion with a llama or qwen2 GGUF model (llama.cpp's llama-completion).";
 
-/// The options this program accepts.
+/// The options this program accepts: the common ones and those of interactive and
+/// conversation mode.
 pub fn options() -> Vec<Opt<Params>> {
-    common::common_opts()
+    let mut opts = common::common_opts();
+    opts.extend(chat_opts());
+    opts
+}
+
+fn chat_opts() -> Vec<Opt<Params>> {
+    vec![
+        Opt::flag(
+            &["-cnv", "--conversation"],
+            "conversation mode: the prompt and each input line are chat messages formatted with the chat template; implies -if (default: on when the model has a chat template)",
+            |p| p.conversation = ConversationMode::Enabled,
+        ),
+        Opt::flag(&["-no-cnv", "--no-conversation"], "plain text completion, even with a chat template", |p| {
+            p.conversation = ConversationMode::Disabled
+        }),
+        Opt::value(&["-sys", "--system-prompt"], "PROMPT", "system message of the conversation", |p, v| {
+            p.system_prompt = v.bytes().to_vec();
+            Ok(())
+        }),
+        Opt::value(&["-sysf", "--system-prompt-file"], "FNAME", "a file containing the system message", |p, v| {
+            p.system_prompt = common::read_text_file(v)?.1;
+            Ok(())
+        }),
+        Opt::flag(
+            &["-st", "--single-turn"],
+            "one turn only: reply to -p (or to one input line) and exit",
+            |p| p.single_turn = true,
+        ),
+        Opt::flag(&["-if", "--interactive-first"], "interactive mode, waiting for input right away", |p| {
+            p.interactive_first = true
+        }),
+        Opt::flag(
+            &["-mli", "--multiline-input"],
+            "input goes on over several lines until one ends with '\\'",
+            |p| p.multiline_input = true,
+        ),
+        Opt::flag(&["--simple-io"], "read input line by line (always the case here; for llama.cpp's command lines)", |_| {}),
+        Opt::value(
+            &["--chat-template"],
+            "JINJA_TEMPLATE",
+            "chat template instead of the model's: a built-in format's name (chatml, llama3, ...) or, with --jinja, a Jinja template",
+            |p, v| {
+                p.chat_template = Some(TemplateArg::from_text(v)?);
+                Ok(())
+            },
+        ),
+        Opt::value(&["--chat-template-file"], "FNAME", "read the chat template from a file", |p, v| {
+            p.chat_template = Some(TemplateArg::from_file(v)?);
+            Ok(())
+        }),
+        Opt::flag(&["--jinja"], "render chat templates with Jinja", |p| p.jinja = true),
+        Opt::flag(
+            &["--no-jinja"],
+            "use llama.cpp's built-in chat formats, recognised in the template (default)",
+            |p| p.jinja = false,
+        ),
+    ]
 }
 
 /// Parses the command line (llama.cpp's flags, escapes processed); `Ok(None)` for
-/// `-h`. Errors name the offending argument.
+/// `-h`. Errors name the offending argument; a `--chat-template` that does not set
+/// up (an unknown built-in name without `--jinja`, a Jinja syntax error) is refused
+/// here, as llama.cpp does.
 pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
     let mut params = parse_params::<Params, A>(&options(), args)?;
     if let Some(p) = params.as_mut() {
         p.common.finish();
         check_self_extend(&p.common)?;
+        if let Some(t) = &p.chat_template {
+            t.verify(p.jinja).map_err(|e| CliError::BadValue {
+                flag: t.flag.to_string(),
+                source: super::error::ValueError::Invalid(e.to_string()),
+            })?;
+        }
     }
     Ok(params)
 }
@@ -70,7 +159,7 @@ pub fn main_with<A: AsRef<OsStr>>(
         parse_args(args),
         out,
         log,
-        |p, out, log| run(&p.common, input, out, log),
+        |p, out, log| run(p, input, out, log),
     )
 }
 
@@ -122,18 +211,29 @@ struct Session<'p> {
     input_echo: bool,
     display: bool,
     timer: SampleTimer,
+    /// Interactive mode (`-i`, `-if`, conversation mode; off after a single turn).
+    interactive: bool,
+    single_turn: bool,
+    multiline_input: bool,
+    /// Conversation mode: the template and the messages so far.
+    chat: Option<Conversation>,
+    /// Conversation mode without a first user message: the user speaks first.
+    waiting_for_first_input: bool,
+    /// Conversation mode: the first prompt (system and user messages) is not yet
+    /// answered.
+    prompt_pending: bool,
 }
 
 fn run(
-    p: &CommonParams,
+    params: &Params,
     input: &mut dyn BufRead,
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> Result<()> {
     let start = Instant::now();
-    check_self_extend(p)?;
-    let mut s = Session::new(p, log)?;
-    while (s.n_remain != 0 && !s.is_antiprompt) || p.interactive {
+    check_self_extend(&params.common)?;
+    let mut s = Session::new(params, log)?;
+    while (s.n_remain != 0 && !s.is_antiprompt) || s.interactive {
         if s.evaluate_pending(log)? == Flow::Stop {
             break;
         }
@@ -146,6 +246,7 @@ fn run(
         if s.input_consumed() {
             s.check_antiprompt();
             s.end_of_generation(out)?;
+            s.answer_first_prompt();
             if s.read_user_input(input, out, log)? == Flow::Stop {
                 break;
             }
@@ -163,10 +264,81 @@ fn run(
     Ok(())
 }
 
+/// A chat template's refusal, as the program reports it.
+fn chat_error(e: llama::chat::ChatError) -> CliError {
+    CliError::Input(e.to_string())
+}
+
+/// Decides conversation mode as llama.cpp does (on with `-cnv`, or when a chat
+/// template is available) and logs it, with the template's warnings and an example
+/// of its format. `None` when off. Errors: the template does not set up or cannot
+/// format the example.
+fn start_conversation(
+    params: &Params,
+    model: &Model,
+    log: &mut dyn Write,
+) -> Result<Option<Conversation>> {
+    let templates = conversation::templates_for(
+        model,
+        params.conversation,
+        params.chat_template.as_ref(),
+        params.jinja,
+    )
+    .map_err(|e| CliError::Input(format!("{e} (-no-cnv runs without the chat template)")))?;
+    let Some(templates) = templates else {
+        return Ok(None);
+    };
+    let chat = Conversation::new(templates);
+    if params.conversation == ConversationMode::Auto {
+        let _ = writeln!(
+            log,
+            "main: chat template is available, enabling conversation mode (disable it with -no-cnv)"
+        );
+    }
+    if !chat.has_explicit_template() {
+        let _ = writeln!(log, "main: chat template is not available or is not supported. This may cause the model to output suboptimal responses");
+    }
+    for w in chat.warnings() {
+        let _ = writeln!(log, "warning: {w}");
+    }
+    if !params.common.prompt.is_empty() && params.system_prompt.is_empty() {
+        let _ = writeln!(log, "*** User-specified prompt will pre-start conversation, did you mean to set --system-prompt (-sys) instead?");
+    }
+    let example = chat.example().map_err(chat_error)?;
+    let _ = writeln!(log, "main: chat template example:\n{example}\n");
+    Ok(Some(chat))
+}
+
+/// Conversation mode's first prompt: the system message and the user's first
+/// message (`-p`) formatted, the assistant's turn opened after a user message.
+/// Returns the prompt and whether the user speaks first (no `-p`). Errors: the
+/// template refuses the messages.
+fn first_prompt(
+    chat: &mut Conversation,
+    params: &Params,
+    log: &mut dyn Write,
+) -> Result<(Vec<u8>, bool)> {
+    let (system, user) = (&params.system_prompt, &params.common.prompt);
+    for (role, text) in [("system", system), ("user", user)] {
+        if !text.is_empty() {
+            let formatted = chat.add_and_format(role, text).map_err(chat_error)?;
+            if params.common.verbose {
+                let _ = writeln!(log, "formatted: '{formatted}'");
+            }
+        }
+    }
+    if system.is_empty() && user.is_empty() {
+        return Ok((Vec::new(), true));
+    }
+    let prompt = chat.prompt(!user.is_empty()).map_err(chat_error)?;
+    Ok((prompt.into_bytes(), user.is_empty()))
+}
+
 impl<'p> Session<'p> {
-    /// Loads the model, makes the context and sampler, tokenizes the prompt and logs
-    /// the settings as llama.cpp does.
-    fn new(p: &'p CommonParams, log: &mut dyn Write) -> Result<Self> {
+    /// Loads the model, makes the context and sampler, sets up conversation mode,
+    /// tokenizes the prompt and logs the settings as llama.cpp does.
+    fn new(params: &'p Params, log: &mut dyn Write) -> Result<Self> {
+        let p = &params.common;
         let (model, t_load) = common::load(&p.model, log)?;
         let ctx = common::context(&model, p, log)?;
         let n_ctx = ctx.n_ctx() as i32;
@@ -177,11 +349,18 @@ impl<'p> Session<'p> {
                 "main: model was trained on only {n_ctx_train} context tokens ({n_ctx} specified)"
             );
         }
+        let mut chat = start_conversation(params, &model, log)?;
         let smpl = common::sampler(p, &model)?;
         let vocab = &model.vocab;
-        let add_bos = vocab.add_bos();
-        let mut embd_inp = vocab.tokenize_bytes(&p.prompt, true, true);
-        if embd_inp.is_empty() {
+        // llama.cpp counts BOS in `--keep` only without Jinja, whose templates may
+        // write it themselves.
+        let add_bos = vocab.add_bos() && !params.jinja;
+        let (prompt, waiting_for_first_input) = match chat.as_mut() {
+            Some(c) => first_prompt(c, params, log)?,
+            None => (p.prompt.clone(), false),
+        };
+        let mut embd_inp = vocab.tokenize_bytes(&prompt, true, true);
+        if !waiting_for_first_input && embd_inp.is_empty() {
             match vocab.bos() {
                 Some(bos) if add_bos => {
                     embd_inp.push(bos);
@@ -202,6 +381,18 @@ impl<'p> Session<'p> {
         } else {
             p.n_keep + add_bos as i32
         };
+        // Conversation mode is interactive with the user first, except for a single
+        // turn whose message is already given.
+        let mut interactive_first = params.interactive_first;
+        let mut interactive = p.interactive;
+        if chat.is_some() {
+            if params.single_turn && !p.prompt.is_empty() {
+                (interactive, interactive_first) = (false, false);
+            } else {
+                interactive_first = true;
+            }
+        }
+        interactive |= interactive_first;
         let antiprompt_tokens = p
             .antiprompt
             .iter()
@@ -227,14 +418,20 @@ impl<'p> Session<'p> {
             n_past: 0,
             n_remain: p.n_predict,
             n_consumed: 0,
-            is_interacting: false,
+            is_interacting: interactive && interactive_first,
             is_antiprompt: false,
             input_echo: true,
             display: p.display_prompt,
             timer: SampleTimer::default(),
+            interactive,
+            single_turn: params.single_turn,
+            multiline_input: params.multiline_input,
+            prompt_pending: !prompt.is_empty() && chat.is_some(),
+            chat,
+            waiting_for_first_input,
             model,
         };
-        s.log_setup(log, n_ctx_train)?;
+        s.log_setup(log, n_ctx_train, add_bos, !params.system_prompt.is_empty())?;
         Ok(s)
     }
 
@@ -258,9 +455,14 @@ impl<'p> Session<'p> {
 
     /// The prompt's tokens (`--verbose-prompt`), interactive mode, Self-Extend and
     /// sampler settings, as llama.cpp logs them before generating.
-    fn log_setup(&mut self, log: &mut dyn Write, n_ctx_train: i32) -> Result<()> {
+    fn log_setup(
+        &mut self,
+        log: &mut dyn Write,
+        n_ctx_train: i32,
+        add_bos: bool,
+        has_system_prompt: bool,
+    ) -> Result<()> {
         let p = self.p;
-        let add_bos = self.model.vocab.add_bos();
         if p.verbose_prompt {
             let _ = log.write_all(b"main: prompt: '");
             let _ = log.write_all(&p.prompt);
@@ -282,7 +484,7 @@ impl<'p> Session<'p> {
             }
             let _ = writeln!(log);
         }
-        if p.interactive {
+        if self.interactive {
             let _ = writeln!(log, "main: interactive mode on.");
             for a in &p.antiprompt {
                 let _ = log.write_all(b"Reverse prompt: '");
@@ -309,6 +511,32 @@ impl<'p> Session<'p> {
             self.n_keep
         );
         let _ = writeln!(log);
+        if self.interactive {
+            let _ = writeln!(log, "== Running in interactive mode. ==");
+            let _ = if self.multiline_input {
+                writeln!(
+                    log,
+                    " - To return control to the AI, end your input with '\\'."
+                )
+            } else {
+                writeln!(log, " - Press Return to return control to the AI.")
+            };
+            let _ = writeln!(
+                log,
+                " - To return control without starting a new line, end your input with '/'."
+            );
+            if !self.multiline_input {
+                let _ = writeln!(
+                    log,
+                    " - If you want to submit another line, end your input with '\\'."
+                );
+            }
+            let _ = writeln!(log, " - Press Ctrl+D (end of input) to finish.");
+            if self.chat.is_some() && !has_system_prompt {
+                let _ = writeln!(log, " - Not using system message. To change it, set a different value via -sys PROMPT");
+            }
+            let _ = writeln!(log);
+        }
         Ok(())
     }
 
@@ -416,6 +644,12 @@ impl<'p> Session<'p> {
         self.smpl.accept(id);
         self.timer.total += t0.elapsed();
         self.timer.runs += 1;
+        if !self.waiting_for_first_input && self.chat.is_some() {
+            let piece = (!self.model.vocab.is_eog(id)).then(|| self.piece(id, false));
+            if let Some(c) = self.chat.as_mut() {
+                c.push_reply(piece.as_deref());
+            }
+        }
         self.prev.push(id);
         self.embd.push(id);
         self.input_echo = true;
@@ -463,11 +697,11 @@ impl<'p> Session<'p> {
             .flat_map(|&t| self.piece(t, false))
             .collect();
         self.is_antiprompt = false;
-        let extra = if p.interactive { 0 } else { 2 };
+        let extra = if self.interactive { 0 } else { 2 };
         for a in &p.antiprompt {
             let start = tail.len().saturating_sub(a.len() + extra);
             if contains(&tail[start..], a) {
-                self.is_interacting |= p.interactive;
+                self.is_interacting |= self.interactive;
                 self.is_antiprompt = true;
                 break;
             }
@@ -478,30 +712,44 @@ impl<'p> Session<'p> {
                 .last()
                 .is_some_and(|t| self.antiprompt_tokens.contains(t))
         {
-            self.is_interacting |= p.interactive;
+            self.is_interacting |= self.interactive;
             self.is_antiprompt = true;
         }
     }
 
     /// In interactive mode, an end-of-generation token hands over to the user (after
-    /// the first reverse prompt, which is fed to the model).
+    /// the first reverse prompt, which is fed to the model); in a conversation the
+    /// reply becomes the assistant's message.
     fn end_of_generation(&mut self, out: &mut dyn Write) -> Result<()> {
-        let p = self.p;
         let vocab = &self.model.vocab;
-        if p.interactive && self.prev.last().is_some_and(|&t| vocab.is_eog(t)) {
-            if let Some(first) = p.antiprompt.first() {
-                self.embd_inp
-                    .extend(vocab.tokenize_bytes(first, false, true));
-                self.is_antiprompt = true;
-            }
-            self.is_interacting = true;
-            writeln!(out).map_err(CliError::io("writing output"))?;
+        let at_eog = self.prev.last().is_some_and(|&t| vocab.is_eog(t));
+        if self.waiting_for_first_input || !at_eog || !self.interactive {
+            return Ok(());
         }
-        Ok(())
+        if let Some(first) = self.p.antiprompt.first() {
+            self.embd_inp
+                .extend(vocab.tokenize_bytes(first, false, true));
+            self.is_antiprompt = true;
+        }
+        if let Some(c) = self.chat.as_mut() {
+            c.end_reply().map_err(chat_error)?;
+        }
+        self.is_interacting = true;
+        writeln!(out).map_err(CliError::io("writing output"))
     }
 
-    /// When it is the user's turn: reads lines (a trailing `\` continues), tokenizes
-    /// them as input, and resets the sampler. `Stop` at the end of the input.
+    /// Conversation mode: once the first prompt (a user message given with `-p`) is
+    /// in, the model answers it before the user's turn.
+    fn answer_first_prompt(&mut self) {
+        if self.chat.is_some() && !self.waiting_for_first_input && self.prompt_pending {
+            self.prompt_pending = false;
+            self.is_interacting = false;
+        }
+    }
+
+    /// When it is the user's turn: prints `> ` in a conversation, reads the input
+    /// ([`read_input`]), formats it as a user message in a conversation, tokenizes
+    /// it as input, and resets the sampler. `Stop` at the end of the input.
     fn read_user_input(
         &mut self,
         input: &mut dyn BufRead,
@@ -509,28 +757,17 @@ impl<'p> Session<'p> {
         log: &mut dyn Write,
     ) -> Result<Flow> {
         let p = self.p;
-        if self.n_past > 0 && self.is_interacting {
-            let mut buffer: Vec<u8> = Vec::new();
-            loop {
-                let mut line = Vec::new();
-                let n = input
-                    .read_until(b'\n', &mut line)
-                    .map_err(CliError::io("reading input"))?;
-                if n == 0 {
-                    break;
-                }
-                let more = line.ends_with(b"\\\n");
-                if more {
-                    line.truncate(line.len() - 2);
-                    line.push(b'\n');
-                }
-                buffer.extend_from_slice(&line);
-                if !more {
-                    break;
-                }
+        if (self.n_past > 0 || self.waiting_for_first_input) && self.is_interacting {
+            let io = CliError::io("writing output");
+            if self.chat.is_some() {
+                write!(out, "\n> ").map_err(&io)?;
+                out.flush().map_err(&io)?;
             }
+            let mut buffer =
+                read_input(input, self.multiline_input).map_err(CliError::io("reading input"))?;
+            self.display = true;
             if buffer.is_empty() {
-                writeln!(out, "EOF by user").map_err(CliError::io("writing output"))?;
+                writeln!(out, "EOF by user").map_err(&io)?;
                 return Ok(Flow::Stop);
             }
             if buffer.last() == Some(&b'\n') {
@@ -542,30 +779,60 @@ impl<'p> Session<'p> {
                 } else {
                     buffer
                 };
-                let line_inp = self.model.vocab.tokenize_bytes(&text, false, false);
-                let original = self.embd_inp.len();
-                self.embd_inp.extend_from_slice(&line_inp);
-                if p.verbose_prompt {
-                    self.log_tokens(log, &self.embd_inp[original..]);
-                }
-                self.n_remain -= line_inp.len() as i32;
+                self.queue_user_text(&text, log)?;
             }
             self.input_echo = false;
         }
-        if self.n_past > 0 {
+        if self.n_past > 0 || self.waiting_for_first_input {
             if self.is_interacting {
                 self.smpl.reset();
             }
             self.is_interacting = false;
+            if self.waiting_for_first_input && self.single_turn {
+                self.interactive = false;
+            }
+            self.waiting_for_first_input = false;
         }
         Ok(Flow::Continue)
+    }
+
+    /// Appends what the user typed to the input: as is, or in a conversation as a
+    /// user message formatted with the template (special tokens parsed). The input
+    /// counts against the reply budget (`-n`), as in llama.cpp. Errors: the
+    /// template refuses the message.
+    fn queue_user_text(&mut self, text: &[u8], log: &mut dyn Write) -> Result<()> {
+        let p = self.p;
+        let vocab = &self.model.vocab;
+        let original = self.embd_inp.len();
+        let line_inp = match self.chat.as_mut() {
+            Some(c) => {
+                let formatted = c.add_and_format("user", text).map_err(chat_error)?;
+                if p.verbose {
+                    let _ = writeln!(log, "formatted: '{formatted}'");
+                }
+                c.clear_reply();
+                vocab.tokenize_bytes(formatted.as_bytes(), false, true)
+            }
+            None => vocab.tokenize_bytes(text, false, false),
+        };
+        self.embd_inp.extend_from_slice(&line_inp);
+        if p.verbose_prompt {
+            let _ = writeln!(
+                log,
+                "main: number of tokens in prompt = {}",
+                self.embd_inp.len() - original
+            );
+            self.log_tokens(log, &self.embd_inp[original..]);
+        }
+        self.n_remain -= line_inp.len() as i32;
+        Ok(())
     }
 
     /// `Stop` after an end-of-generation token outside interactive mode (with
     /// llama.cpp's ` [end of text]`).
     fn end_of_text(&mut self, out: &mut dyn Write) -> Result<Flow> {
         let vocab = &self.model.vocab;
-        if !self.p.interactive && self.embd.last().is_some_and(|&t| vocab.is_eog(t)) {
+        if !self.interactive && self.embd.last().is_some_and(|&t| vocab.is_eog(t)) {
             writeln!(out, " [end of text]").map_err(CliError::io("writing output"))?;
             return Ok(Flow::Stop);
         }
@@ -573,12 +840,48 @@ impl<'p> Session<'p> {
     }
 
     /// Interactive mode: a new budget of `-n` tokens once one is spent, and the
-    /// user's turn.
+    /// user's turn. As in llama.cpp, a conversation's reply cut here is not recorded
+    /// as the assistant's message (only one ended by an end-of-generation token is),
+    /// and the user's input counts against the new budget.
     fn refill_budget(&mut self) {
-        let p = self.p;
-        if p.interactive && self.n_remain <= 0 && p.n_predict >= 0 {
-            self.n_remain = p.n_predict;
+        if self.interactive && self.n_remain <= 0 && self.p.n_predict >= 0 {
+            self.n_remain = self.p.n_predict;
             self.is_interacting = true;
+        }
+    }
+}
+
+/// Reads the user's input as llama.cpp's console does line by line: a line ending
+/// in `\` toggles going on to the next line (on by default with `-mli`), one
+/// ending in `/` returns control at once; each line keeps a newline (the `/`
+/// becomes it). Empty at the end of the input.
+fn read_input(input: &mut dyn BufRead, multiline: bool) -> std::io::Result<Vec<u8>> {
+    let mut buffer = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(buffer);
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        let mut more = multiline;
+        match line.last_mut() {
+            Some(last @ b'/') => {
+                *last = b'\n';
+                buffer.extend_from_slice(&line);
+                return Ok(buffer);
+            }
+            Some(b'\\') => {
+                line.pop();
+                more = !more;
+            }
+            _ => {}
+        }
+        line.push(b'\n');
+        buffer.extend_from_slice(&line);
+        if !more {
+            return Ok(buffer);
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod chat_template;
 pub mod common;
 pub mod completion;
+pub mod conversation;
 pub mod error;
 pub mod eval_callback;
 pub mod gen_model;
