@@ -25,7 +25,9 @@ use llama::graph::self_extend::SelfExtendParams;
 use llama::memory::DivShift;
 use llama::sampling::{SamplerChain, SamplerParams};
 use llama::window::{context_shift, SelfExtend};
-use llama::{load_model, Batch, ContextParams, LlamaContext, Model, ModelParams, Token};
+use llama::{
+    load_model, Batch, ContextParams, LlamaContext, Model, ModelParams, Token, TokenizeOptions,
+};
 
 struct Args {
     model: String,
@@ -103,7 +105,7 @@ fn nll(logits: &[f32], tok: Token) -> f64 {
 /// The text: a seed continued by the model through a 256-token sliding window.
 fn make_text(m: &Arc<Model>, a: &Args) -> Vec<Token> {
     let text = std::fs::read_to_string(&a.text).expect("text file");
-    let mut toks = m.vocab.tokenize(&text, true, false);
+    let mut toks = m.vocab.tokenize(&text, TokenizeOptions::ADD_SPECIAL);
     toks.truncate(64);
     let mut ctx = context(m, a, 256, |_| {});
     let mut smpl = SamplerChain::from_params(&SamplerParams {
@@ -112,7 +114,7 @@ fn make_text(m: &Arc<Model>, a: &Args) -> Vec<Token> {
         top_k: 40,
         top_p: 1.0,
         min_p: 0.0,
-        ..Default::default()
+        ..SamplerParams::cli()
     })
     .expect("sampler");
     ctx.decode(&Batch::get_one(&toks)).expect("seed");
@@ -121,7 +123,6 @@ fn make_text(m: &Arc<Model>, a: &Args) -> Vec<Token> {
         let t = smpl
             .sample(ctx.logits_ith(-1).expect("logits"))
             .expect("token");
-        smpl.accept(t);
         toks.push(t);
         if n_past + 1 >= 256 {
             n_past = context_shift(&mut ctx, 0, n_past, 1).expect("shift");
@@ -167,7 +168,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let m = Arc::new(load_model(&a.model, ModelParams::default()).expect("model"));
+    let m = load_model(&a.model, ModelParams::default()).expect("model");
     let toks = make_text(&m, &a);
     let n = toks.len();
     eprintln!(

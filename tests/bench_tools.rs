@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ggml::gguf::GgufFile;
-use llama::{Batch, ContextParams, LlamaContext, ModelParams};
+use llama::{Batch, ContextParams, LlamaContext, ModelParams, TokenizeOptions};
 use llamars::cli::{bench, gen_model};
 
 fn args(a: &[&str]) -> Vec<String> {
@@ -75,7 +75,7 @@ fn generate(dir: &Path, preset: &str, typ: &str, extra: &[&str]) -> PathBuf {
 
 /// Loads `path`, decodes a prompt and a few greedy tokens; the logits stay finite.
 fn load_and_decode(path: &Path) {
-    let model = Arc::new(llama::load_model(path, ModelParams::default()).unwrap());
+    let model = llama::load_model(path, ModelParams::default()).unwrap();
     let mut ctx = LlamaContext::new(
         Arc::clone(&model),
         &ContextParams {
@@ -85,9 +85,10 @@ fn load_and_decode(path: &Path) {
         },
     )
     .unwrap();
-    let mut toks = model
-        .vocab
-        .tokenize("Hello world, once upon a time", true, false);
+    let mut toks = model.vocab.tokenize(
+        "Hello world, once upon a time",
+        TokenizeOptions::ADD_SPECIAL,
+    );
     assert!(toks.len() > 3);
     ctx.decode(&Batch::get_one(&toks)).unwrap();
     for _ in 0..4 {

@@ -664,7 +664,7 @@ fn non_utf8_prompts_are_bytes() {
     let (code, out, log) = run(TOKENIZE, &[b"-m", m, b"-p", prompt, b"--ids"]);
     assert_eq!(code, 0, "{log}");
     let vocab = llama::load_vocab(&model).unwrap();
-    let want = vocab.tokenize_bytes(prompt, true, false);
+    let want = vocab.tokenize(prompt, llama::TokenizeOptions::ADD_SPECIAL);
     let want: Vec<String> = want.iter().map(|t| t.to_string()).collect();
     assert_eq!(
         String::from_utf8(out).unwrap(),

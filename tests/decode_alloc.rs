@@ -38,7 +38,7 @@ fn decode_steps_allocate_nothing_once_warm() {
     let Some(path) = common::shared_file("models/stories260K.gguf") else {
         return;
     };
-    let m = Arc::new(load_model(path, ModelParams::default()).expect("model"));
+    let m = load_model(path, ModelParams::default()).expect("model");
     for n_threads in [1, 2] {
         let p = ContextParams {
             n_threads,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ggml::gguf::{Gguf, GgufArray, GgufFile, GgufValue, GgufWriter};
-use llama::vocab::Vocab;
+use llama::vocab::{TokenizeOptions, Vocab};
 use llama::{Batch, ContextParams, LlamaContext, ModelParams};
 use llamars::cli::args::{os_from_bytes, Opt};
 use llamars::cli::rng::Rng;
@@ -468,7 +468,6 @@ fn load_and_run(path: &Path) {
         return;
     };
     LOADED.fetch_add(1, Ordering::Relaxed);
-    let model = Arc::new(model);
     let params = ContextParams {
         n_ctx: 64,
         n_threads: 1,
@@ -485,7 +484,9 @@ fn load_and_run(path: &Path) {
             std::hint::black_box(logits.iter().sum::<f32>());
         }
     }
-    let _ = model.vocab.tokenize("Once upon a time", true, true);
+    let _ = model
+        .vocab
+        .tokenize("Once upon a time", TokenizeOptions::PROMPT);
 }
 
 #[test]
@@ -601,7 +602,13 @@ fn random_text(rng: &mut Rng, vocab: &Vocab) -> Vec<u8> {
 
 /// Tokenizes `text` both ways and back; ids must stay inside the vocabulary.
 fn tokenize_round(vocab: &Vocab, text: &[u8], add_special: bool, parse_special: bool, flags: u64) {
-    let tokens = vocab.tokenize_bytes(text, add_special, parse_special);
+    let tokens = vocab.tokenize(
+        text,
+        TokenizeOptions {
+            add_special,
+            parse_special,
+        },
+    );
     let n = vocab.n_tokens();
     assert!(
         tokens.iter().all(|&t| t >= 0 && (t as usize) < n),

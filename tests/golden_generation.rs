@@ -1,13 +1,19 @@
-//! Greedy generation over the runtime (a plain loop, no CLI) reproduces llama.cpp's
-//! `llama-completion` output for the plain golden cases (`../shared/golden/cli/*-plain*`),
-//! with llama.cpp's defaults (flash attention on, as its `-fa auto` resolves on a CPU).
+//! Greedy generation over the runtime reproduces llama.cpp's `llama-completion` output
+//! for the plain golden cases (`../shared/golden/cli/*-plain*`), with llama.cpp's
+//! defaults (flash attention on, as its `-fa auto` resolves on a CPU): a plain loop of
+//! decode and sample, the generation API (`LlamaContext::generate`), and the `simple`
+//! program.
 
 mod common;
 
 use std::sync::Arc;
 
 use llama::sampling::{SamplerChain, SamplerParams};
-use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams};
+use llama::{
+    load_model, Batch, ContextParams, FinishReason, GenerateParams, Generation, LlamaContext,
+    ModelParams, TokenizeOptions,
+};
+use llamars::cli::simple;
 
 /// (model, prompt, n_predict) from a plain case's `.args`.
 fn parse_args(text: &str) -> (String, String, usize) {
@@ -43,22 +49,31 @@ fn next_word(s: &str) -> (String, &str) {
     (s[..end].to_string(), &s[end..])
 }
 
-fn generate(case: &str) {
-    let Some(args) = common::shared_file(&format!("golden/cli/{case}.args")) else {
-        return;
-    };
-    let Some(want) = common::shared_file(&format!("golden/cli/{case}.txt")) else {
-        return;
-    };
+/// A plain case: (model path, prompt, n_predict, llama-completion's text without its
+/// closing "\n\n"), or `None` (skipped) when its files are missing.
+fn case(case: &str) -> Option<(std::path::PathBuf, String, usize, Vec<u8>)> {
+    let args = common::shared_file(&format!("golden/cli/{case}.args"))?;
+    let want = common::shared_file(&format!("golden/cli/{case}.txt"))?;
     let (model_rel, prompt, n_predict) = parse_args(&std::fs::read_to_string(args).expect("args"));
-    let want = std::fs::read(want).expect("txt");
-    let model = Arc::new(
-        load_model(
-            common::shared_dir().join(&model_rel),
-            ModelParams::default(),
-        )
-        .expect("model"),
+    let mut want = std::fs::read(want).expect("txt");
+    assert!(
+        want.ends_with(b"\n\n"),
+        "{case}: llama-completion ends with two newlines"
     );
+    want.truncate(want.len() - 2);
+    Some((
+        common::shared_dir().join(model_rel),
+        prompt,
+        n_predict,
+        want,
+    ))
+}
+
+fn generate(case_name: &str) {
+    let Some((path, prompt, n_predict, want)) = case(case_name) else {
+        return;
+    };
+    let model = load_model(path, ModelParams::default()).expect("model");
     let mut ctx = LlamaContext::new(
         Arc::clone(&model),
         &ContextParams {
@@ -67,26 +82,29 @@ fn generate(case: &str) {
         },
     )
     .expect("ctx");
-    let mut sampler = SamplerChain::from_params(&SamplerParams {
-        temp: 0.0,
-        seed: 1,
-        ..Default::default()
-    })
-    .expect("sampler");
-    let prompt_tokens = model.vocab.tokenize(&prompt, true, true);
-    for &t in &prompt_tokens {
-        sampler.accept(t);
-    }
+    let greedy = || {
+        SamplerChain::from_params(&SamplerParams {
+            temp: 0.0,
+            seed: 1,
+            ..SamplerParams::cli()
+        })
+        .expect("sampler")
+    };
+    // The low-level loop: decode, logits, sample (which accepts), end of generation.
+    let mut sampler = greedy();
+    let prompt_tokens = model.vocab.tokenize(&prompt, TokenizeOptions::PROMPT);
+    sampler.accept_all(&prompt_tokens);
     ctx.decode(&Batch::get_one(&prompt_tokens)).expect("prompt");
     let mut out = Vec::new();
+    let mut ids = Vec::new();
     for _ in 0..n_predict {
         let id = sampler
             .sample(ctx.logits_ith(-1).expect("logits"))
             .expect("a token");
-        sampler.accept(id);
         if model.vocab.is_eog(id) {
             break;
         }
+        ids.push(id);
         // llama-completion prints each piece with printf("%s"): nothing from a NUL on.
         let piece = model.vocab.token_to_piece(id, 0, false).expect("piece");
         out.extend(piece.iter().take_while(|&&b| b != 0));
@@ -102,8 +120,65 @@ fn generate(case: &str) {
     assert_eq!(
         String::from_utf8_lossy(&trim(&out)),
         String::from_utf8_lossy(&trim(&want)),
-        "{case}: generated text differs from llama.cpp's"
+        "{case_name}: generated text differs from llama.cpp's"
     );
+    // The same tokens through the generation API (its text is UTF-8, the loop's bytes
+    // are what llama-completion printed).
+    ctx.memory_seq_rm(0, ..).expect("clear");
+    let params = GenerateParams {
+        max_tokens: Some(n_predict),
+        ..Default::default()
+    };
+    let mut it = Generation::new(0, &prompt_tokens, greedy(), params)
+        .expect("generation")
+        .pieces(&mut ctx);
+    let text: String = it.by_ref().collect::<llama::Result<_>>().expect("generate");
+    let g = it.into_generation().expect("generation");
+    let generated = match g.finish_reason() {
+        Some(FinishReason::EndOfGeneration) => &g.tokens()[..g.tokens().len() - 1],
+        _ => g.tokens(),
+    };
+    assert_eq!(
+        generated, ids,
+        "{case_name}: the generation API differs from the plain loop"
+    );
+    let pieces: Vec<u8> = ids
+        .iter()
+        .flat_map(|&t| {
+            model
+                .vocab
+                .token_to_piece(t, 0, false)
+                .expect("piece")
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(text, String::from_utf8_lossy(&pieces));
+}
+
+/// The `simple` program (greedy through the sampler chain and the generation API)
+/// prints the prompt and llama-completion's text.
+fn simple(case_name: &str) {
+    let Some((path, prompt, n_predict, want)) = case(case_name) else {
+        return;
+    };
+    let n = n_predict.to_string();
+    let path = path.display().to_string();
+    let args = ["-m", &path, "-p", &prompt, "-n", &n, "-t", "2"];
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let code = simple::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&log));
+    let expected = [prompt.as_bytes(), &want, b"\n"].concat();
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&expected),
+        "{case_name}"
+    );
+}
+
+#[test]
+fn simple_prints_llama_cpp_text() {
+    simple("stories260K-plain");
+    simple("synth-qwen2-q4_k_m-plain");
 }
 
 #[test]

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams};
 
 struct Golden {
@@ -46,7 +44,7 @@ fn read_golden(rel: &str) -> Option<Golden> {
 /// Decodes the golden tokens and returns (NMSE, max abs difference) over all positions.
 fn run(g: &Golden, n_threads: usize, n_ubatch: u32) -> (f64, f32) {
     let path = common::shared_dir().join("models").join(&g.model);
-    let model = Arc::new(load_model(&path, ModelParams::default()).expect("load model"));
+    let model = load_model(&path, ModelParams::default()).expect("load model");
     let params = ContextParams {
         n_threads,
         n_ubatch,
@@ -141,7 +139,7 @@ fn per_position_report() {
         return;
     };
     let path = common::shared_dir().join("models").join(&g.model);
-    let model = Arc::new(load_model(&path, ModelParams::default()).expect("load model"));
+    let model = load_model(&path, ModelParams::default()).expect("load model");
     let params = ContextParams {
         n_threads: 2,
         flash_attn: g.flash_attn,

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams};
 
 struct Case {
@@ -46,13 +44,11 @@ fn read(name: &str) -> Option<Case> {
 }
 
 fn context(c: &Case, n_seq: u32) -> LlamaContext {
-    let model = Arc::new(
-        load_model(
-            common::shared_dir().join("models").join(&c.model),
-            ModelParams::default(),
-        )
-        .expect("model"),
-    );
+    let model = load_model(
+        common::shared_dir().join("models").join(&c.model),
+        ModelParams::default(),
+    )
+    .expect("model");
     let params = ContextParams {
         n_threads: 2,
         n_seq_max: n_seq,

@@ -12,14 +12,12 @@ use llama::graph::self_extend::SelfExtendParams;
 use llama::window::context_shift;
 use llama::{
     load_model, Batch, ClearMode, ContextParams, LlamaContext, LlamaError, MemoryError, Model,
-    ModelParams, Sequences,
+    ModelParams, Sequences, TokenizeOptions,
 };
 
 fn model() -> Option<Arc<Model>> {
     let path = common::shared_file("models/stories260K.gguf")?;
-    Some(Arc::new(
-        load_model(path, ModelParams::default()).expect("model"),
-    ))
+    Some(load_model(path, ModelParams::default()).expect("model"))
 }
 
 /// A context of `n_seq` sequences (unified cache unless `separate_streams`), with exact
@@ -46,7 +44,7 @@ fn ctx(
 fn prompt(m: &Model) -> Vec<i32> {
     let text = "Once upon a time, there was a little dog named Tim. Tim liked to run in the \
                 park with his friend, a big red ball. One day the ball rolled away.";
-    m.vocab.tokenize(text, true, false)
+    m.vocab.tokenize(text, TokenizeOptions::ADD_SPECIAL)
 }
 
 /// Decodes `tokens` into sequence `seq` from `pos0`; returns the last token's logits.

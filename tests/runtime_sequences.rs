@@ -9,13 +9,12 @@ use std::sync::Arc;
 use ggml::GgmlType;
 use llama::{
     load_model, Batch, ContextParams, LlamaContext, LlamaError, MemoryError, Model, ModelParams,
+    TokenizeOptions,
 };
 
 fn model() -> Option<Arc<Model>> {
     let path = common::shared_file("models/stories260K.gguf")?;
-    Some(Arc::new(
-        load_model(path, ModelParams::default()).expect("model"),
-    ))
+    Some(load_model(path, ModelParams::default()).expect("model"))
 }
 
 fn ctx(m: &Arc<Model>, n_seq: u32, flash_attn: bool) -> LlamaContext {
@@ -42,8 +41,10 @@ fn assert_close(a: &[f32], b: &[f32], what: &str) {
 }
 
 fn prompt(m: &Model) -> Vec<i32> {
-    m.vocab
-        .tokenize("Once upon a time, there was a little dog", true, true)
+    m.vocab.tokenize(
+        "Once upon a time, there was a little dog",
+        TokenizeOptions::PROMPT,
+    )
 }
 
 #[test]
@@ -263,7 +264,7 @@ fn k_shift_equals_fresh_decode_at_the_new_positions() {
     let Some(path) = common::shared_file("models/synth-llama-f16.gguf") else {
         return;
     };
-    let m = Arc::new(load_model(path, ModelParams::default()).expect("model"));
+    let m = load_model(path, ModelParams::default()).expect("model");
     for (type_k, max_nmse) in [
         (GgmlType::F32, 1e-6),
         (GgmlType::F16, 1e-6),
@@ -294,7 +295,7 @@ fn k_shift_uses_rope_frequency_factors() {
         .expect("add factors");
     let out = std::env::temp_dir().join(format!("rope-freqs-{}.gguf", std::process::id()));
     w.write_to_path(&out).expect("write");
-    let m = Arc::new(load_model(&out, ModelParams::default()).expect("model"));
+    let m = load_model(&out, ModelParams::default()).expect("model");
     let _ = std::fs::remove_file(&out);
     assert!(m.weights.rope_freqs.is_some(), "factors not loaded");
     for fa in [false, true] {

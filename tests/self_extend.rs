@@ -261,18 +261,16 @@ mod common;
 
 use std::sync::Arc;
 
-use llama::{load_model, Batch, ContextParams, LlamaContext, Model, ModelParams};
+use llama::{load_model, Batch, ContextParams, LlamaContext, Model, ModelParams, TokenizeOptions};
 
 fn stories() -> Option<Arc<Model>> {
     let path = common::shared_file("models/stories260K.gguf")?;
-    Some(Arc::new(
-        load_model(path, ModelParams::default()).expect("model"),
-    ))
+    Some(load_model(path, ModelParams::default()).expect("model"))
 }
 
 fn story_tokens(m: &Model, n: usize) -> Option<Vec<i32>> {
     let text = std::fs::read_to_string(common::shared_file("golden/text/story-a.txt")?).ok()?;
-    let mut t = m.vocab.tokenize(&text, true, false);
+    let mut t = m.vocab.tokenize(&text, TokenizeOptions::ADD_SPECIAL);
     t.truncate(n);
     Some(t)
 }

@@ -7,7 +7,7 @@ mod common;
 use std::sync::OnceLock;
 
 use ggml::gguf::GgufFile;
-use llama::vocab::{PreType, Token, Vocab, VocabKind};
+use llama::vocab::{PreType, Token, TokenizeOptions, Vocab, VocabKind};
 use proptest::prelude::*;
 
 /// A vocabulary from `shared/models/`, loaded once per test binary; `None` (after a
@@ -58,8 +58,7 @@ fn stories260k_prompt_and_text() {
     assert_eq!(
         v.tokenize(
             reference["prompt_text"].as_str().expect("prompt"),
-            true,
-            false
+            TokenizeOptions::ADD_SPECIAL
         ),
         ids("prompt_ids")
     );
@@ -85,7 +84,7 @@ fn llama3_special_tokens() {
         (VocabKind::Bpe, PreType::Llama3, true, false)
     );
     let text = "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>";
-    let ids = v.tokenize(text, true, true);
+    let ids = v.tokenize(text, TokenizeOptions::PROMPT);
     assert_eq!(ids, [128000, 128006, 882, 128007, 271, 13347, 0, 128009]);
     assert_eq!(
         v.detokenize(&ids, true, true).expect("ids"),
@@ -96,7 +95,10 @@ fn llama3_special_tokens() {
         b"user\n\nHi!"
     );
     // Without parse_special the markers are plain text.
-    assert!(v.tokenize(text, false, false).iter().all(|&t| t < 128000));
+    assert!(v
+        .tokenize(text, TokenizeOptions::TEXT)
+        .iter()
+        .all(|&t| t < 128000));
     assert_eq!((v.eot(), v.eos()), (Some(128009), Some(128001)));
     assert!(v.is_eog(128009) && v.is_eog(128001) && !v.is_eog(128006));
     assert_eq!(v.nl(), Some(198));
@@ -108,14 +110,17 @@ fn qwen2_end_of_turn() {
     assert_eq!(v.eot(), v.text_to_token(b"<|im_end|>"));
     assert!(v.is_eog(151643) && v.is_eog(151645));
     assert!(!v.add_bos());
-    assert_eq!(v.tokenize("<|im_start|>user", false, true), [151644, 872]);
+    assert_eq!(
+        v.tokenize("<|im_start|>user", TokenizeOptions::PARSE_SPECIAL),
+        [151644, 872]
+    );
 }
 
 #[test]
 fn spm_bytes_of_a_split_character_stream_whole() {
     let Some(v) = vocab(SPM) else { return };
     // '🦙' is not a piece: four byte tokens, after the "▁" piece.
-    let ids = v.tokenize("🦙", false, false);
+    let ids = v.tokenize("🦙", TokenizeOptions::TEXT);
     assert_eq!(ids, [29871, 243, 162, 169, 156]);
     assert!(ids[1..].iter().all(|&t| v.is_byte(t)));
     let mut stream = v.text_stream(false);
@@ -123,13 +128,16 @@ fn spm_bytes_of_a_split_character_stream_whole() {
     assert_eq!(parts, [" ", "", "", "", "🦙"]);
     assert_eq!(detok(v, &ids), "🦙");
     // Control tokens are parsed only on request; BOS comes from metadata.
-    assert_eq!(v.tokenize("<s>", true, true), [1, 1]);
-    assert_eq!(v.tokenize("<s>", false, false), [529, 29879, 29958]);
+    assert_eq!(v.tokenize("<s>", TokenizeOptions::PROMPT), [1, 1]);
+    assert_eq!(
+        v.tokenize("<s>", TokenizeOptions::TEXT),
+        [529, 29879, 29958]
+    );
 }
 
 fn round_trip(rel: &'static str, s: &str) -> Result<(), TestCaseError> {
     let Some(v) = vocab(rel) else { return Ok(()) };
-    let ids = v.tokenize(s, false, false);
+    let ids = v.tokenize(s, TokenizeOptions::TEXT);
     prop_assert_eq!(detok(v, &ids), s);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! special tokens, BOS/EOS, byte fallback, pieces, detokenizing and streaming.
 
 use llama::error::VocabError;
-use llama::vocab::{PreType, Token, TokenAttr, Vocab, VocabKind, VocabParts};
+use llama::vocab::{PreType, Token, TokenAttr, TokenizeOptions, Vocab, VocabKind, VocabParts};
 
 const UNK: i32 = 2;
 const CONTROL: i32 = 3;
@@ -97,12 +97,18 @@ fn spm_adds_bos_and_prefix_space() {
     );
     assert!(v.add_bos() && !v.add_eos());
     let hello = id(&v, "▁hello");
-    assert_eq!(v.tokenize("hello", true, false), [1, hello]);
-    assert_eq!(v.tokenize("hello", false, false), [hello]);
-    assert_eq!(v.tokenize("", true, false), [1]);
-    assert!(v.tokenize("", false, false).is_empty());
+    assert_eq!(
+        v.tokenize("hello", TokenizeOptions::ADD_SPECIAL),
+        [1, hello]
+    );
+    assert_eq!(v.tokenize("hello", TokenizeOptions::TEXT), [hello]);
+    assert_eq!(v.tokenize("", TokenizeOptions::ADD_SPECIAL), [1]);
+    assert!(v.tokenize("", TokenizeOptions::TEXT).is_empty());
     let v = spm(|p| p.add_eos = Some(true));
-    assert_eq!(v.tokenize("hello", true, false), [1, hello, 2]);
+    assert_eq!(
+        v.tokenize("hello", TokenizeOptions::ADD_SPECIAL),
+        [1, hello, 2]
+    );
 }
 
 #[test]
@@ -110,12 +116,18 @@ fn control_tokens_need_parse_special() {
     let v = spm(|_| {});
     let (hello, world) = (id(&v, "▁hello"), id(&v, "▁world"));
     // After a special token SentencePiece starts a new word: " world".
-    assert_eq!(v.tokenize("hello</s>world", false, true), [hello, 2, world]);
-    let plain = v.tokenize("hello</s>world", false, false);
+    assert_eq!(
+        v.tokenize("hello</s>world", TokenizeOptions::PARSE_SPECIAL),
+        [hello, 2, world]
+    );
+    let plain = v.tokenize("hello</s>world", TokenizeOptions::TEXT);
     assert!(!plain.contains(&2) && plain.len() > 3, "{plain:?}");
     // User-defined tokens are cut out either way.
     let user = id(&v, "<|user|>");
-    assert_eq!(v.tokenize("<|user|>hello", false, false), [user, hello]);
+    assert_eq!(
+        v.tokenize("<|user|>hello", TokenizeOptions::TEXT),
+        [user, hello]
+    );
 }
 
 #[test]
@@ -132,7 +144,7 @@ fn end_of_generation_tokens() {
 fn byte_fallback_and_split_characters() {
     let v = spm(|_| {});
     // 'é' is no piece: it falls back to its two UTF-8 bytes.
-    let ids = v.tokenize("hé", false, false);
+    let ids = v.tokenize("hé", TokenizeOptions::TEXT);
     assert_eq!(ids, [id(&v, "▁h"), id(&v, "<0xC3>"), id(&v, "<0xA9>")]);
     assert!(v.is_byte(ids[1]));
     assert_eq!(v.token_to_piece(ids[1], 0, false).unwrap(), [0xC3]);
@@ -169,10 +181,10 @@ fn pieces_and_detokenize() {
     );
     assert_eq!(v.detokenize(&[hello], false, false).unwrap(), b"hello");
     for s in ["hello world!", "hé hello", "  two  spaces "] {
-        assert_eq!(text(&v, &v.tokenize(s, false, false)), s);
+        assert_eq!(text(&v, &v.tokenize(s, TokenizeOptions::TEXT)), s);
     }
     // After a special token SentencePiece adds a space, which stays (as in llama.cpp).
-    let ids = v.tokenize("<|user|>hello", false, false);
+    let ids = v.tokenize("<|user|>hello", TokenizeOptions::TEXT);
     assert_eq!(text(&v, &ids), "<|user|> hello");
 }
 
@@ -213,7 +225,7 @@ fn phi3_strips_spaces_after_special_tokens() {
     assert!(v.token_attr(user).unwrap().contains(TokenAttr::RSTRIP));
     assert!(!v.token_attr(1).unwrap().contains(TokenAttr::RSTRIP));
     assert_eq!(
-        v.tokenize("<|user|>  hello", false, false),
+        v.tokenize("<|user|>  hello", TokenizeOptions::TEXT),
         [user, id(&v, "▁hello")]
     );
 }
@@ -222,12 +234,15 @@ fn phi3_strips_spaces_after_special_tokens() {
 fn bpe_merges_by_rank() {
     let v = bpe();
     assert_eq!((v.kind(), v.pre_type()), (VocabKind::Bpe, PreType::Gpt2));
-    let ids = v.tokenize("hello world", false, false);
+    let ids = v.tokenize("hello world", TokenizeOptions::TEXT);
     assert_eq!(ids, [id(&v, "hello"), id(&v, "Ġworld")]);
     assert_eq!(text(&v, &ids), "hello world");
     assert_eq!(v.nl(), Some(id(&v, "Ċ")));
     // No BOS unless the pre-tokenizer or metadata asks for it.
-    assert_eq!(v.tokenize("hello", true, false), [id(&v, "hello")]);
+    assert_eq!(
+        v.tokenize("hello", TokenizeOptions::ADD_SPECIAL),
+        [id(&v, "hello")]
+    );
 }
 
 #[test]
@@ -235,16 +250,16 @@ fn bpe_special_tokens_and_clean_up() {
     let v = bpe();
     let eot = id(&v, "<|endoftext|>");
     assert_eq!(
-        v.tokenize("hello<|endoftext|>", false, true),
+        v.tokenize("hello<|endoftext|>", TokenizeOptions::PARSE_SPECIAL),
         [id(&v, "hello"), eot]
     );
     assert!(!v
-        .tokenize("hello<|endoftext|>", false, false)
+        .tokenize("hello<|endoftext|>", TokenizeOptions::TEXT)
         .contains(&eot));
     assert!(v.is_eog(eot));
     // Byte-level BPE round-trips any text, then llama.cpp's clean-up removes the
     // space before punctuation.
-    let ids = v.tokenize("é , x", false, false);
+    let ids = v.tokenize("é , x", TokenizeOptions::TEXT);
     assert_eq!(ids.len(), 6);
     assert_eq!(text(&v, &ids), "é, x");
 }

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use ggml::gguf::GgufFile;
-use llama::vocab::{Token, Vocab};
+use llama::vocab::{Token, TokenizeOptions, Vocab};
 
 const DIR: &str = "models/llama-vocab";
 
@@ -68,7 +68,7 @@ fn check(name: &str) {
     assert!(!cases.is_empty());
     let mut failures = Vec::new();
     for (text, want) in &cases {
-        let got = vocab.tokenize(text, false, false);
+        let got = vocab.tokenize(text, TokenizeOptions::TEXT);
         if &got != want {
             failures.push(format!(
                 "input {text:?}\n  expected: {}\n  got:      {}",

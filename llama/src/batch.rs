@@ -1,5 +1,7 @@
 //! Batches of tokens to decode, and their split into micro-batches.
 
+use std::ops::Range;
+
 use smallvec::SmallVec;
 
 use crate::error::{LlamaError, Result};
@@ -23,7 +25,36 @@ pub struct BatchToken {
     pub logits: bool,
 }
 
-/// Tokens to decode together (llama.cpp's `llama_batch`).
+/// Which tokens of [`Batch::add_tokens`] ask for logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// None of them (a prompt chunk that more tokens follow).
+    None,
+    /// The last one: what the next token is sampled from.
+    Last,
+    /// Every one (scoring a text, as perplexity does).
+    All,
+}
+
+/// Tokens to decode together (llama.cpp's `llama_batch`): for each, its sequence,
+/// position and whether its logits are wanted.
+///
+/// [`Batch::add_tokens`] puts tokens after what their sequence already holds, so
+/// several sequences share one batch without positions kept by hand;
+/// [`Batch::add`] gives an explicit position. After [`crate::LlamaContext::decode`],
+/// `ctx.logits_ith(i)` reads the logits of the token at batch index `i`.
+///
+/// ```
+/// use llama::{Batch, Logits};
+/// let mut batch = Batch::new();
+/// let a = batch.add_tokens(0, &[1, 15, 27], Logits::Last); // sequence 0
+/// let b = batch.add_tokens(1, &[1, 99], Logits::Last);     // sequence 1
+/// assert_eq!((a, b.clone()), (0..3, 3..5));
+/// // Logits for the last token of each: batch indices 2 and 4.
+/// let wanted: Vec<usize> = (0..batch.len()).filter(|&i| batch.tokens()[i].logits).collect();
+/// assert_eq!(wanted, [2, 4]);
+/// assert_eq!(batch.tokens()[b.start].pos, None); // placed by decode
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Batch {
     tokens: Vec<BatchToken>,
@@ -38,22 +69,35 @@ impl Batch {
     /// A batch of `tokens` for sequence 0 at automatic positions, with logits for the
     /// last token only (llama.cpp's `llama_batch_get_one`).
     pub fn get_one(tokens: &[Token]) -> Self {
-        let n = tokens.len();
-        Batch {
-            tokens: tokens
-                .iter()
-                .enumerate()
-                .map(|(i, &t)| BatchToken {
-                    token: t,
-                    pos: None,
-                    seq_ids: SmallVec::from_slice(&[0]),
-                    logits: i + 1 == n,
-                })
-                .collect(),
-        }
+        let mut b = Batch::new();
+        b.add_tokens(0, tokens, Logits::Last);
+        b
     }
 
-    /// Appends a token (`common_batch_add`).
+    /// Appends `tokens` to sequence `seq_id` at automatic positions: the first goes
+    /// right after the sequence's last cached position (or this batch's previous
+    /// token of the sequence), at 0 for an empty sequence. Returns the batch indices
+    /// of the added tokens. The sequence id is checked by `decode`.
+    pub fn add_tokens(&mut self, seq_id: SeqId, tokens: &[Token], logits: Logits) -> Range<usize> {
+        let start = self.tokens.len();
+        let n = tokens.len();
+        self.tokens
+            .extend(tokens.iter().enumerate().map(|(i, &token)| BatchToken {
+                token,
+                pos: None,
+                seq_ids: SmallVec::from_slice(&[seq_id]),
+                logits: match logits {
+                    Logits::None => false,
+                    Logits::Last => i + 1 == n,
+                    Logits::All => true,
+                },
+            }));
+        start..self.tokens.len()
+    }
+
+    /// Appends a token at an explicit position (`common_batch_add`), in one or more
+    /// sequences. Positions must continue each sequence's cache without gaps, or
+    /// `decode` refuses the batch ([`LlamaError::BadPosition`]).
     pub fn add(&mut self, token: Token, pos: Pos, seq_ids: &[SeqId], logits: bool) {
         self.tokens.push(BatchToken {
             token,

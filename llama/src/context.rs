@@ -18,6 +18,7 @@ use crate::memory::kv_cache::slots::SlotInfo;
 use crate::memory::kv_cache::{KvCacheParams, KvLayerDims};
 use crate::memory::{Memory, Pos, SeqId, MAX_SEQ};
 use crate::model::Model;
+use crate::vocab::TokenizeOptions;
 
 mod sequences;
 
@@ -337,9 +338,11 @@ struct CachedGraph {
 }
 
 impl LlamaContext {
-    /// A context for `model`. Errors: [`LlamaError::InvalidParam`] for bad parameters,
-    /// [`LlamaError::Ggml`] when memory or threads cannot be had.
-    pub fn new(model: Arc<Model>, params: &ContextParams) -> Result<Self> {
+    /// A context for `model` (the `Arc` from [`crate::load_model`], shared with other
+    /// contexts, or a `Model` it takes over). Errors: [`LlamaError::InvalidParam`] for
+    /// bad parameters, [`LlamaError::Ggml`] when memory or threads cannot be had.
+    pub fn new(model: impl Into<Arc<Model>>, params: &ContextParams) -> Result<Self> {
+        let model: Arc<Model> = model.into();
         let hp = &model.hparams;
         let cparams = Cparams::resolve(params, hp)?;
         let dims = vec![
@@ -397,6 +400,16 @@ impl LlamaContext {
     /// Context size (after padding).
     pub fn n_ctx(&self) -> u32 {
         self.cparams.n_ctx
+    }
+
+    /// The most tokens one [`LlamaContext::decode`] accepts.
+    pub fn n_batch(&self) -> usize {
+        self.cparams.n_batch as usize
+    }
+
+    /// The number of sequences the context serves (ids `0..n_seq_max`).
+    pub fn n_seq_max(&self) -> usize {
+        self.cparams.n_seq_max as usize
     }
 
     /// The memory (KV cache), read-only: its size, streams, the llama.cpp log line
@@ -744,9 +757,9 @@ impl LlamaContext {
         Ok(())
     }
 
-    /// Tokenizes `text` with the model's vocabulary.
-    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<Token> {
-        self.model.vocab.tokenize(text, add_special, parse_special)
+    /// Tokenizes `text` with the model's vocabulary ([`crate::vocab::Vocab::tokenize`]).
+    pub fn tokenize(&self, text: impl AsRef<[u8]>, options: TokenizeOptions) -> Vec<Token> {
+        self.model.vocab.tokenize(text, options)
     }
 }
 

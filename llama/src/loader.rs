@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use ggml::gguf::{Gguf, GgufFile};
 use ggml::{Context, GgmlType, TensorId};
@@ -21,11 +22,23 @@ pub struct ModelParams {
     pub progress: Option<Box<dyn FnMut(f32)>>,
 }
 
-/// Opens and validates a GGUF model. Errors: [`LlamaError::Ggml`] for an unreadable or
-/// malformed file, [`LlamaError::UnknownArch`], [`LlamaError::MissingKey`],
-/// [`LlamaError::BadKey`], [`LlamaError::MissingTensor`], [`LlamaError::TensorShape`],
+/// Opens and validates a GGUF model, ready to be shared by any number of contexts
+/// ([`crate::LlamaContext::new`] takes the `Arc`). The weights stay in the mapped
+/// file. Errors: [`LlamaError::Ggml`] for an unreadable or malformed file,
+/// [`LlamaError::UnknownArch`], [`LlamaError::MissingKey`], [`LlamaError::BadKey`],
+/// [`LlamaError::MissingTensor`], [`LlamaError::TensorShape`],
 /// [`LlamaError::TensorType`].
-pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Model> {
+///
+/// ```
+/// use llama::{load_model, ModelParams};
+/// let path = "../../shared/models/stories260K.gguf";
+/// # let Some(path) = llama::doctest::model(path) else { return Ok(()) };
+/// let model = load_model(path, ModelParams::default())?;
+/// assert_eq!(model.hparams.n_vocab, model.vocab.n_tokens());
+/// println!("{}", model.summary().join("\n"));
+/// # Ok::<(), llama::LlamaError>(())
+/// ```
+pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Arc<Model>> {
     let path = path.as_ref();
     let file = GgufFile::open(path)?;
     let g = file.gguf();
@@ -57,14 +70,14 @@ pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Mod
     info.size_bytes = g.tensor_infos().iter().map(|t| t.size).sum();
     info.n_params = g.tensor_infos().iter().map(|t| t.nelements()).sum();
     info.file_type = file_type_name(g.get_opt::<u32>("general.file_type").ok().flatten(), g);
-    Ok(Model {
+    Ok(Arc::new(Model {
         hparams,
         vocab,
         weights,
         info,
         ctx,
         file: file.buffer().clone(),
-    })
+    }))
 }
 
 /// Loads only the vocabulary of a GGUF file (which may hold nothing else).

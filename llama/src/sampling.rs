@@ -1,5 +1,8 @@
 //! Token samplers, as llama.cpp's `llama_sampler_*`: small objects with `apply` (on the
-//! candidate list) and `accept` (of the chosen token), combined in a [`SamplerChain`].
+//! candidate list) and `accept` (of the chosen token), combined in a [`SamplerChain`],
+//! whose [`SamplerChain::sample`] does both. Presets: [`SamplerChain::greedy`],
+//! [`SamplerParams::cli`] (llama.cpp's defaults), [`SamplerParams::none`],
+//! [`SamplerParams::greedy`]. Your own sampler implements [`Sampler`].
 //!
 //! The arithmetic follows llama.cpp, including its seeded random draw (a Mersenne
 //! Twister with libstdc++'s `uniform_real_distribution<double>`), so that a seeded run
@@ -521,12 +524,23 @@ impl Mt19937 {
     }
 }
 
-/// Sampling settings with llama.cpp's defaults (`common_params_sampling`).
-#[derive(Clone, Debug)]
+/// Sampling settings, as llama.cpp's `common_params_sampling`. Start from a preset and
+/// change what you need:
+///
+/// ```
+/// use llama::sampling::{SamplerChain, SamplerParams};
+/// // llama.cpp's defaults with a fixed seed: the same draws on every run.
+/// let params = SamplerParams { seed: 42, temp: 0.7, ..SamplerParams::cli() };
+/// let chain = SamplerChain::from_params(&params)?;
+/// assert_eq!(chain.describe(), "penalties -> top-k -> typical -> top-p -> min-p -> temp -> dist");
+/// assert_eq!(chain.seed(), Some(42));
+/// # Ok::<(), llama::LlamaError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
 pub struct SamplerParams {
-    /// RNG seed ([`DEFAULT_SEED`]: random).
+    /// RNG seed ([`DEFAULT_SEED`]: a new one from the clock for each chain).
     pub seed: u32,
-    /// Temperature (<= 0: greedy).
+    /// Temperature (<= 0: only the most likely token is left to draw).
     pub temp: f32,
     /// Top-k (<= 0: off).
     pub top_k: i32,
@@ -548,8 +562,11 @@ pub struct SamplerParams {
     pub min_keep: usize,
 }
 
-impl Default for SamplerParams {
-    fn default() -> Self {
+impl SamplerParams {
+    /// llama.cpp's defaults (`common_params_sampling`, what llama-cli and llama-server
+    /// start from): temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, penalties over
+    /// the last 64 tokens (all neutral), and a random seed ([`DEFAULT_SEED`]).
+    pub fn cli() -> Self {
         SamplerParams {
             seed: DEFAULT_SEED,
             temp: 0.8,
@@ -564,16 +581,68 @@ impl Default for SamplerParams {
             min_keep: 0,
         }
     }
+
+    /// Every filter and penalty off, temperature 1: a draw from the model's own
+    /// distribution, with a random seed ([`DEFAULT_SEED`]).
+    pub fn none() -> Self {
+        SamplerParams {
+            seed: DEFAULT_SEED,
+            temp: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            typical_p: 1.0,
+            repeat_penalty: 1.0,
+            freq_penalty: 0.0,
+            presence_penalty: 0.0,
+            penalty_last_n: 0,
+            min_keep: 0,
+        }
+    }
+
+    /// Greedy as llama.cpp's `--temp 0` does it: [`SamplerParams::cli`] with
+    /// temperature 0 (the chain keeps only the most likely token, then draws it).
+    /// Picks the same tokens as [`SamplerChain::greedy`].
+    pub fn greedy() -> Self {
+        SamplerParams {
+            temp: 0.0,
+            ..SamplerParams::cli()
+        }
+    }
 }
 
-/// Samplers applied in order; the last one selects.
+/// Samplers applied in order to a logits row; the last one selects a token.
+///
+/// Built in one expression from a preset, llama.cpp's chain for some
+/// [`SamplerParams`], or your own samplers in order:
+///
+/// ```
+/// use llama::sampling::{Greedy, LogitBias, Penalties, SamplerChain, SamplerParams, TopK};
+/// let greedy = SamplerChain::greedy();
+/// let seeded = SamplerChain::from_params(&SamplerParams { seed: 7, ..SamplerParams::cli() })?;
+/// let custom = SamplerChain::new()
+///     .with(LogitBias::new(vec![(2, f32::NEG_INFINITY)])) // token 2 never
+///     .with(Penalties::new(64, 1.1, 0.0, 0.0))
+///     .with(TopK(40))
+///     .with(Greedy);
+/// assert_eq!(custom.describe(), "logit-bias -> penalties -> top-k -> greedy");
+///
+/// // `sample` runs the chain and accepts the token it returns (the penalties
+/// // remember it), as llama.cpp's `llama_sampler_sample`.
+/// let mut chain = custom;
+/// assert_eq!(chain.sample(&[0.5, 2.0, 9.0, 1.9]), Some(1));
+/// // Token 1 is now penalized (2.0 / 1.1 < 1.9).
+/// assert_eq!(chain.sample(&[0.5, 2.0, 9.0, 1.9]), Some(3));
+/// # let _ = (greedy, seeded);
+/// # Ok::<(), llama::LlamaError>(())
+/// ```
 pub struct SamplerChain {
     samplers: Vec<Box<dyn Sampler>>,
     cur: Candidates,
 }
 
 impl SamplerChain {
-    /// An empty chain.
+    /// An empty chain (it picks the most likely token until samplers are added).
     pub fn new() -> Self {
         SamplerChain {
             samplers: Vec::new(),
@@ -581,16 +650,35 @@ impl SamplerChain {
         }
     }
 
-    /// llama.cpp's default chain for `params`: penalties, top-k, typical, top-p, min-p,
-    /// temperature, then a seeded draw. [`LlamaError::InvalidParam`] for NaN settings.
-    pub fn from_params(p: &SamplerParams) -> Result<Self> {
-        let mut c = SamplerChain::new();
-        c.extend_from_params(p)?;
-        Ok(c)
+    /// A chain of one [`Greedy`] sampler: always the most likely token (the first on
+    /// ties), no random draw.
+    pub fn greedy() -> Self {
+        SamplerChain::new().with(Greedy)
     }
 
-    /// Appends llama.cpp's default chain for `p` (see [`SamplerChain::from_params`]).
-    pub fn extend_from_params(&mut self, p: &SamplerParams) -> Result<&mut Self> {
+    /// llama.cpp's chain for `params`: penalties, top-k, typical, top-p, min-p,
+    /// temperature, then a seeded draw. [`LlamaError::InvalidParam`] for NaN settings.
+    pub fn from_params(params: &SamplerParams) -> Result<Self> {
+        SamplerChain::new().with_params(params)
+    }
+
+    /// The chain with `sampler` appended.
+    pub fn with(mut self, sampler: impl Sampler + 'static) -> Self {
+        self.push(sampler);
+        self
+    }
+
+    /// The chain with llama.cpp's chain for `params` appended (see
+    /// [`SamplerChain::from_params`]); for samplers that go first, such as a
+    /// [`LogitBias`]. [`LlamaError::InvalidParam`] for NaN settings.
+    pub fn with_params(mut self, params: &SamplerParams) -> Result<Self> {
+        self.extend_from_params(params)?;
+        Ok(self)
+    }
+
+    /// Appends llama.cpp's chain for `p` (see [`SamplerChain::from_params`]).
+    /// [`LlamaError::InvalidParam`] for NaN settings; nothing is appended then.
+    pub fn extend_from_params(&mut self, p: &SamplerParams) -> Result<()> {
         for (name, v) in [
             ("temp", p.temp),
             ("top_p", p.top_p),
@@ -624,18 +712,27 @@ impl SamplerChain {
         });
         self.push(Temp(p.temp));
         self.push(Dist::new(p.seed));
-        Ok(self)
+        Ok(())
+    }
+
+    /// Appends a sampler (see [`SamplerChain::with`] to build a chain in one expression).
+    pub fn push(&mut self, sampler: impl Sampler + 'static) {
+        self.samplers.push(Box::new(sampler));
+    }
+
+    /// The number of samplers.
+    pub fn len(&self) -> usize {
+        self.samplers.len()
+    }
+
+    /// Whether the chain has no sampler.
+    pub fn is_empty(&self) -> bool {
+        self.samplers.is_empty()
     }
 
     /// The seed of the chain's random draw, if it has one.
     pub fn seed(&self) -> Option<u32> {
         self.samplers.iter().find_map(|s| s.seed())
-    }
-
-    /// Appends a sampler.
-    pub fn push(&mut self, s: impl Sampler + 'static) -> &mut Self {
-        self.samplers.push(Box::new(s));
-        self
     }
 
     /// Names of the samplers, joined by ` -> ` (as llama.cpp logs the chain).
@@ -647,9 +744,20 @@ impl SamplerChain {
             .join(" -> ")
     }
 
-    /// Runs the chain on a logits row and returns the selected token (the best
-    /// remaining candidate when no sampler selected one).
+    /// Runs the chain on a logits row and accepts the token it selects (the
+    /// penalties remember it), as llama.cpp's `llama_sampler_sample`. Returns that
+    /// token: the one a sampler selected, else the best remaining candidate; `None`
+    /// for an empty row.
     pub fn sample(&mut self, logits: &[f32]) -> Option<Token> {
+        let token = self.sample_without_accept(logits)?;
+        self.accept(token);
+        Some(token)
+    }
+
+    /// Runs the chain on a logits row without accepting the result: for a token you
+    /// may not keep (a speculative draft). Call [`SamplerChain::accept`] with the
+    /// token you do keep, or the penalties never see it.
+    pub fn sample_without_accept(&mut self, logits: &[f32]) -> Option<Token> {
         self.cur.reset_from(logits);
         for s in &mut self.samplers {
             s.apply(&mut self.cur);
@@ -657,27 +765,34 @@ impl SamplerChain {
         let sel = match self.cur.selected {
             Some(i) => i,
             None => {
-                let mut g = Greedy;
-                g.apply(&mut self.cur);
+                Greedy.apply(&mut self.cur);
                 self.cur.selected?
             }
         };
         self.cur.data.get(sel).map(|d| d.id)
     }
 
-    /// The candidates after the last `sample` (with probabilities where computed).
+    /// The candidates after the last sample (with probabilities where computed).
     pub fn candidates(&self) -> &Candidates {
         &self.cur
     }
 
-    /// Tells every sampler the token that was chosen (or fed as prompt).
+    /// Tells every sampler about a token that is now part of the sequence: a prompt
+    /// token, or one chosen without [`SamplerChain::sample`].
     pub fn accept(&mut self, token: Token) {
         for s in &mut self.samplers {
             s.accept(token);
         }
     }
 
-    /// Resets every sampler.
+    /// [`SamplerChain::accept`] for each token in order (a prompt).
+    pub fn accept_all(&mut self, tokens: &[Token]) {
+        for &t in tokens {
+            self.accept(t);
+        }
+    }
+
+    /// Resets every sampler: accepted tokens forgotten, the draw reseeded.
     pub fn reset(&mut self) {
         for s in &mut self.samplers {
             s.reset();
@@ -688,6 +803,15 @@ impl SamplerChain {
 impl Default for SamplerChain {
     fn default() -> Self {
         SamplerChain::new()
+    }
+}
+
+impl std::fmt::Debug for SamplerChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SamplerChain")
+            .field("samplers", &self.describe())
+            .field("seed", &self.seed())
+            .finish()
     }
 }
 
@@ -735,7 +859,7 @@ mod tests {
         let mut c = SamplerChain::from_params(&SamplerParams {
             temp: 0.0,
             seed: 1,
-            ..Default::default()
+            ..SamplerParams::cli()
         })
         .unwrap();
         assert_eq!(c.sample(&[0.1, 3.0, 2.0, 3.0]), Some(1));
@@ -769,12 +893,115 @@ mod tests {
             top_k: 0,
             top_p: 1.0,
             min_p: 0.0,
-            ..Default::default()
+            ..SamplerParams::cli()
         };
         let mut a = SamplerChain::from_params(&params).unwrap();
         let mut b = SamplerChain::from_params(&params).unwrap();
         for _ in 0..20 {
             assert_eq!(a.sample(&logits), b.sample(&logits));
         }
+    }
+
+    /// Logits where token 3 leads and token 1 follows closely.
+    const ROW: [f32; 5] = [0.0, 2.9, 1.0, 3.0, -1.0];
+
+    #[test]
+    fn sample_accepts_what_it_returns() {
+        // A repetition penalty of 2 halves a repeated token's positive logit: once 3
+        // is picked, 1 must win the next draw.
+        let mut chain = SamplerChain::new()
+            .with(Penalties::new(8, 2.0, 0.0, 0.0))
+            .with(Greedy);
+        assert_eq!(chain.sample(&ROW), Some(3));
+        assert_eq!(chain.sample(&ROW), Some(1));
+        // Both remembered: 3 at 1.5 beats 1 at 1.45.
+        assert_eq!(chain.sample(&ROW), Some(3));
+        // Without accepting, the same row gives the same token every time.
+        let mut chain = SamplerChain::new()
+            .with(Penalties::new(8, 2.0, 0.0, 0.0))
+            .with(Greedy);
+        for _ in 0..3 {
+            assert_eq!(chain.sample_without_accept(&ROW), Some(3));
+        }
+        chain.accept(3);
+        assert_eq!(chain.sample_without_accept(&ROW), Some(1));
+    }
+
+    #[test]
+    fn accept_all_feeds_the_penalties_a_prompt() {
+        let mut a = SamplerChain::from_params(&SamplerParams {
+            repeat_penalty: 4.0,
+            ..SamplerParams::greedy()
+        })
+        .unwrap();
+        a.accept_all(&[3, 3]);
+        // 3's logit is divided by 4 (once per distinct token, as llama.cpp).
+        assert_eq!(a.sample(&ROW), Some(1));
+        a.reset();
+        assert_eq!(a.sample(&ROW), Some(3));
+    }
+
+    #[test]
+    fn presets() {
+        let cli = SamplerParams::cli();
+        assert_eq!(
+            (
+                cli.temp,
+                cli.top_k,
+                cli.top_p,
+                cli.min_p,
+                cli.penalty_last_n
+            ),
+            (0.8, 40, 0.95, 0.05, 64)
+        );
+        assert_eq!(cli.seed, DEFAULT_SEED);
+        let none = SamplerParams::none();
+        assert_eq!(
+            (none.temp, none.top_k, none.top_p, none.min_p),
+            (1.0, 0, 1.0, 0.0)
+        );
+        assert_eq!(SamplerParams::greedy().temp, 0.0);
+        // Greedy both ways picks the first of the best logits.
+        let row = [0.1, 3.0, 2.0, 3.0];
+        let mut g = SamplerChain::greedy();
+        let mut p = SamplerChain::from_params(&SamplerParams::greedy()).unwrap();
+        assert_eq!(g.describe(), "greedy");
+        assert_eq!(g.seed(), None);
+        assert_eq!(g.sample(&row), Some(1));
+        assert_eq!(p.sample(&row), Some(1));
+        // With no filter, a seeded draw over two equal logits takes both in time.
+        let mut d = SamplerChain::from_params(&SamplerParams {
+            seed: 3,
+            ..SamplerParams::none()
+        })
+        .unwrap();
+        let picks: Vec<_> = (0..32).map(|_| d.sample(&[5.0, 5.0]).unwrap()).collect();
+        assert!(picks.contains(&0) && picks.contains(&1), "{picks:?}");
+    }
+
+    #[test]
+    fn built_in_one_expression() {
+        let chain = SamplerChain::new()
+            .with(LogitBias::new(vec![(1, f32::NEG_INFINITY)]))
+            .with_params(&SamplerParams {
+                seed: 9,
+                ..SamplerParams::cli()
+            })
+            .unwrap();
+        assert_eq!(chain.len(), 8);
+        assert_eq!(chain.seed(), Some(9));
+        assert!(chain.describe().starts_with("logit-bias -> penalties"));
+        let nan = SamplerParams {
+            top_p: f32::NAN,
+            ..SamplerParams::cli()
+        };
+        assert!(matches!(
+            SamplerChain::new().with_params(&nan),
+            Err(LlamaError::InvalidParam(_))
+        ));
+        assert!(SamplerChain::new().is_empty());
+        // An empty chain still picks the best token; an empty row picks none.
+        assert_eq!(SamplerChain::new().sample(&ROW), Some(3));
+        assert_eq!(SamplerChain::greedy().sample(&[]), None);
     }
 }

@@ -98,7 +98,7 @@ impl Default for CommonParams {
             n_batch: 2048,
             n_ubatch: 512,
             n_threads: default_threads(),
-            sampling: SamplerParams::default(),
+            sampling: SamplerParams::cli(),
             ignore_eos: false,
             n_keep: 0,
             grp_attn_n: 1,
@@ -525,7 +525,7 @@ pub fn ubatch_or_batch(n_batch: u32, n_ubatch: u32) -> u32 {
 
 /// Loads the model at `path` without progress or summary;
 /// [`CliError::LoadModel`] naming the path when it fails.
-pub fn load_quiet(path: &Path) -> Result<Model> {
+pub fn load_quiet(path: &Path) -> Result<Arc<Model>> {
     load_model(path, ModelParams::default()).map_err(|source| CliError::LoadModel {
         path: path.display().to_string(),
         source,
@@ -568,7 +568,7 @@ pub fn load(path: &Path, log: &mut dyn Write) -> Result<(Arc<Model>, Duration)> 
     for line in model.summary() {
         let _ = writeln!(log, "{line}");
     }
-    Ok((Arc::new(model), t0.elapsed()))
+    Ok((model, t0.elapsed()))
 }
 
 /// Creates the context and logs its KV cache like llama.cpp.

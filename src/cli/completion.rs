@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use llama::sampling::SamplerChain;
 use llama::window::{context_shift, SelfExtend};
-use llama::{Batch, LlamaContext, Model, Token};
+use llama::{Batch, LlamaContext, Model, Token, TokenizeOptions};
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams, SampleTimer};
@@ -359,7 +359,7 @@ impl<'p> Session<'p> {
             Some(c) => first_prompt(c, params, log)?,
             None => (p.prompt.clone(), false),
         };
-        let mut embd_inp = vocab.tokenize_bytes(&prompt, true, true);
+        let mut embd_inp = vocab.tokenize(&prompt, TokenizeOptions::PROMPT);
         if !waiting_for_first_input && embd_inp.is_empty() {
             match vocab.bos() {
                 Some(bos) if add_bos => {
@@ -396,10 +396,12 @@ impl<'p> Session<'p> {
         let antiprompt_tokens = p
             .antiprompt
             .iter()
-            .filter_map(|a| match vocab.tokenize_bytes(a, false, true)[..] {
-                [t] => Some(t),
-                _ => None,
-            })
+            .filter_map(
+                |a| match vocab.tokenize(a, TokenizeOptions::PARSE_SPECIAL)[..] {
+                    [t] => Some(t),
+                    _ => None,
+                },
+            )
             .collect();
         let n_batch = ctx.cparams().n_batch as usize;
         let mut s = Session {
@@ -641,7 +643,6 @@ impl<'p> Session<'p> {
             .smpl
             .sample(logits)
             .ok_or_else(|| CliError::Input("the sampler selected nothing".into()))?;
-        self.smpl.accept(id);
         self.timer.total += t0.elapsed();
         self.timer.runs += 1;
         if !self.waiting_for_first_input && self.chat.is_some() {
@@ -728,7 +729,7 @@ impl<'p> Session<'p> {
         }
         if let Some(first) = self.p.antiprompt.first() {
             self.embd_inp
-                .extend(vocab.tokenize_bytes(first, false, true));
+                .extend(vocab.tokenize(first, TokenizeOptions::PARSE_SPECIAL));
             self.is_antiprompt = true;
         }
         if let Some(c) = self.chat.as_mut() {
@@ -811,9 +812,9 @@ impl<'p> Session<'p> {
                     let _ = writeln!(log, "formatted: '{formatted}'");
                 }
                 c.clear_reply();
-                vocab.tokenize_bytes(formatted.as_bytes(), false, true)
+                vocab.tokenize(formatted.as_bytes(), TokenizeOptions::PARSE_SPECIAL)
             }
-            None => vocab.tokenize_bytes(text, false, false),
+            None => vocab.tokenize(text, TokenizeOptions::TEXT),
         };
         self.embd_inp.extend_from_slice(&line_inp);
         if p.verbose_prompt {

@@ -7,7 +7,7 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use llama::{Batch, ContextParams, LlamaContext};
+use llama::{Batch, ContextParams, LlamaContext, TokenizeOptions};
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::{load_quiet, threads_value};
@@ -128,10 +128,10 @@ pub fn run(p: &Params, out: &mut dyn Write) -> Result<()> {
         .model
         .as_ref()
         .ok_or_else(|| CliError::Usage("-m MODEL is required".into()))?;
-    let model = Arc::new(load_quiet(path)?);
+    let model = load_quiet(path)?;
     let tokens = match (&p.tokens, &p.prompt) {
         (Some(t), _) => t.clone(),
-        (None, Some(text)) => model.vocab.tokenize_bytes(text, true, true),
+        (None, Some(text)) => model.vocab.tokenize(text, TokenizeOptions::PROMPT),
         (None, None) => return Err(CliError::Usage("give -p TEXT or --tokens IDS".into())),
     };
     let params = ContextParams {

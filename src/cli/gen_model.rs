@@ -1218,7 +1218,7 @@ mod tests {
         let file = GgufFile::from_bytes(&w.to_bytes()).unwrap();
         let vocab = llama::vocab::Vocab::from_gguf(file.gguf()).unwrap();
         assert_eq!(vocab.n_tokens(), 600);
-        let toks = vocab.tokenize("hello world", true, false);
+        let toks = vocab.tokenize("hello world", llama::TokenizeOptions::ADD_SPECIAL);
         assert_eq!(toks[0], 1);
         assert!(toks.len() > 2);
         assert!(synth_vocab(100).is_err());

@@ -10,8 +10,8 @@ use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
-use llama::sampling::{Greedy, SamplerChain};
-use llama::{Batch, Token};
+use llama::sampling::SamplerChain;
+use llama::{Batch, Token, TokenizeOptions};
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams};
@@ -259,14 +259,13 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         .map_err(|_| CliError::Usage("the context size does not fit".into()))?;
     let mut ctx = common::context(&model, &cp, log)?;
     let vocab = &model.vocab;
-    let mut smpl = SamplerChain::new();
-    smpl.push(Greedy);
+    let mut smpl = SamplerChain::greedy();
 
-    let tokens = vocab.tokenize(&prompt, true, false);
+    let tokens = vocab.tokenize(&prompt, TokenizeOptions::ADD_SPECIAL);
     if tokens.is_empty() {
         return Err(CliError::Input("the prompt tokenizes to nothing".into()));
     }
-    let n_tokens_prefix = vocab.tokenize(PREFIX, true, false).len();
+    let n_tokens_prefix = vocab.tokenize(PREFIX, TokenizeOptions::ADD_SPECIAL).len();
     let n_tokens_all = tokens.len() as i32;
     let n_len = n_tokens_all + N_PREDICT;
     let n_kv_req = ctx.n_ctx() as i32;

@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
-use llama::Batch;
+use llama::{Batch, TokenizeOptions};
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::{self, CommonParams};
@@ -152,7 +152,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let _ = writeln!(log, "{}", ctx.memory().describe());
     let vocab = &model.vocab;
     let _ = writeln!(log, "perplexity: tokenizing the input ..");
-    let tokens = vocab.tokenize_bytes(&p.prompt, true, false);
+    let tokens = vocab.tokenize(&p.prompt, TokenizeOptions::ADD_SPECIAL);
     if tokens.len() < 2 * n_ctx {
         return Err(CliError::Input(format!(
             "you need at least {} tokens to evaluate perplexity with a context of {n_ctx}; the data file you provided tokenizes to only {} tokens",

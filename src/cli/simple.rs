@@ -1,13 +1,13 @@
 //! `simple`: the smallest complete program: load a model, tokenize a prompt,
-//! generate greedily, print the text and the speed (llama.cpp's `examples/simple`).
+//! generate greedily (the greedy sampler chain through `LlamaContext::generate`),
+//! print the text and the speed (llama.cpp's `examples/simple`).
 
 use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
-use llama::{Batch, ContextParams, LlamaContext};
+use llama::{ContextParams, GenerateParams, LlamaContext, SamplerChain, TokenizeOptions};
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::{load_quiet, threads_value};
@@ -101,69 +101,50 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
         .model
         .as_ref()
         .ok_or_else(|| CliError::Usage("-m MODEL is required".into()))?;
-    let model = Arc::new(load_quiet(path)?);
-    let mut ctx = LlamaContext::new(
-        Arc::clone(&model),
-        &ContextParams {
-            n_threads: p.n_threads,
-            ..Default::default()
-        },
-    )
-    .map_err(CliError::Context)?;
-    let tokens = model.vocab.tokenize_bytes(&p.prompt, true, true);
-    if tokens.is_empty() {
+    let model = load_quiet(path)?;
+    let context = ContextParams {
+        n_threads: p.n_threads,
+        ..Default::default()
+    };
+    let mut ctx = LlamaContext::new(model, &context).map_err(CliError::Context)?;
+    let prompt = ctx.tokenize(&p.prompt, TokenizeOptions::PROMPT);
+    if prompt.is_empty() {
         return Err(CliError::Input("the prompt tokenizes to nothing".into()));
     }
-    if tokens.len() + p.n_predict > ctx.n_ctx() as usize {
+    if prompt.len() + p.n_predict > ctx.n_ctx() as usize {
         return Err(CliError::Input(format!(
             "{} prompt tokens + {} exceed the context of {}",
-            tokens.len(),
+            prompt.len(),
             p.n_predict,
             ctx.n_ctx()
         )));
     }
     let io = CliError::io("writing output");
     out.write_all(&p.prompt).map_err(&io)?;
-    let t0 = Instant::now();
-    ctx.decode(&Batch::get_one(&tokens))
-        .map_err(CliError::decode("the prompt"))?;
-    let t_prompt = t0.elapsed();
-    let mut stream = model.vocab.text_stream(false);
-    let t1 = Instant::now();
-    let mut n_gen = 0;
-    for _ in 0..p.n_predict {
-        let logits = ctx
-            .logits_ith(-1)
-            .ok_or_else(|| CliError::Input("no logits".into()))?;
-        let id = logits
-            .iter()
-            .enumerate()
-            .fold(
-                (0, f32::NEG_INFINITY),
-                |b, (i, &l)| if l > b.1 { (i, l) } else { b },
-            )
-            .0 as i32;
-        if model.vocab.is_eog(id) {
-            break;
-        }
-        let piece = stream.push(id).map_err(|e| CliError::Llama(e.into()))?;
+    let params = GenerateParams {
+        max_tokens: Some(p.n_predict),
+        ..Default::default()
+    };
+    for piece in ctx.generate(&prompt, SamplerChain::greedy(), params) {
+        let piece = piece.map_err(CliError::decode("generating"))?;
         out.write_all(piece.as_bytes()).map_err(&io)?;
         out.flush().map_err(&io)?;
-        ctx.decode(&Batch::get_one(&[id]))
-            .map_err(CliError::decode("a generated token"))?;
-        n_gen += 1;
     }
-    out.write_all(stream.finish().as_bytes()).map_err(&io)?;
     writeln!(out).map_err(&io)?;
-    let t_gen = t1.elapsed();
+    let perf = ctx.perf();
+    let speed = |n: usize, t: Duration| {
+        let s = t.as_secs_f64();
+        format!(
+            "{n} tokens in {:.2} ms ({:.2} t/s)",
+            s * 1e3,
+            n as f64 / s.max(1e-9)
+        )
+    };
     let _ = writeln!(
         log,
-        "prompt: {} tokens in {:.2} ms ({:.2} t/s); generation: {n_gen} tokens in {:.2} ms ({:.2} t/s)",
-        tokens.len(),
-        t_prompt.as_secs_f64() * 1e3,
-        tokens.len() as f64 / t_prompt.as_secs_f64().max(1e-9),
-        t_gen.as_secs_f64() * 1e3,
-        n_gen as f64 / t_gen.as_secs_f64().max(1e-9)
+        "prompt: {}; generation: {}",
+        speed(perf.n_prompt, perf.t_prompt),
+        speed(perf.n_eval, perf.t_eval)
     );
     Ok(())
 }

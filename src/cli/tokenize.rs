@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-use llama::vocab::Vocab;
+use llama::vocab::{TokenizeOptions, Vocab};
 
 use super::args::{parse_params, run_main, Opt};
 use super::common::process_escapes;
@@ -176,7 +176,13 @@ fn write_tokens(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let add_special = vocab.add_bos() && !p.no_bos;
-    let tokens = vocab.tokenize_bytes(text, add_special, p.parse_special);
+    let tokens = vocab.tokenize(
+        text,
+        TokenizeOptions {
+            add_special,
+            parse_special: p.parse_special,
+        },
+    );
     let mut buf = Vec::new();
     if p.ids {
         let ids: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();

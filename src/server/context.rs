@@ -7,6 +7,7 @@
 //! remain by shifting them into place. The turn boundaries in the token stream come
 //! from rendering prefixes of the conversation.
 
+use llama::vocab::TokenizeOptions;
 use llama::vocab::Vocab;
 use llama::Token;
 
@@ -32,7 +33,7 @@ fn render(
     msgs: &[ChatMessage],
     gen: bool,
 ) -> Result<Vec<Token>, ApiError> {
-    Ok(vocab.tokenize(&t.apply(msgs, gen)?, true, true))
+    Ok(vocab.tokenize(&t.apply(msgs, gen)?, TokenizeOptions::PROMPT))
 }
 
 /// The kept conversation when the messages before `cut` (and after the `n_sys` system
@@ -119,7 +120,8 @@ pub fn fit_chat(
             if m.role != "user" {
                 continue;
             }
-            let prefix = vocab.tokenize(&template.apply_prefix(&kept[..j])?, true, true);
+            let prefix =
+                vocab.tokenize(&template.apply_prefix(&kept[..j])?, TokenizeOptions::PROMPT);
             // A boundary counts only where the prefix tokenizes as the prompt does.
             if tokens.starts_with(&prefix) {
                 turn_starts.push((prefix.len(), j));

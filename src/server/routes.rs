@@ -2,6 +2,7 @@
 //! events into JSON or server-sent events. The API key check, CORS header and JSON
 //! error for unknown routes are middleware around them.
 
+use llama::vocab::TokenizeOptions;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -309,7 +310,13 @@ async fn tokenize(
     let parse_special = f.bool("parse_special")?.unwrap_or(true);
     let with_pieces = f.bool("with_pieces")?.unwrap_or(false);
     let vocab = &st.model.vocab;
-    let toks = vocab.tokenize(content, add_special, parse_special);
+    let toks = vocab.tokenize(
+        content,
+        TokenizeOptions {
+            add_special,
+            parse_special,
+        },
+    );
     let tokens: Vec<Value> = if with_pieces {
         toks.iter()
             .map(|&t| {

@@ -3,6 +3,7 @@
 //! from JSON into typed settings with a clear 400 for every wrong type or range.
 
 use llama::sampling::SamplerParams;
+use llama::vocab::TokenizeOptions;
 use llama::{Model, Token};
 use serde_json::{Map, Value};
 
@@ -329,7 +330,7 @@ fn parse_logit_bias(v: &Value, model: &Model) -> Result<Vec<(Token, f32)>, ApiEr
             Value::String(s) => match s.parse::<i64>() {
                 Ok(i) => Some(i),
                 Err(_) => {
-                    for t in model.vocab.tokenize(s, false, false) {
+                    for t in model.vocab.tokenize(s, TokenizeOptions::TEXT) {
                         out.push((t, bias));
                     }
                     return Ok(());
@@ -373,16 +374,16 @@ pub fn tokenize_prompt(v: &Value, model: &Model) -> Result<Vec<Token>, ApiError>
     let vocab = &model.vocab;
     let n_vocab = vocab.n_tokens() as i64;
     match v {
-        Value::String(s) => Ok(vocab.tokenize(s, true, true)),
+        Value::String(s) => Ok(vocab.tokenize(s, TokenizeOptions::PROMPT)),
         Value::Array(a) => {
             // One prompt given as a one-element array of strings is that prompt.
             if let [Value::String(s)] = a.as_slice() {
-                return Ok(vocab.tokenize(s, true, true));
+                return Ok(vocab.tokenize(s, TokenizeOptions::PROMPT));
             }
             let mut out = Vec::new();
             for (i, el) in a.iter().enumerate() {
                 match el {
-                    Value::String(s) => out.extend(vocab.tokenize(s, i == 0, true)),
+                    Value::String(s) => out.extend(vocab.tokenize(s, TokenizeOptions { add_special: i == 0, parse_special: true })),
                     Value::Number(n) => match n.as_i64() {
                         Some(t) if (0..n_vocab).contains(&t) => out.push(t as Token),
                         _ => {

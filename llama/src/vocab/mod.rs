@@ -6,12 +6,12 @@
 //! pre-tokenizer named by `tokenizer.ggml.pre` (`gpt2`), and WordPiece (`bert`).
 //!
 //! ```
-//! use llama::vocab::{Vocab, VocabKind, VocabParts};
+//! use llama::vocab::{TokenizeOptions, Vocab, VocabKind, VocabParts};
 //! let tokens = ["<unk>", "<s>", "</s>", "▁", "h", "i", "▁h", "▁hi"];
 //! let mut parts = VocabParts::new(VocabKind::Spm, tokens.iter().map(|t| t.as_bytes().to_vec()).collect());
 //! parts.scores = Some(vec![0.0, 0.0, 0.0, -1.0, -2.0, -2.0, -3.0, -1.5]);
 //! let vocab = Vocab::from_parts(parts).unwrap();
-//! assert_eq!(vocab.tokenize("hi", true, false), [1, 7]);
+//! assert_eq!(vocab.tokenize("hi", TokenizeOptions::ADD_SPECIAL), [1, 7]);
 //! assert_eq!(vocab.detokenize(&[7], false, false).unwrap(), b"hi");
 //! ```
 
@@ -41,6 +41,7 @@ pub use detokenize::TextStream;
 pub use parts::VocabParts;
 pub use pre_type::PreType;
 pub use special::SpecialTokens;
+pub use tokenize::TokenizeOptions;
 pub use types::{Token, TokenAttr, VocabKind};
 
 use crate::error::VocabError;
@@ -214,11 +215,11 @@ impl Vocab {
         self.linefeed
     }
 
-    /// Whether `tokenize(.., add_special = true, ..)` starts with BOS.
+    /// Whether tokenizing with `add_special` starts with BOS.
     pub fn add_bos(&self) -> bool {
         self.flags.add_bos
     }
-    /// Whether `tokenize(.., add_special = true, ..)` ends with EOS.
+    /// Whether tokenizing with `add_special` ends with EOS.
     pub fn add_eos(&self) -> bool {
         self.flags.add_eos
     }

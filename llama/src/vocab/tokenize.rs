@@ -8,25 +8,65 @@ use super::Vocab;
 /// SentencePiece's visible space, U+2581 `▁`.
 pub(crate) const SPM_SPACE: &[u8] = "\u{2581}".as_bytes();
 
-impl Vocab {
-    /// Tokenizes `text`. With `add_special` the vocabulary's BOS/EOS are added where
-    /// its metadata asks for them (WordPiece: CLS and SEP); with `parse_special`
-    /// control tokens written in the text (`<s>`, `<|im_end|>`) become those tokens,
-    /// otherwise they are tokenized as plain text. User-defined tokens are always
-    /// recognised. Never fails; a missing BOS/EOS is simply not added.
-    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<Token> {
-        self.tokenize_bytes(text.as_bytes(), add_special, parse_special)
-    }
+/// What [`Vocab::tokenize`] does besides splitting the text: llama.cpp's
+/// `add_special` and `parse_special`. The constants name the four combinations;
+/// the fields are there for settings known only at run time.
+///
+/// ```
+/// use llama::vocab::TokenizeOptions;
+/// let from_flags = |add_special, parse_special| TokenizeOptions { add_special, parse_special };
+/// assert_eq!(from_flags(true, true), TokenizeOptions::PROMPT);
+/// assert_eq!(TokenizeOptions::default(), TokenizeOptions::TEXT);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TokenizeOptions {
+    /// Add the vocabulary's BOS/EOS where its metadata asks for them (WordPiece: CLS
+    /// and SEP).
+    pub add_special: bool,
+    /// Turn control tokens written in the text (`<s>`, `<|im_end|>`) into those
+    /// tokens; otherwise they are tokenized as plain text. User-defined tokens are
+    /// always recognised.
+    pub parse_special: bool,
+}
 
-    /// [`tokenize`](Self::tokenize) for arbitrary bytes. Invalid UTF-8 is handled as
-    /// llama.cpp does: SentencePiece falls back to byte tokens, BPE and WordPiece
-    /// see U+FFFD in place of each invalid byte.
-    pub fn tokenize_bytes(
-        &self,
-        text: &[u8],
-        add_special: bool,
-        parse_special: bool,
-    ) -> Vec<Token> {
+impl TokenizeOptions {
+    /// Plain text in the middle of a sequence: nothing added, nothing parsed.
+    pub const TEXT: Self = TokenizeOptions {
+        add_special: false,
+        parse_special: false,
+    };
+    /// The start of a sequence from text you do not trust to hold control tokens:
+    /// BOS/EOS added, special-token text left as text (llama.cpp's
+    /// `common_tokenize` default).
+    pub const ADD_SPECIAL: Self = TokenizeOptions {
+        add_special: true,
+        parse_special: false,
+    };
+    /// Text in the middle of a sequence with control tokens written in it (a chat
+    /// turn): nothing added, special tokens parsed.
+    pub const PARSE_SPECIAL: Self = TokenizeOptions {
+        add_special: false,
+        parse_special: true,
+    };
+    /// A prompt as llama.cpp's programs tokenize one (llama-cli, llama-server): BOS/EOS
+    /// added and special tokens parsed.
+    pub const PROMPT: Self = TokenizeOptions {
+        add_special: true,
+        parse_special: true,
+    };
+}
+
+impl Vocab {
+    /// Tokenizes `text` (a `&str`, or bytes that need not be UTF-8) as `options` say.
+    /// Invalid UTF-8 is handled as llama.cpp does: SentencePiece falls back to byte
+    /// tokens, BPE and WordPiece see U+FFFD in place of each invalid byte. Never
+    /// fails; a missing BOS/EOS is simply not added.
+    pub fn tokenize(&self, text: impl AsRef<[u8]>, options: TokenizeOptions) -> Vec<Token> {
+        let text = text.as_ref();
+        let TokenizeOptions {
+            add_special,
+            parse_special,
+        } = options;
         let fragments = self.partition(text, parse_special);
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         let (first, last) = match self.kind {

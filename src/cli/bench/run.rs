@@ -284,7 +284,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Vec<T
                     }
                 }
                 let cost = model_cost(&model);
-                (inst.model.clone(), Arc::new(model), cost)
+                (inst.model.clone(), model, cost)
             }
         };
         let r = run_test(&model, inst, p, &mut rng, cost, membw)?;

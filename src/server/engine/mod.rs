@@ -10,6 +10,7 @@ mod kv;
 mod sampling;
 mod slot;
 
+use llama::vocab::TokenizeOptions;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -760,9 +761,7 @@ impl Engine {
                 return Ok(());
             }
             job.phase = Phase::Generating;
-            for &t in &job.task.prompt {
-                job.sampler.accept(t);
-            }
+            job.sampler.accept_all(&job.task.prompt);
         }
         let logits = self
             .ctx
@@ -772,7 +771,6 @@ impl Engine {
             .sampler
             .sample(logits)
             .ok_or_else(|| ApiError::Server("the sampler selected nothing".into()))?;
-        job.sampler.accept(tok);
         let n_probs = job.task.params.n_probs;
         let probs = (n_probs > 0).then(|| {
             if job.task.params.post_sampling_probs {
@@ -818,7 +816,9 @@ impl Engine {
             .map(|b| crate::server::text::lossy(&b))
             .unwrap_or_default();
         let n_stop_tokens = if job.stop == StopType::Word {
-            vocab.tokenize(&job.stopping_word, false, false).len()
+            vocab
+                .tokenize(&job.stopping_word, TokenizeOptions::TEXT)
+                .len()
         } else {
             0
         };
