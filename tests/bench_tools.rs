@@ -234,7 +234,7 @@ fn tensor_types_match_llama_quantize() {
             let file = GgufFile::open(&path).unwrap();
             let g = file.gguf();
             let ft = gen_model::Ftype::from_name(ftype).unwrap();
-            let plan = gen_model::plan_tensors(&preset.shape(), ft, false, 0.02);
+            let plan = gen_model::plan_tensors(&preset.shape(), ft, false, 0.02).unwrap();
             assert_eq!(plan.len(), g.n_tensors(), "{rel}");
             for t in &plan {
                 let info = g.tensor_info(&t.name).unwrap();

@@ -297,7 +297,13 @@ fn k_shift_uses_rope_frequency_factors() {
     w.write_to_path(&out).expect("write");
     let m = load_model(&out, ModelParams::default()).expect("model");
     let _ = std::fs::remove_file(&out);
-    assert!(m.weights.rope_freqs.is_some(), "factors not loaded");
+    assert!(
+        m.weights
+            .global
+            .get(llama::arch::TensorName::RopeFreqs)
+            .is_some(),
+        "factors not loaded"
+    );
     for fa in [false, true] {
         check_k_shift(&m, GgmlType::F16, fa, 1e-6);
     }

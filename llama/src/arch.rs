@@ -11,7 +11,12 @@ pub enum Arch {
     Llama,
     /// Qwen2 (Q/K/V biases, NEOX rope, often tied output).
     Qwen2,
+    /// Qwen3, dense (per-head Q/K norms, no Q/K/V biases).
+    Qwen3,
 }
+
+/// Every architecture, in the order they were added.
+pub const ALL_ARCHS: &[Arch] = &[Arch::Llama, Arch::Qwen2, Arch::Qwen3];
 
 impl Arch {
     /// The name GGUF files use.
@@ -19,16 +24,17 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
         }
     }
 
     /// The architecture named `name`; [`LlamaError::UnknownArch`] otherwise.
     pub fn from_name(name: &str) -> Result<Self> {
-        match name {
-            "llama" => Ok(Arch::Llama),
-            "qwen2" => Ok(Arch::Qwen2),
-            other => Err(LlamaError::UnknownArch(other.to_string())),
-        }
+        ALL_ARCHS
+            .iter()
+            .copied()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| LlamaError::UnknownArch(name.to_string()))
     }
 }
 
@@ -91,6 +97,22 @@ pub enum Kv {
     RopeScalingYarnBetaFast,
     /// `{arch}.rope.scaling.yarn_beta_slow`.
     RopeScalingYarnBetaSlow,
+    /// `{arch}.rope.scaling.attn_factor` (Phi-3's LongRoPE magnitude factor).
+    RopeScalingAttnFactor,
+    /// `{arch}.rope.freq_base_swa` (rope base of the sliding-window layers).
+    RopeFreqBaseSwa,
+    /// `{arch}.attention.sliding_window` (window of the sliding-window layers).
+    AttentionSlidingWindow,
+    /// `{arch}.attention.sliding_window_pattern` (period, or one flag per layer).
+    AttentionSlidingWindowPattern,
+    /// `{arch}.final_logit_softcapping`.
+    FinalLogitSoftcapping,
+    /// `{arch}.expert_count`.
+    ExpertCount,
+    /// `{arch}.expert_used_count`.
+    ExpertUsedCount,
+    /// `{arch}.expert_feed_forward_length`.
+    ExpertFeedForwardLength,
 }
 
 impl Kv {
@@ -122,6 +144,14 @@ impl Kv {
             Kv::RopeScalingYarnAttnFactor => (false, "rope.scaling.yarn_attn_factor"),
             Kv::RopeScalingYarnBetaFast => (false, "rope.scaling.yarn_beta_fast"),
             Kv::RopeScalingYarnBetaSlow => (false, "rope.scaling.yarn_beta_slow"),
+            Kv::RopeScalingAttnFactor => (false, "rope.scaling.attn_factor"),
+            Kv::RopeFreqBaseSwa => (false, "rope.freq_base_swa"),
+            Kv::AttentionSlidingWindow => (false, "attention.sliding_window"),
+            Kv::AttentionSlidingWindowPattern => (false, "attention.sliding_window_pattern"),
+            Kv::FinalLogitSoftcapping => (false, "final_logit_softcapping"),
+            Kv::ExpertCount => (false, "expert_count"),
+            Kv::ExpertUsedCount => (false, "expert_used_count"),
+            Kv::ExpertFeedForwardLength => (false, "expert_feed_forward_length"),
         };
         if general {
             suffix.to_string()
@@ -158,9 +188,59 @@ pub enum TensorName {
     FfnDown,
     /// `blk.{il}.ffn_up.*`.
     FfnUp,
-    /// `rope_freqs.*`.
+    /// `rope_freqs.*` (llama 3 rope frequency factors).
     RopeFreqs,
+    /// `rope_factors_long.*` (LongRoPE factors past the original context).
+    RopeFactorsLong,
+    /// `rope_factors_short.*` (LongRoPE factors within the original context).
+    RopeFactorsShort,
+    /// `blk.{il}.attn_qkv.*` (fused Q, K and V projection).
+    AttnQkv,
+    /// `blk.{il}.attn_q_norm.*` (per-head RMS norm of Q).
+    AttnQNorm,
+    /// `blk.{il}.attn_k_norm.*` (per-head RMS norm of K).
+    AttnKNorm,
+    /// `blk.{il}.post_attention_norm.*` (norm of the attention output).
+    AttnPostNorm,
+    /// `blk.{il}.post_ffw_norm.*` (norm of the feed-forward output).
+    FfnPostNorm,
+    /// `blk.{il}.ffn_gate_inp.*` (the router of a mixture of experts).
+    FfnGateInp,
+    /// `blk.{il}.ffn_gate_exps.*` (the experts' gate projections).
+    FfnGateExps,
+    /// `blk.{il}.ffn_up_exps.*` (the experts' up projections).
+    FfnUpExps,
+    /// `blk.{il}.ffn_down_exps.*` (the experts' down projections).
+    FfnDownExps,
 }
+
+/// Every tensor name, in declaration order (`TensorName as usize` indexes it).
+pub const ALL_TENSOR_NAMES: &[TensorName] = &[
+    TensorName::TokenEmbd,
+    TensorName::OutputNorm,
+    TensorName::Output,
+    TensorName::AttnNorm,
+    TensorName::AttnQ,
+    TensorName::AttnK,
+    TensorName::AttnV,
+    TensorName::AttnOut,
+    TensorName::FfnNorm,
+    TensorName::FfnGate,
+    TensorName::FfnDown,
+    TensorName::FfnUp,
+    TensorName::RopeFreqs,
+    TensorName::RopeFactorsLong,
+    TensorName::RopeFactorsShort,
+    TensorName::AttnQkv,
+    TensorName::AttnQNorm,
+    TensorName::AttnKNorm,
+    TensorName::AttnPostNorm,
+    TensorName::FfnPostNorm,
+    TensorName::FfnGateInp,
+    TensorName::FfnGateExps,
+    TensorName::FfnUpExps,
+    TensorName::FfnDownExps,
+];
 
 impl TensorName {
     /// The name without layer prefix and suffix (`attn_q`).
@@ -179,6 +259,17 @@ impl TensorName {
             TensorName::FfnDown => "ffn_down",
             TensorName::FfnUp => "ffn_up",
             TensorName::RopeFreqs => "rope_freqs",
+            TensorName::RopeFactorsLong => "rope_factors_long",
+            TensorName::RopeFactorsShort => "rope_factors_short",
+            TensorName::AttnQkv => "attn_qkv",
+            TensorName::AttnQNorm => "attn_q_norm",
+            TensorName::AttnKNorm => "attn_k_norm",
+            TensorName::AttnPostNorm => "post_attention_norm",
+            TensorName::FfnPostNorm => "post_ffw_norm",
+            TensorName::FfnGateInp => "ffn_gate_inp",
+            TensorName::FfnGateExps => "ffn_gate_exps",
+            TensorName::FfnUpExps => "ffn_up_exps",
+            TensorName::FfnDownExps => "ffn_down_exps",
         }
     }
 
@@ -213,5 +304,15 @@ mod tests {
             Arch::from_name("gpt2"),
             Err(LlamaError::UnknownArch(_))
         ));
+        for &a in ALL_ARCHS {
+            assert_eq!(Arch::from_name(a.name()).unwrap(), a);
+        }
+        for (i, &t) in ALL_TENSOR_NAMES.iter().enumerate() {
+            assert_eq!(t as usize, i, "{t:?} out of order");
+        }
+        assert_eq!(
+            TensorName::AttnPostNorm.layer(2, "weight"),
+            "blk.2.post_attention_norm.weight"
+        );
     }
 }

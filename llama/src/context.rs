@@ -208,6 +208,7 @@ impl Cparams {
             };
             attn_factor = mscale / (1.0 + 0.1 * factor.ln());
         }
+        attn_factor *= hp.rope_attn_factor;
         for (name, v) in [
             ("rope_freq_base", p.rope_freq_base),
             ("rope_freq_scale", freq_scale),
@@ -255,7 +256,8 @@ impl Cparams {
         })
     }
 
-    /// The rope parameters for `rope_ext` on Q and K, and for the K-shift.
+    /// The rope parameters for `rope_ext` on Q and K, and for the K-shift, of a layer
+    /// with global attention.
     pub fn rope_params(&self, hp: &Hparams) -> RopeParams {
         RopeParams {
             n_dims: hp.n_rot,
@@ -267,6 +269,22 @@ impl Cparams {
             attn_factor: self.yarn_attn_factor,
             beta_fast: self.yarn_beta_fast,
             beta_slow: self.yarn_beta_slow,
+        }
+    }
+
+    /// The rope parameters of layer `il`: [`Cparams::rope_params`], with the model's
+    /// own base and scale for a sliding-window layer (llama.cpp's
+    /// `get_rope_freq_base/scale`: the context's overrides apply to global layers).
+    pub fn rope_params_layer(&self, hp: &Hparams, il: usize) -> RopeParams {
+        let p = self.rope_params(hp);
+        if hp.is_swa(il) {
+            RopeParams {
+                freq_base: hp.rope_freq_base_train_swa,
+                freq_scale: hp.rope_freq_scale_train_swa,
+                ..p
+            }
+        } else {
+            p
         }
     }
 }
@@ -467,11 +485,12 @@ impl LlamaContext {
         if !self.memory.has_shift() {
             return Ok(());
         }
-        let rope = self.cparams.rope_params(&self.model.hparams);
+        let (hp, cp) = (&self.model.hparams, &self.cparams);
+        let rope = |il: usize| cp.rope_params_layer(hp, il);
         let factors = self
             .model
             .weights
-            .rope_freqs
+            .rope_factors(cp.n_ctx_seq, hp.n_ctx_orig_yarn)
             .map(|id| (self.model.tensors(), id));
         let mut g = self.memory.build_k_shift(&rope, factors)?;
         self.galloc.alloc_graph(&mut g.ctx, &g.graph)?;

@@ -65,7 +65,7 @@ pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Arc
         progress: params.progress.take(),
         n_done: 0,
     };
-    let weights = crate::models::load_weights(arch, &hparams, &mut loader)?;
+    let weights = crate::models::load_weights(&hparams, &mut loader)?;
     loader.finish();
     info.size_bytes = g.tensor_infos().iter().map(|t| t.size).sum();
     info.n_params = g.tensor_infos().iter().map(|t| t.nelements()).sum();
@@ -205,6 +205,13 @@ pub fn load_hparams(g: &Gguf, arch: Arch, n_vocab: usize) -> Result<Hparams> {
         });
     }
     let n_ctx_orig_yarn = get_opt::<u32>(g, &k(Kv::RopeScalingOrigCtxLen))?.unwrap_or(n_ctx_train);
+    let rope_attn_factor = get_opt::<f32>(g, &k(Kv::RopeScalingAttnFactor))?.unwrap_or(1.0);
+    if !(rope_attn_factor.is_finite() && rope_attn_factor > 0.0) {
+        return Err(LlamaError::BadKey {
+            key: k(Kv::RopeScalingAttnFactor),
+            detail: format!("{rope_attn_factor}"),
+        });
+    }
     let mut hp = Hparams {
         arch,
         n_vocab,
@@ -222,14 +229,18 @@ pub fn load_hparams(g: &Gguf, arch: Arch, n_vocab: usize) -> Result<Hparams> {
         rope_freq_scale_train: if factor == 0.0 { 1.0 } else { 1.0 / factor },
         rope_scaling,
         n_ctx_orig_yarn,
-        rope_mode: ggml::RopeMode::Normal,
         yarn_ext_factor: get_opt::<f32>(g, &k(Kv::RopeScalingYarnExtFactor))?.unwrap_or(-1.0),
         yarn_attn_factor: get_opt::<f32>(g, &k(Kv::RopeScalingYarnAttnFactor))?.unwrap_or(1.0),
         yarn_beta_fast: get_opt::<f32>(g, &k(Kv::RopeScalingYarnBetaFast))?.unwrap_or(32.0),
         yarn_beta_slow: get_opt::<f32>(g, &k(Kv::RopeScalingYarnBetaSlow))?.unwrap_or(1.0),
-        f_max_alibi_bias: 0.0,
+        rope_attn_factor,
+        ..Hparams::new(arch)
     };
-    crate::models::finish_hparams(&mut hp)?;
+    let a = crate::models::architecture(arch);
+    for spec in a.keys() {
+        spec.field.read(g, &k(spec.kv), &mut hp)?;
+    }
+    a.finish_hparams(&mut hp)?;
     Ok(hp)
 }
 

@@ -6,53 +6,42 @@ use std::sync::Arc;
 use ggml::{Buffer, Context, TensorId};
 
 use crate::hparams::Hparams;
+use crate::models::TensorMap;
 
-/// The weights of one transformer block.
-#[derive(Clone, Debug)]
-pub struct LayerWeights {
-    /// RMS norm before attention.
-    pub attn_norm: TensorId,
-    /// Query projection `[n_embd, n_embd_head_k * n_head]`.
-    pub wq: TensorId,
-    /// Key projection `[n_embd, n_embd_k_gqa]`.
-    pub wk: TensorId,
-    /// Value projection `[n_embd, n_embd_v_gqa]`.
-    pub wv: TensorId,
-    /// Output projection `[n_embd_head_k * n_head, n_embd]`.
-    pub wo: TensorId,
-    /// Query bias (qwen2).
-    pub bq: Option<TensorId>,
-    /// Key bias (qwen2).
-    pub bk: Option<TensorId>,
-    /// Value bias (qwen2).
-    pub bv: Option<TensorId>,
-    /// Output bias (some llama variants).
-    pub bo: Option<TensorId>,
-    /// RMS norm before the feed-forward network.
-    pub ffn_norm: TensorId,
-    /// Gate projection `[n_embd, n_ff]`.
-    pub ffn_gate: TensorId,
-    /// Up projection `[n_embd, n_ff]`.
-    pub ffn_up: TensorId,
-    /// Down projection `[n_ff, n_embd]`.
-    pub ffn_down: TensorId,
-}
-
-/// All weights of a decoder-only model.
+/// All weights of a decoder-only model, as its architecture's manifest
+/// ([`crate::models::Architecture::manifest`]) lists them.
 #[derive(Clone, Debug)]
 pub struct Weights {
     /// Token embeddings `[n_embd, n_vocab]`.
     pub tok_embd: TensorId,
-    /// Final RMS norm.
+    /// Final norm.
     pub output_norm: TensorId,
     /// Output head `[n_embd, n_vocab]` (the token embeddings when tied).
     pub output: TensorId,
     /// Whether `output` is the token embedding matrix (no `output.weight` in the file).
     pub tied_output: bool,
-    /// Per-dimension rope frequency factors (llama 3), if the file has them.
-    pub rope_freqs: Option<TensorId>,
-    /// The blocks.
-    pub layers: Vec<LayerWeights>,
+    /// The model-level tensors by name (the three above, rope factors, ...).
+    pub global: TensorMap,
+    /// Each block's tensors by name.
+    pub layers: Vec<TensorMap>,
+}
+
+impl Weights {
+    /// The rope frequency factors of the model, as llama.cpp's `get_rope_factors`
+    /// picks them: Llama 3's `rope_freqs`, else LongRoPE's long factors when a
+    /// sequence's cells (`n_ctx_seq`) exceed the original context `n_ctx_orig_yarn`,
+    /// else its short factors; `None` when the model has none.
+    pub fn rope_factors(&self, n_ctx_seq: u32, n_ctx_orig_yarn: u32) -> Option<TensorId> {
+        use crate::arch::TensorName as T;
+        let g = &self.global;
+        g.get(T::RopeFreqs).or_else(|| {
+            if n_ctx_seq > n_ctx_orig_yarn {
+                g.get(T::RopeFactorsLong)
+            } else {
+                g.get(T::RopeFactorsShort)
+            }
+        })
+    }
 }
 
 /// Facts about the file a model came from, for the load summary.

@@ -10,13 +10,22 @@ pub(crate) use inputs::GraphInputs;
 
 use ggml::{Context, FlashAttnParams, GgmlType, Graph, RopeParams, SoftMaxParams, TensorId};
 
+use crate::arch::TensorName as T;
 use crate::context::Cparams;
 use crate::error::{LlamaError, Result};
 use crate::memory::kinds::MemoryGraphTensors;
 use crate::memory::kv_cache::mask::KQ_MASK_PAD;
 use crate::memory::kv_cache::slots::SlotInfo;
 use crate::memory::Memory;
-use crate::model::{LayerWeights, Model};
+use crate::model::Model;
+use crate::models::TensorMap;
+
+/// The feed-forward networks of [`GraphBuilder::build_ffn`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FfnKind {
+    /// `down · (silu(gate · x) * (up · x))`.
+    SwiGlu,
+}
 
 /// Everything a graph for one micro-batch is built from.
 pub(crate) struct GraphBuilder<'a> {
@@ -206,10 +215,20 @@ impl<'a> GraphBuilder<'a> {
         Ok(cur)
     }
 
-    /// Q, K and V of layer `l`, reshaped to `[head_dim, n_head(_kv), n_tokens]`.
+    /// The weight `name` of layer map `l`; [`LlamaError::MissingTensor`] when the
+    /// model does not have it (the manifest requires every weight a graph asks for
+    /// this way).
+    pub(crate) fn req(&self, l: &TensorMap, name: T, il: usize) -> Result<TensorId> {
+        l.get(name).ok_or_else(|| LlamaError::MissingTensor {
+            name: name.layer(il, "weight"),
+        })
+    }
+
+    /// Q, K and V of layer `l`, `[head_dim, n_head(_kv), n_tokens]`: three projections
+    /// (each with its bias, when loaded), or views of one fused `attn_qkv` product.
     pub(crate) fn build_qkv(
         &mut self,
-        l: &LayerWeights,
+        l: &TensorMap,
         cur: TensorId,
         il: usize,
     ) -> Result<(TensorId, TensorId, TensorId)> {
@@ -221,11 +240,46 @@ impl<'a> GraphBuilder<'a> {
             hp.n_head_kv,
             self.n_tokens,
         );
-        let q = self.build_mm(l.wq, cur, l.bq)?;
+        if let Some(wqkv) = l.get(T::AttnQkv) {
+            let qkv = self.build_mm(wqkv, cur, l.bias(T::AttnQkv))?;
+            self.cb(qkv, "wqkv", Some(il));
+            let ctx = &mut self.ctx;
+            let (typ, nb1) = (ctx.tensor(qkv).typ, ctx.tensor(qkv).nb[1]);
+            let (n_q, n_k) = (dk * n_head, dk * n_head_kv);
+            let q = ctx.view_3d(qkv, dk, n_head, n, typ.row_size(dk), nb1, 0);
+            let k = ctx.view_3d(
+                qkv,
+                dk,
+                n_head_kv,
+                n,
+                typ.row_size(dk),
+                nb1,
+                typ.row_size(n_q),
+            );
+            let v = ctx.view_3d(
+                qkv,
+                dv,
+                n_head_kv,
+                n,
+                typ.row_size(dv),
+                nb1,
+                typ.row_size(n_q + n_k),
+            );
+            self.cb(q, "Qcur", Some(il));
+            self.cb(k, "Kcur", Some(il));
+            self.cb(v, "Vcur", Some(il));
+            return Ok((q, k, v));
+        }
+        let (wq, wk, wv) = (
+            self.req(l, T::AttnQ, il)?,
+            self.req(l, T::AttnK, il)?,
+            self.req(l, T::AttnV, il)?,
+        );
+        let q = self.build_mm(wq, cur, l.bias(T::AttnQ))?;
         self.cb(q, "Qcur", Some(il));
-        let k = self.build_mm(l.wk, cur, l.bk)?;
+        let k = self.build_mm(wk, cur, l.bias(T::AttnK))?;
         self.cb(k, "Kcur", Some(il));
-        let v = self.build_mm(l.wv, cur, l.bv)?;
+        let v = self.build_mm(wv, cur, l.bias(T::AttnV))?;
         self.cb(v, "Vcur", Some(il));
         let q = self.ctx.reshape_3d(q, dk, n_head, n);
         let k = self.ctx.reshape_3d(k, dk, n_head_kv, n);
@@ -233,15 +287,22 @@ impl<'a> GraphBuilder<'a> {
         Ok((q, k, v))
     }
 
-    /// The rope parameters of this context (model constants with context overrides).
-    pub(crate) fn rope_params(&self) -> RopeParams {
-        self.cparams.rope_params(&self.model.hparams)
+    /// The rope parameters of layer `il` (model constants with context overrides; the
+    /// sliding-window layers' own base and scale, as llama.cpp's
+    /// `get_rope_freq_base/scale`).
+    pub(crate) fn rope_params(&self, il: usize) -> RopeParams {
+        self.cparams.rope_params_layer(&self.model.hparams, il)
     }
 
-    /// Rope on `x` `[head_dim, n_head, n_tokens]` at the batch positions.
-    pub(crate) fn build_rope(&mut self, x: TensorId, pos: TensorId) -> Result<TensorId> {
-        let p = self.rope_params();
-        let factors = match self.model.weights.rope_freqs {
+    /// Rope on `x` `[head_dim, n_head, n_tokens]` of layer `il` at the positions `pos`,
+    /// with the model's rope frequency factors (see [`crate::model::Weights::rope_factors`]).
+    pub(crate) fn build_rope(&mut self, x: TensorId, pos: TensorId, il: usize) -> Result<TensorId> {
+        let p = self.rope_params(il);
+        let factors = self
+            .model
+            .weights
+            .rope_factors(self.cparams.n_ctx_seq, self.model.hparams.n_ctx_orig_yarn);
+        let factors = match factors {
             Some(f) => Some(self.w(f)?),
             None => None,
         };
@@ -253,7 +314,7 @@ impl<'a> GraphBuilder<'a> {
     /// projection. `q`, `k`, `v` are `[head_dim, n_head(_kv), n_tokens]`.
     pub(crate) fn build_attn(
         &mut self,
-        l: &LayerWeights,
+        l: &TensorMap,
         q: TensorId,
         k: TensorId,
         v: TensorId,
@@ -283,7 +344,8 @@ impl<'a> GraphBuilder<'a> {
         let vc = st.view_v(&mut self.ctx, kvt.v[il], il, self.n_kv, self.sinfo);
         let cur = self.build_attn_mha(q, kc, vc, mask, kq_scale, il);
         self.cb(cur, "kqv_out", Some(il));
-        self.build_mm(l.wo, cur, l.bo)
+        let wo = self.req(l, T::AttnOut, il)?;
+        self.build_mm(wo, cur, l.bias(T::AttnOut))
     }
 
     /// Exact Self-Extend's attention of layer `il` (see [`self_extend`]): stores the
@@ -293,7 +355,7 @@ impl<'a> GraphBuilder<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn build_attn_self_extend(
         &mut self,
-        l: &LayerWeights,
+        l: &TensorMap,
         q_n: TensorId,
         q_g: TensorId,
         k_n: TensorId,
@@ -353,7 +415,8 @@ impl<'a> GraphBuilder<'a> {
         let vt = ctx.permute(vc, [0, 2, 1, 3]);
         let cur = self_extend::build_bilevel_attention(ctx, q_n, q_g, kc, kgc, vt, mask, kq_scale);
         self.cb(cur, "kqv_out", Some(il));
-        self.build_mm(l.wo, cur, l.bo)
+        let wo = self.req(l, T::AttnOut, il)?;
+        self.build_mm(wo, cur, l.bias(T::AttnOut))
     }
 
     fn build_attn_mha(
@@ -428,21 +491,46 @@ impl<'a> GraphBuilder<'a> {
         ctx.cont_4d(cur, [ne[0] * ne[1], ne[2] * ne[3], 1, 1])
     }
 
-    /// SwiGLU feed-forward of layer `l`: `down · (silu(gate · x) * (up · x))`.
+    /// The gated feed-forward network of layer `l` (llama.cpp's `build_ffn` with a
+    /// parallel gate): `down · (act(gate · x) * (up · x))`, the activation SiLU
+    /// (SwiGLU) or GELU (GeGLU); or, with [`FfnKind::FusedSwiGlu`], one `up`
+    /// projection to twice the width whose halves are gate and value (Phi-3).
     pub(crate) fn build_ffn(
         &mut self,
-        l: &LayerWeights,
+        l: &TensorMap,
         cur: TensorId,
+        kind: FfnKind,
         il: usize,
     ) -> Result<TensorId> {
-        let up = self.build_mm(l.ffn_up, cur, None)?;
+        let up_w = self.req(l, T::FfnUp, il)?;
+        let up = self.build_mm(up_w, cur, None)?;
         self.cb(up, "ffn_up", Some(il));
-        let gate = self.build_mm(l.ffn_gate, cur, None)?;
-        self.cb(gate, "ffn_gate", Some(il));
-        let x = self.ctx.swiglu_split(gate, up);
-        self.cb(x, "ffn_swiglu", Some(il));
-        let out = self.build_mm(l.ffn_down, x, None)?;
+        let x = match kind {
+            FfnKind::SwiGlu => {
+                let gate_w = self.req(l, T::FfnGate, il)?;
+                let gate = self.build_mm(gate_w, cur, None)?;
+                self.cb(gate, "ffn_gate", Some(il));
+                let x = self.ctx.swiglu_split(gate, up);
+                self.cb(x, "ffn_swiglu", Some(il))
+            }
+        };
+        let down_w = self.req(l, T::FfnDown, il)?;
+        let out = self.build_mm(down_w, x, None)?;
         Ok(self.cb(out, "ffn_out", Some(il)))
+    }
+
+    /// The mixture-of-experts feed-forward network of layer `l` (llama.cpp's
+    /// `build_moe_ffn`). [`LlamaError::UnknownArch`] until ggml has `mul_mat_id`.
+    pub(crate) fn build_moe_ffn(
+        &mut self,
+        _l: &TensorMap,
+        _cur: TensorId,
+        _il: usize,
+    ) -> Result<TensorId> {
+        Err(LlamaError::UnknownArch(format!(
+            "{} (its mixture-of-experts FFN needs ggml's mul_mat_id)",
+            self.model.hparams.arch
+        )))
     }
 
     /// Final norm and output head: logits `[n_vocab, n_outputs]`.

@@ -152,7 +152,7 @@ impl Memory {
     /// tensors into the graph's context.
     pub(crate) fn build_k_shift(
         &self,
-        rope: &RopeParams,
+        rope: &dyn Fn(usize) -> RopeParams,
         freq_factors: Option<(&Context, TensorId)>,
     ) -> Result<KShiftGraph> {
         dispatch!(&self.kind, m => m.build_k_shift(rope, freq_factors))

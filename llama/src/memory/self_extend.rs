@@ -136,7 +136,7 @@ impl SelfExtendKvCache {
     /// tensors into the graph's context.
     pub(crate) fn build_k_shift(
         &self,
-        rope: &RopeParams,
+        rope: &dyn Fn(usize) -> RopeParams,
         freq_factors: Option<(&Context, TensorId)>,
     ) -> Result<KShiftGraph> {
         let mut g = self.base.build_k_shift(rope, freq_factors)?;

@@ -1,44 +1,204 @@
-//! The architectures: one file each with what makes it different (rope pairing,
-//! optional tensors, model size names); the decoder they share lives in `decoder.rs`.
+//! The architectures, one file each. An architecture says in one place what llama.cpp
+//! spreads over `llama-arch.cpp`, `llama-model.cpp` and `models/<arch>.cpp`: the
+//! metadata keys it reads beyond the common ones ([`Architecture::keys`]), its
+//! constants and checks ([`Architecture::finish_hparams`]), its tensors
+//! ([`Architecture::manifest`], a list of [`TensorSpec`]) and its graph, built from the
+//! shared blocks of [`crate::graph`]. The loader, `gen-model` and llama-bench's cost
+//! model all read the manifest; see `docs/adding-an-architecture.md`.
+//!
+//! - `decoder.rs`: the pre-norm decoder llama, qwen2, qwen3 and qwen3moe share;
+//! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`: one
+//!   file per architecture;
+//! - [`manifest`]: tensor specifications and the per-layer tensor maps;
+//! - [`keys`]: architecture-specific metadata keys.
 
 mod decoder;
+pub mod keys;
 mod llama;
+pub mod manifest;
 mod qwen2;
+mod qwen3;
 
 use ggml::TensorId;
 
-use crate::arch::Arch;
-use crate::error::Result;
+use crate::arch::{Arch, TensorName};
+use crate::error::{LlamaError, Result};
 use crate::graph::GraphBuilder;
 use crate::hparams::Hparams;
 use crate::loader::TensorLoader;
 use crate::model::Weights;
 
-pub(crate) use decoder::DecoderSpec;
+pub use keys::{HparamKey, KeySpec};
+pub use manifest::{Fill, Need, Suffix, TensorMap, TensorSpec};
 
-fn spec(arch: Arch) -> &'static DecoderSpec {
+/// What defines an architecture: its keys, hyperparameter rules, tensors and the
+/// model sizes it names. The graph is built by the crate-internal side of each
+/// implementation.
+pub trait Architecture: Sync {
+    /// The architecture.
+    fn arch(&self) -> Arch;
+
+    /// Metadata keys read beyond the common ones (`context_length`, head counts,
+    /// rope settings, ...), each with the hyperparameter it sets.
+    fn keys(&self) -> &'static [KeySpec] {
+        &[]
+    }
+
+    /// Sets the architecture's constants (rope pairing, sliding-window layers,
+    /// attention scale) and checks the hyperparameters after every key was read.
+    /// [`LlamaError::BadKey`] for values the architecture cannot use.
+    fn finish_hparams(&self, hp: &mut Hparams) -> Result<()>;
+
+    /// Every tensor a model of `hp` has, in file order; a fused tensor before the
+    /// parts it replaces ([`Need::Unless`]).
+    fn manifest(&self, hp: &Hparams) -> Vec<TensorSpec>;
+
+    /// The size label llama.cpp prints (`0.5B`), `?B` when unknown.
+    fn model_type(&self, hp: &Hparams) -> &'static str;
+
+    /// Small hyperparameters for generated test models (`gen-model --arch NAME`),
+    /// already finished.
+    fn example(&self) -> Hparams;
+}
+
+/// The graph side of an architecture.
+pub(crate) trait BuildGraph: Architecture {
+    /// Adds the forward pass of a micro-batch to `b`; returns the logits
+    /// `[n_vocab, n_outputs]`.
+    fn build(&self, b: &mut GraphBuilder) -> Result<TensorId>;
+}
+
+fn implementation(arch: Arch) -> &'static dyn BuildGraph {
     match arch {
-        Arch::Llama => &llama::SPEC,
-        Arch::Qwen2 => &qwen2::SPEC,
+        Arch::Llama => &llama::Llama,
+        Arch::Qwen2 => &qwen2::Qwen2,
+        Arch::Qwen3 => &qwen3::Qwen3,
     }
 }
 
-/// Architecture-specific hyperparameter settings and checks.
-pub(crate) fn finish_hparams(hp: &mut Hparams) -> Result<()> {
-    (spec(hp.arch).finish_hparams)(hp)
+/// The definition of `arch`.
+pub fn architecture(arch: Arch) -> &'static dyn Architecture {
+    implementation(arch)
 }
 
-/// Creates the architecture's weights.
-pub(crate) fn load_weights(arch: Arch, hp: &Hparams, l: &mut TensorLoader) -> Result<Weights> {
-    decoder::load_weights(spec(arch), hp, l)
+/// Creates the weights the architecture's manifest lists, checking shapes and types;
+/// `output` falls back to the token embeddings when the file has no `output.weight`.
+/// Errors: see [`TensorLoader::require`].
+pub(crate) fn load_weights(hp: &Hparams, l: &mut TensorLoader) -> Result<Weights> {
+    let specs = architecture(hp.arch).manifest(hp);
+    let mut global = TensorMap::default();
+    let mut layers = vec![TensorMap::default(); hp.n_layer];
+    for spec in &specs {
+        let map = match spec.layer {
+            Some(il) => layers.get_mut(il).ok_or_else(|| {
+                LlamaError::InvalidParam(format!("manifest names layer {il} of {}", hp.n_layer))
+            })?,
+            None => &mut global,
+        };
+        let name = spec.gguf_name();
+        let id = match spec.need {
+            Need::Required => Some(l.require(&name, &spec.ne)?),
+            Need::Usual | Need::Optional => l.optional(&name, &spec.ne)?,
+            Need::Unless(other) => match map.get_with(other, spec.suffix) {
+                Some(_) => None,
+                None => Some(l.require(&name, &spec.ne)?),
+            },
+        };
+        if let Some(id) = id {
+            map.insert(spec.name, spec.suffix, id);
+        }
+    }
+    let required = |name: TensorName| {
+        global.get(name).ok_or_else(|| LlamaError::MissingTensor {
+            name: name.global("weight"),
+        })
+    };
+    let tok_embd = required(TensorName::TokenEmbd)?;
+    let output_norm = required(TensorName::OutputNorm)?;
+    let output = global.get(TensorName::Output);
+    Ok(Weights {
+        tok_embd,
+        output_norm,
+        output: output.unwrap_or(tok_embd),
+        tied_output: output.is_none(),
+        global,
+        layers,
+    })
 }
 
 /// Builds the forward graph of a micro-batch; returns the logits tensor.
 pub(crate) fn build_graph(b: &mut GraphBuilder) -> Result<TensorId> {
-    decoder::build_graph(b)
+    implementation(b.model.hparams.arch).build(b)
 }
 
 /// A size label such as `0.5B`, as llama.cpp prints it (`?B` when unknown).
 pub fn model_type(hp: &Hparams) -> &'static str {
-    (spec(hp.arch).model_type)(hp)
+    architecture(hp.arch).model_type(hp)
+}
+
+/// The manifest of a model of `hp` (see [`Architecture::manifest`]).
+pub fn manifest(hp: &Hparams) -> Vec<TensorSpec> {
+    architecture(hp.arch).manifest(hp)
+}
+
+/// The defaults every example starts from: the shared synth-llama model's shape
+/// (256 wide, 4 layers, 8 heads of 32, 2 KV heads, FFN 768, vocabulary 512, context
+/// 512), not yet finished.
+pub(crate) fn base_example(arch: Arch) -> Hparams {
+    let (n_embd, n_head) = (256, 8);
+    Hparams {
+        n_vocab: 512,
+        n_ctx_train: 512,
+        n_embd,
+        n_layer: 4,
+        n_ff: 768,
+        n_head,
+        n_head_kv: 2,
+        n_embd_head_k: n_embd / n_head,
+        n_embd_head_v: n_embd / n_head,
+        n_rot: n_embd / n_head,
+        f_norm_rms_eps: 1e-5,
+        n_ctx_orig_yarn: 512,
+        ..Hparams::new(arch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::ALL_ARCHS;
+
+    #[test]
+    fn every_example_is_finished_and_named_once() {
+        for &arch in ALL_ARCHS {
+            let a = architecture(arch);
+            assert_eq!(a.arch(), arch);
+            let hp = a.example();
+            assert_eq!(hp.arch, arch);
+            let mut again = hp.clone();
+            a.finish_hparams(&mut again)
+                .expect("the example passes its checks");
+            assert_eq!(again, hp, "{arch}: finishing twice changes the example");
+            let specs = a.manifest(&hp);
+            let mut names: Vec<String> = specs.iter().map(|s| s.gguf_name()).collect();
+            let n = names.len();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), n, "{arch}: a tensor is listed twice");
+            for s in &specs {
+                if let Need::Unless(other) = s.need {
+                    let pos = |name, layer| {
+                        specs.iter().position(|t| {
+                            t.name == name && t.layer == layer && t.suffix == s.suffix
+                        })
+                    };
+                    assert!(
+                        pos(other, s.layer) < pos(s.name, s.layer),
+                        "{arch}: {} comes before the tensor it stands in for",
+                        s.gguf_name()
+                    );
+                }
+            }
+        }
+    }
 }

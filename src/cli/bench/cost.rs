@@ -1,5 +1,5 @@
 //! What a model costs per token: the weight bytes a decode reads, and the FLOPs of
-//! its weight matrices.
+//! its weight matrices, from the tensors its architecture's manifest loaded.
 
 use llama::Model;
 
@@ -7,7 +7,8 @@ use llama::Model;
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ModelCost {
     /// Bytes of weights read to decode one token: every tensor except the unused
-    /// rows of the token embeddings (all of them when the output is tied).
+    /// rows of the token embeddings (all of them when the output is tied) and, in a
+    /// mixture of experts, the experts the token is not routed to.
     pub weight_bytes_per_token: u64,
     /// Multiply-adds of the weight matrices per token, times two.
     pub flops_per_token: f64,
@@ -17,25 +18,31 @@ pub struct ModelCost {
 pub fn model_cost(model: &Model) -> ModelCost {
     let t = model.tensors();
     let w = &model.weights;
-    let mut bytes = model.info.size_bytes as u64;
+    let n_used = model.hparams.n_expert_used as f64;
+    let mut bytes = model.info.size_bytes as f64;
     let emb = t.tensor(w.tok_embd);
     if !w.tied_output {
-        let row = emb.typ.row_size(emb.ne[0]) as u64;
-        bytes = bytes - emb.nbytes() as u64 + row;
+        let row = emb.typ.row_size(emb.ne[0]) as f64;
+        bytes = bytes - emb.nbytes() as f64 + row;
     }
     let mut macs = 0f64;
-    let mut add = |id: ggml::TensorId| {
+    let matrices = w.layers.iter().flat_map(|l| l.iter()).map(|(_, _, id)| id);
+    for id in matrices.chain([w.output]) {
         let x = t.tensor(id);
-        macs += (x.ne[0] * x.ne[1]) as f64;
-    };
-    for l in &w.layers {
-        for id in [l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down] {
-            add(id);
+        if x.ne[1] == 1 {
+            continue; // norms, biases
         }
+        // An expert tensor [n_in, n_out, n_expert]: a token reads n_expert_used of them.
+        let used = if x.ne[2] > 1 {
+            n_used / x.ne[2] as f64
+        } else {
+            1.0
+        };
+        macs += (x.ne[0] * x.ne[1] * x.ne[2]) as f64 * used;
+        bytes -= x.nbytes() as f64 * (1.0 - used);
     }
-    add(w.output);
     ModelCost {
-        weight_bytes_per_token: bytes,
+        weight_bytes_per_token: bytes.round() as u64,
         flops_per_token: 2.0 * macs,
     }
 }

@@ -56,7 +56,7 @@ impl KvCache {
     /// tensors into the graph's context.
     pub(crate) fn build_k_shift(
         &self,
-        rope: &RopeParams,
+        rope: &dyn Fn(usize) -> RopeParams,
         freq_factors: Option<(&Context, TensorId)>,
     ) -> Result<KShiftGraph> {
         let mut ctx = Context::new_no_alloc();

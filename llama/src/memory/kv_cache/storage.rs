@@ -332,16 +332,17 @@ impl KvStorage {
         graph: &mut Graph,
         shift: TensorId,
         factors: Option<TensorId>,
-        rope: &RopeParams,
+        rope: &dyn Fn(usize) -> RopeParams,
         name: &str,
     ) -> Result<()> {
         let n_cells = self.layout.size as usize * self.layout.n_stream as usize;
         let typ = self.layout.type_k;
         for (il, d) in self.dims.iter().enumerate() {
             let k = gctx.import(&self.ctx, self.k[il])?;
+            let rope = rope(il);
             let p = RopeParams {
                 n_dims: rope.n_dims.min(d.n_embd_head_k),
-                ..*rope
+                ..rope
             };
             let row = typ.row_size(d.n_embd_k_gqa());
             let out = if typ.is_quantized() {

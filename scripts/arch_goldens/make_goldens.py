@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Goldens for the architectures added after llama and qwen2, made by llama.cpp itself.
+
+For each case, gen-model writes a small random model (`gen-model --arch NAME --type T`,
+the architecture's example shape, seed 42); then llama.cpp 0c1e570 gives
+- teacher-forced logits of the first 64 tokens of ../shared/golden/text/story-a.txt
+  (dump_logits.cpp, linked against the build's libllama: rows at a few positions
+  and an FNV-1a hash of every logit's bits),
+- llama-completion's greedy text (`-p "Once upon a time" -n 32 --temp 0`),
+- llama-perplexity's final estimate on story-a.txt with `-c 64`.
+Writes tests/data/arch_goldens.json; tests/arch_goldens.rs makes the same models and
+checks ours against it (no llama.cpp needed there).
+
+Usage: scripts/arch_goldens/make_goldens.py [LLAMA_CPP_SRC] [LLAMA_CPP_BUILD]
+(default /work/ref/llama.cpp-src and /work/ref/build, as benches/compare-llama-cpp.sh
+builds it from the llama-cpp-python 0.3.36 source package).
+"""
+import base64
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SRC = sys.argv[1] if len(sys.argv) > 1 else "/work/ref/llama.cpp-src"
+BUILD = sys.argv[2] if len(sys.argv) > 2 else "/work/ref/build"
+SHARED = os.environ.get("LLAMA_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+TEXT = os.path.join(SHARED, "golden", "text", "story-a.txt")
+
+CASES = [
+    ("qwen3", "f32"), ("qwen3", "f16"), ("qwen3", "q8_0"), ("qwen3", "q4_k_m"),
+    # The two architectures the shared goldens cover, through the same path: a check
+    # of the script and the test themselves.
+    ("qwen2", "f32"), ("llama", "q4_0"),
+]
+POSITIONS = [0, 31, 63]
+
+
+def build_dump_logits(d):
+    exe = os.path.join(d, "dump_logits")
+    libs = [os.path.join(BUILD, p) for p in (
+        "src/libllama.a", "ggml/src/libggml.a", "ggml/src/libggml-cpu.a", "ggml/src/libggml-base.a")]
+    subprocess.run(["g++", "-O2", "-std=c++17", "-I", os.path.join(SRC, "include"),
+                    "-I", os.path.join(SRC, "ggml", "include"),
+                    os.path.join(ROOT, "scripts", "arch_goldens", "dump_logits.cpp"), *libs,
+                    "-fopenmp", "-lpthread", "-ldl", "-o", exe], check=True)
+    return exe
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, check=True, timeout=600, **kw)
+
+
+def main():
+    bin_dir = os.path.join(BUILD, "bin")
+    subprocess.run(["cargo", "build", "--release", "--example", "gen-model"], cwd=ROOT, check=True)
+    gen = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
+                       "release", "examples", "gen-model")
+    cases = []
+    with tempfile.TemporaryDirectory() as d:
+        dump = build_dump_logits(d)
+        for arch, typ in CASES:
+            model = os.path.join(d, f"{arch}-{typ}.gguf")
+            gen_args = ["--arch", arch, "--type", typ, "--seed", "42"]
+            run([gen, *gen_args, "-o", model])
+            logits = json.loads(run([dump, model, TEXT, "--n-tokens", "64", "-t", "2",
+                                     "--positions", ",".join(map(str, POSITIONS))]).stdout)
+            # stdout into a file: through a pipe, llama.cpp's log thread may lose the
+            # last piece when the program exits.
+            cli_path = os.path.join(d, "cli.txt")
+            with open(cli_path, "wb") as cli_out:
+                subprocess.run([os.path.join(bin_dir, "llama-completion"), "-m", model, "-p", "Once upon a time",
+                                "-n", "32", "--temp", "0", "-t", "2", "--no-display-prompt", "-no-cnv"],
+                               stdin=subprocess.DEVNULL, stdout=cli_out, stderr=subprocess.DEVNULL,
+                               check=True, timeout=600)
+            with open(cli_path, "rb") as f:
+                cli_stdout = f.read()
+            ppl_out = run([os.path.join(bin_dir, "llama-perplexity"), "-m", model, "-f", TEXT,
+                           "-c", "64", "-t", "2"], stdin=subprocess.DEVNULL)
+            m = re.search(rb"Final estimate: PPL = ([0-9.]+)", ppl_out.stdout + ppl_out.stderr)
+            cases.append({
+                "arch": arch, "type": typ, "gen_model": gen_args,
+                "tokens": logits["tokens"], "n_vocab": logits["n_vocab"], "fnv64": logits["fnv64"],
+                "positions": logits["positions"],
+                # Each row's f32 values, exactly (a Python float holds an f32).
+                "rows": [list(struct.unpack(f"<{logits['n_vocab']}f", base64.b64decode(r)))
+                         for r in logits["rows"]],
+                "cli_args": ["-p", "Once upon a time", "-n", "32", "--temp", "0", "--no-display-prompt", "-no-cnv"],
+                # Bytes: a random model's text need not be UTF-8.
+                "cli_stdout_hex": cli_stdout.rstrip().hex(),
+                "ppl_args": ["-f", "@S/golden/text/story-a.txt", "-c", "64"],
+                "ppl": float(m.group(1)),
+            })
+            print(f"{arch} {typ}: ppl {m.group(1).decode()}, fnv {logits['fnv64']}", file=sys.stderr)
+    out = {
+        "about": "llama.cpp 0c1e570 (AVX-512 VNNI, no AMX), 2 threads, F16 KV cache, on gen-model's "
+                 "example models of each architecture; made by scripts/arch_goldens/make_goldens.py",
+        "text": "golden/text/story-a.txt, first 64 tokens with BOS",
+        "cases": cases,
+    }
+    with open(os.path.join(ROOT, "tests", "data", "arch_goldens.json"), "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+//! The vocabulary of a generated model: the `tokenizer.*` keys copied from a
+//! vocabulary GGUF of the right size (padded), or a synthesized SentencePiece
+//! vocabulary that this project and llama.cpp both load.
+
+use std::path::{Path, PathBuf};
+
+use ggml::gguf::{GgufArray, GgufFile, GgufValue};
+use llama::arch::Arch;
+
+use super::shape::{Shape, LLAMA2_VOCAB, LLAMA3_VOCAB};
+use super::{Params, Preset, VocabChoice};
+use crate::cli::error::{CliError, Result};
+
+/// The `tokenizer.*` keys for `n_vocab` tokens and where they came from.
+pub struct VocabKeys {
+    /// Key/value pairs, in order.
+    pub kv: Vec<(String, GgufValue)>,
+    /// The file they were copied from (`None`: synthesized).
+    pub source: Option<PathBuf>,
+    /// Tokens added as `[PADn]`.
+    pub padded: usize,
+}
+
+/// A SentencePiece vocabulary of `n` tokens: `<unk>`, `<s>`, `</s>`, the 256 byte
+/// tokens, then pieces (`▁`, ASCII characters, `▁`+letter, letter pairs, ...).
+pub fn synth_vocab(n: usize) -> Result<VocabKeys> {
+    if n < 259 {
+        return Err(CliError::Usage(format!(
+            "a synthesized vocabulary needs at least 259 tokens (3 special + 256 bytes), --vocab is {n}"
+        )));
+    }
+    let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
+    let mut types: Vec<i32> = vec![2, 3, 3];
+    for b in 0..=255u8 {
+        tokens.push(format!("<0x{b:02X}>"));
+        types.push(6);
+    }
+    let mut pieces: Vec<String> = vec!["\u{2581}".into()];
+    let printable: Vec<char> = (0x21u8..0x7f).map(char::from).collect();
+    pieces.extend(printable.iter().map(|c| c.to_string()));
+    let letters: Vec<char> = ('a'..='z').chain('A'..='Z').collect();
+    pieces.extend(letters.iter().map(|c| format!("\u{2581}{c}")));
+    let lower: Vec<char> = ('a'..='z').collect();
+    for a in &lower {
+        for b in &lower {
+            pieces.push(format!("{a}{b}"));
+        }
+    }
+    for a in &lower {
+        for b in &lower {
+            pieces.push(format!("\u{2581}{a}{b}"));
+        }
+    }
+    let mut k = 0usize;
+    while tokens.len() < n {
+        let piece = match pieces.get(k) {
+            Some(p) => p.clone(),
+            None => format!("\u{2581}t{k}"),
+        };
+        tokens.push(piece);
+        types.push(1);
+        k += 1;
+    }
+    let scores: Vec<f32> = (0..n)
+        .map(|i| if i < 259 { 0.0 } else { -((i - 259) as f32) })
+        .collect();
+    let kv: Vec<(String, GgufValue)> = vec![
+        ("tokenizer.ggml.model".into(), "llama".into()),
+        ("tokenizer.ggml.pre".into(), "default".into()),
+        ("tokenizer.ggml.tokens".into(), tokens.into()),
+        ("tokenizer.ggml.scores".into(), scores.into()),
+        ("tokenizer.ggml.token_type".into(), types.into()),
+        ("tokenizer.ggml.bos_token_id".into(), 1u32.into()),
+        ("tokenizer.ggml.eos_token_id".into(), 2u32.into()),
+        ("tokenizer.ggml.unknown_token_id".into(), 0u32.into()),
+        ("tokenizer.ggml.add_bos_token".into(), true.into()),
+        ("tokenizer.ggml.add_eos_token".into(), false.into()),
+    ];
+    Ok(VocabKeys {
+        kv,
+        source: None,
+        padded: 0,
+    })
+}
+
+/// The `tokenizer.*` keys of the vocabulary GGUF `path`, padded with `[PADn]` tokens
+/// (user-defined, score 0) up to `n` tokens. Errors when the file has more.
+pub fn file_vocab(path: &Path, n: usize) -> Result<VocabKeys> {
+    let file = GgufFile::open(path).map_err(|source| CliError::Ggml {
+        what: format!("cannot read vocabulary '{}'", path.display()),
+        source,
+    })?;
+    let mut kv: Vec<(String, GgufValue)> = file
+        .gguf()
+        .kv()
+        .filter(|(k, _)| k.starts_with("tokenizer."))
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let n_file = vocab_size_of(&kv).ok_or_else(|| {
+        CliError::Input(format!("'{}' has no tokenizer.ggml.tokens", path.display()))
+    })?;
+    if n_file > n {
+        return Err(CliError::Usage(format!(
+            "'{}' has {n_file} tokens, more than --vocab {n} (use --vocab-file none to synthesize one)",
+            path.display()
+        )));
+    }
+    let pad = n - n_file;
+    if pad > 0 {
+        for (k, v) in kv.iter_mut() {
+            match (k.as_str(), v) {
+                ("tokenizer.ggml.tokens", GgufValue::Array(GgufArray::String(t))) => {
+                    t.extend((0..pad).map(|i| format!("[PAD{}]", n_file + i)));
+                }
+                ("tokenizer.ggml.token_type", GgufValue::Array(GgufArray::I32(t))) => {
+                    t.extend(std::iter::repeat_n(4, pad));
+                }
+                ("tokenizer.ggml.scores", GgufValue::Array(GgufArray::F32(t))) => {
+                    t.extend(std::iter::repeat_n(0.0, pad));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(VocabKeys {
+        kv,
+        source: Some(path.to_path_buf()),
+        padded: pad,
+    })
+}
+
+fn vocab_size_of(kv: &[(String, GgufValue)]) -> Option<usize> {
+    kv.iter()
+        .find(|(k, _)| k == "tokenizer.ggml.tokens")
+        .and_then(|(_, v)| v.as_array())
+        .map(|a| a.len())
+}
+
+/// Number of tokens of a vocabulary file (0 when unreadable).
+fn file_tokens(path: &Path) -> usize {
+    GgufFile::open(path)
+        .ok()
+        .and_then(|f| f.gguf().get_arr_n("tokenizer.ggml.tokens").ok())
+        .unwrap_or(0)
+}
+
+/// Resolves the vocabulary for `shape` (the llama-1b preset falls back to 32000
+/// tokens when no llama 3 vocabulary is found); may change `shape.n_vocab`.
+pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
+    match &p.vocab {
+        VocabChoice::Synth => synth_vocab(shape.n_vocab),
+        VocabChoice::File(f) => file_vocab(f, shape.n_vocab),
+        VocabChoice::Auto => {
+            let dir = p.vocab_dir();
+            let candidates: &[&str] = match shape.arch {
+                Arch::Qwen2 | Arch::Qwen3 => &["ggml-vocab-qwen2.gguf"],
+                Arch::Llama => &["ggml-vocab-llama-bpe.gguf", "ggml-vocab-llama-spm.gguf"],
+            };
+            for c in candidates {
+                let path = dir.join(c);
+                if path.exists() && file_tokens(&path) == shape.n_vocab {
+                    return file_vocab(&path, shape.n_vocab);
+                }
+            }
+            if p.preset == Some(Preset::Llama1B)
+                && !p.vocab_given()
+                && shape.n_vocab == LLAMA3_VOCAB
+            {
+                shape.n_vocab = LLAMA2_VOCAB;
+                let spm = dir.join("ggml-vocab-llama-spm.gguf");
+                if spm.exists() && file_tokens(&spm) == LLAMA2_VOCAB {
+                    return file_vocab(&spm, LLAMA2_VOCAB);
+                }
+            }
+            synth_vocab(shape.n_vocab)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ggml::gguf::GgufWriter;
+
+    #[test]
+    fn synthesized_vocab_loads() {
+        let v = synth_vocab(600).unwrap();
+        let mut w = GgufWriter::new();
+        for (k, val) in v.kv {
+            w.set(k, val).unwrap();
+        }
+        let file = GgufFile::from_bytes(&w.to_bytes()).unwrap();
+        let vocab = llama::vocab::Vocab::from_gguf(file.gguf()).unwrap();
+        assert_eq!(vocab.n_tokens(), 600);
+        let toks = vocab.tokenize("hello world", llama::TokenizeOptions::ADD_SPECIAL);
+        assert_eq!(toks[0], 1);
+        assert!(toks.len() > 2);
+        assert!(synth_vocab(100).is_err());
+    }
+}
