@@ -13,10 +13,12 @@ pub enum Arch {
     Qwen2,
     /// Qwen3, dense (per-head Q/K norms, no Q/K/V biases).
     Qwen3,
+    /// Phi-3 (fused QKV and gate/up, LongRoPE factors).
+    Phi3,
 }
 
 /// Every architecture, in the order they were added.
-pub const ALL_ARCHS: &[Arch] = &[Arch::Llama, Arch::Qwen2, Arch::Qwen3];
+pub const ALL_ARCHS: &[Arch] = &[Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Phi3];
 
 impl Arch {
     /// The name GGUF files use.
@@ -25,6 +27,7 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
+            Arch::Phi3 => "phi3",
         }
     }
 

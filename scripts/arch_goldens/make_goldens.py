@@ -4,8 +4,8 @@
 For each case, gen-model writes a small random model (`gen-model --arch NAME --type T`,
 the architecture's example shape, seed 42); then llama.cpp 0c1e570 gives
 - teacher-forced logits of the first 64 tokens of ../shared/golden/text/story-a.txt
-  (dump_logits.cpp, linked against the build's libllama: rows at a few positions
-  and an FNV-1a hash of every logit's bits),
+  (dump_logits.cpp, linked against the build's libllama: the first 256 values of
+  the rows at a few positions, and an FNV-1a hash of every logit's bits),
 - llama-completion's greedy text (`-p "Once upon a time" -n 32 --temp 0`),
 - llama-perplexity's final estimate on story-a.txt with `-c 64`.
 Writes tests/data/arch_goldens.json; tests/arch_goldens.rs makes the same models and
@@ -31,12 +31,23 @@ SHARED = os.environ.get("LLAMA_SHARED_DIR", os.path.join(os.path.dirname(ROOT), 
 TEXT = os.path.join(SHARED, "golden", "text", "story-a.txt")
 
 CASES = [
-    ("qwen3", "f32"), ("qwen3", "f16"), ("qwen3", "q8_0"), ("qwen3", "q4_k_m"),
+    ("qwen3", "f32", []), ("qwen3", "f16", []), ("qwen3", "q8_0", []), ("qwen3", "q4_k_m", []),
+    # LongRoPE: the example is trained at 512 from an original 256, so the logits (n_ctx
+    # 512) and the text (n_ctx 4096) use the long factors, the perplexity (-c 64) the
+    # short ones.
+    # With Phi-3's own vocabulary: llama.cpp gives special tokens of a model named
+    # "phi3" its attributes and needs its special tokens there.
+    *[("phi3", t, ["--vocab", "32064", "--vocab-file", "@S/models/llama-vocab/ggml-vocab-phi-3.gguf"])
+      for t in ("f32", "f16", "q8_0", "q4_k_m")],
+    # Llama 3's rope frequency factors (rope_freqs.weight).
+    ("llama", "f32", ["--llama3-rope", "--rope-base", "500000"]),
+    ("llama", "q8_0", ["--llama3-rope", "--rope-base", "500000"]),
     # The two architectures the shared goldens cover, through the same path: a check
     # of the script and the test themselves.
-    ("qwen2", "f32"), ("llama", "q4_0"),
+    ("qwen2", "f32", []), ("llama", "q4_0", []),
 ]
 POSITIONS = [0, 31, 63]
+ROW_VALUES = 256
 
 
 def build_dump_logits(d):
@@ -62,39 +73,49 @@ def main():
     cases = []
     with tempfile.TemporaryDirectory() as d:
         dump = build_dump_logits(d)
-        for arch, typ in CASES:
-            model = os.path.join(d, f"{arch}-{typ}.gguf")
-            gen_args = ["--arch", arch, "--type", typ, "--seed", "42"]
-            run([gen, *gen_args, "-o", model])
+        for i, (arch, typ, extra) in enumerate(CASES):
+            model = os.path.join(d, f"{i}-{arch}-{typ}.gguf")
+            gen_args = ["--arch", arch, "--type", typ, "--seed", "42", *extra]
+            run([gen, *[a.replace("@S", SHARED) for a in gen_args], "-o", model])
             logits = json.loads(run([dump, model, TEXT, "--n-tokens", "64", "-t", "2",
                                      "--positions", ",".join(map(str, POSITIONS))]).stdout)
             # stdout into a file: through a pipe, llama.cpp's log thread may lose the
             # last piece when the program exits.
+            # llama-completion prints through an asynchronous log thread that sometimes
+            # loses the last piece at exit: the longest of a few runs is its output.
             cli_path = os.path.join(d, "cli.txt")
-            with open(cli_path, "wb") as cli_out:
-                subprocess.run([os.path.join(bin_dir, "llama-completion"), "-m", model, "-p", "Once upon a time",
-                                "-n", "32", "--temp", "0", "-t", "2", "--no-display-prompt", "-no-cnv"],
-                               stdin=subprocess.DEVNULL, stdout=cli_out, stderr=subprocess.DEVNULL,
-                               check=True, timeout=600)
-            with open(cli_path, "rb") as f:
-                cli_stdout = f.read()
-            ppl_out = run([os.path.join(bin_dir, "llama-perplexity"), "-m", model, "-f", TEXT,
-                           "-c", "64", "-t", "2"], stdin=subprocess.DEVNULL)
-            m = re.search(rb"Final estimate: PPL = ([0-9.]+)", ppl_out.stdout + ppl_out.stderr)
+            cli_stdout = b""
+            for _ in range(5):
+                with open(cli_path, "wb") as cli_out:
+                    subprocess.run([os.path.join(bin_dir, "llama-completion"), "-m", model, "-p", "Once upon a time",
+                                    "-n", "32", "--temp", "0", "-t", "2", "--no-display-prompt", "-no-cnv"],
+                                   stdin=subprocess.DEVNULL, stdout=cli_out, stderr=subprocess.DEVNULL,
+                                   check=True, timeout=600)
+                with open(cli_path, "rb") as f:
+                    out = f.read().rstrip()
+                cli_stdout = max(cli_stdout, out, key=len)
+            ppl_path = os.path.join(d, "ppl.txt")
+            with open(ppl_path, "wb") as ppl_out:
+                subprocess.run([os.path.join(bin_dir, "llama-perplexity"), "-m", model, "-f", TEXT,
+                                "-c", "64", "-t", "2"], stdin=subprocess.DEVNULL, stdout=ppl_out,
+                               stderr=subprocess.STDOUT, check=True, timeout=600)
+            with open(ppl_path, "rb") as f:
+                m = re.search(rb"Final estimate: PPL = ([0-9.]+)", f.read())
             cases.append({
                 "arch": arch, "type": typ, "gen_model": gen_args,
                 "tokens": logits["tokens"], "n_vocab": logits["n_vocab"], "fnv64": logits["fnv64"],
                 "positions": logits["positions"],
-                # Each row's f32 values, exactly (a Python float holds an f32).
-                "rows": [list(struct.unpack(f"<{logits['n_vocab']}f", base64.b64decode(r)))
+                # The first ROW_VALUES f32 values of each row, exactly (a Python float
+                # holds an f32): large vocabularies would make the file megabytes.
+                "rows": [list(struct.unpack(f"<{logits['n_vocab']}f", base64.b64decode(r)))[:ROW_VALUES]
                          for r in logits["rows"]],
                 "cli_args": ["-p", "Once upon a time", "-n", "32", "--temp", "0", "--no-display-prompt", "-no-cnv"],
                 # Bytes: a random model's text need not be UTF-8.
-                "cli_stdout_hex": cli_stdout.rstrip().hex(),
+                "cli_stdout_hex": cli_stdout.hex(),
                 "ppl_args": ["-f", "@S/golden/text/story-a.txt", "-c", "64"],
                 "ppl": float(m.group(1)),
             })
-            print(f"{arch} {typ}: ppl {m.group(1).decode()}, fnv {logits['fnv64']}", file=sys.stderr)
+            print(f"{arch} {typ} {' '.join(extra)}: ppl {m.group(1).decode()}, fnv {logits['fnv64']}", file=sys.stderr)
     out = {
         "about": "llama.cpp 0c1e570 (AVX-512 VNNI, no AMX), 2 threads, F16 KV cache, on gen-model's "
                  "example models of each architecture; made by scripts/arch_goldens/make_goldens.py",

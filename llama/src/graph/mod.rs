@@ -25,6 +25,9 @@ use crate::models::TensorMap;
 pub(crate) enum FfnKind {
     /// `down · (silu(gate · x) * (up · x))`.
     SwiGlu,
+    /// The same with gate and up in one tensor (`ffn_up`, twice as many rows, the
+    /// gate's first): `down · swiglu(up · x)` (Phi-3).
+    SwiGluFused,
 }
 
 /// Everything a graph for one micro-batch is built from.
@@ -510,10 +513,11 @@ impl<'a> GraphBuilder<'a> {
                 let gate_w = self.req(l, T::FfnGate, il)?;
                 let gate = self.build_mm(gate_w, cur, None)?;
                 self.cb(gate, "ffn_gate", Some(il));
-                let x = self.ctx.swiglu_split(gate, up);
-                self.cb(x, "ffn_swiglu", Some(il))
+                self.ctx.swiglu_split(gate, up)
             }
+            FfnKind::SwiGluFused => self.ctx.swiglu(up, false),
         };
+        let x = self.cb(x, "ffn_swiglu", Some(il));
         let down_w = self.req(l, T::FfnDown, il)?;
         let out = self.build_mm(down_w, x, None)?;
         Ok(self.cb(out, "ffn_out", Some(il)))

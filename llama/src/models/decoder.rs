@@ -16,8 +16,25 @@ pub(crate) struct DecoderOptions {
     /// RMS-normalize each head of Q and K (`attn_q_norm`, `attn_k_norm`) before the
     /// rope (Qwen3).
     pub(crate) qk_norm: bool,
+    /// Scale Q by `1/sqrt(head_dim)` before the attention, which then scales by 1
+    /// (Phi-3: not the same floats as the attention's own scale).
+    pub(crate) scale_q: bool,
+    /// The dense feed-forward network's form.
+    pub(crate) ffn: FfnKind,
     /// The feed-forward network is a mixture of experts (Qwen3-MoE).
     pub(crate) moe: bool,
+}
+
+impl Default for DecoderOptions {
+    /// Llama's decoder: no Q/K norms, the attention scales, gate and up apart.
+    fn default() -> Self {
+        DecoderOptions {
+            qk_norm: false,
+            scale_q: false,
+            ffn: FfnKind::SwiGlu,
+            moe: false,
+        }
+    }
 }
 
 pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<TensorId> {
@@ -42,8 +59,14 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
             q0 = b.build_norm(q0, qn, "Qcur_normed", Some(il))?;
             k0 = b.build_norm(k0, kn, "Kcur_normed", Some(il))?;
         }
+        let (q_scale, kq_scale) = if opts.scale_q {
+            (Some(kq_scale), 1.0)
+        } else {
+            (None, kq_scale)
+        };
         let q = b.build_rope(q0, pos, il)?;
         b.cb(q, "Qcur", Some(il));
+        let q = scaled(b, q, q_scale, "Qcur", il);
         let k = b.build_rope(k0, pos, il)?;
         b.cb(k, "Kcur", Some(il));
         let mut cur = match pos_grouped {
@@ -51,6 +74,7 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
             Some((pos_q, pos_k)) => {
                 let q_g = b.build_rope(q0, pos_q, il)?;
                 b.cb(q_g, "Qcur_grouped", Some(il));
+                let q_g = scaled(b, q_g, q_scale, "Qcur_grouped", il);
                 let k_g = b.build_rope(k0, pos_k, il)?;
                 b.cb(k_g, "Kcur_grouped", Some(il));
                 b.build_attn_self_extend(layer, q, q_g, k, k_g, v, kq_scale, il)?
@@ -71,10 +95,21 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
         let cur = if opts.moe {
             b.build_moe_ffn(layer, cur, il)?
         } else {
-            b.build_ffn(layer, cur, FfnKind::SwiGlu, il)?
+            b.build_ffn(layer, cur, opts.ffn, il)?
         };
         let cur = b.ctx.add(cur, ffn_inp);
         inp_l = b.cb(cur, "l_out", Some(il));
     }
     b.build_output(inp_l)
+}
+
+/// `x * s` when `s` is given (named `name` again, as llama.cpp names the scaled Q).
+fn scaled(b: &mut GraphBuilder, x: TensorId, s: Option<f32>, name: &str, il: usize) -> TensorId {
+    match s {
+        Some(s) => {
+            let x = b.ctx.scale(x, s);
+            b.cb(x, name, Some(il))
+        }
+        None => x,
+    }
 }

@@ -67,12 +67,6 @@ impl Architecture for Llama {
 
 impl BuildGraph for Llama {
     fn build(&self, b: &mut GraphBuilder) -> Result<TensorId> {
-        build_graph(
-            b,
-            DecoderOptions {
-                qk_norm: false,
-                moe: false,
-            },
-        )
+        build_graph(b, DecoderOptions::default())
     }
 }

@@ -16,6 +16,7 @@ mod decoder;
 pub mod keys;
 mod llama;
 pub mod manifest;
+mod phi3;
 mod qwen2;
 mod qwen3;
 
@@ -73,6 +74,7 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Llama => &llama::Llama,
         Arch::Qwen2 => &qwen2::Qwen2,
         Arch::Qwen3 => &qwen3::Qwen3,
+        Arch::Phi3 => &phi3::Phi3,
     }
 }
 

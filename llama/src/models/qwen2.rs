@@ -72,12 +72,6 @@ impl Architecture for Qwen2 {
 
 impl BuildGraph for Qwen2 {
     fn build(&self, b: &mut GraphBuilder) -> Result<TensorId> {
-        build_graph(
-            b,
-            DecoderOptions {
-                qk_norm: false,
-                moe: false,
-            },
-        )
+        build_graph(b, DecoderOptions::default())
     }
 }

@@ -74,7 +74,7 @@ impl BuildGraph for Qwen3 {
             b,
             DecoderOptions {
                 qk_norm: true,
-                moe: false,
+                ..DecoderOptions::default()
             },
         )
     }
