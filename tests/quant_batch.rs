@@ -189,7 +189,7 @@ fn mul_mat(
     mapped: bool,
 ) -> Vec<f32> {
     let mut ctx = Context::new();
-    let wt = common::weight_tensor(&mut ctx, typ, (k, m), w, mapped);
+    let wt = common::weight_tensor(&mut ctx, typ, &[k, m], w, mapped);
     let xt = ctx.new_tensor_2d(GgmlType::F32, k, n);
     ctx.set_f32(xt, x).expect("activations");
     let c = ctx.mul_mat(wt, xt);

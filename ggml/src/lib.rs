@@ -92,6 +92,6 @@ pub use cpu::{compute, Dispatch, Executor};
 pub use display::TensorDisplay;
 pub use error::{Error, Result};
 pub use graph::Graph;
-pub use op::{FlashAttnParams, GluOp, Op, RopeMode, RopeParams, SoftMaxParams, UnaryOp};
+pub use op::{FlashAttnParams, GluOp, Op, RopeMode, RopeParams, SoftMaxParams, SortOrder, UnaryOp};
 pub use tensor::{Tensor, TensorFlags, TensorId, MAX_DIMS};
 pub use types::{GgmlType, TypeTraits};

@@ -9,6 +9,8 @@ pub enum UnaryOp {
     Gelu,
     /// `max(x, 0)`.
     Relu,
+    /// `tanh(x)` (logit soft-capping: `c * tanh(x / c)`).
+    Tanh,
 }
 
 /// Gated linear units (`ggml_glu_op`).
@@ -18,6 +20,15 @@ pub enum GluOp {
     SwiGlu,
     /// `gelu(gate) * up`.
     GeGlu,
+}
+
+/// The order of [`crate::Context::argsort`] (`ggml_sort_order`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SortOrder {
+    /// Smallest value first (`GGML_SORT_ORDER_ASC`).
+    Asc,
+    /// Largest value first (`GGML_SORT_ORDER_DESC`).
+    Desc,
 }
 
 /// How rope pairs up the dimensions it rotates.
@@ -177,6 +188,13 @@ pub enum Op {
     Sqr,
     /// `sqrt(x)`.
     Sqrt,
+    /// `x` limited to `[min, max]` (`MAX(MIN(x, max), min)`).
+    Clamp {
+        /// The lower bound.
+        min: f32,
+        /// The upper bound.
+        max: f32,
+    },
     /// An activation.
     Unary(UnaryOp),
     /// A gated unit over one tensor (halves of dim 0) or two (src1 present).
@@ -204,10 +222,21 @@ pub enum Op {
     },
     /// Index of the largest value of each row (I32).
     Argmax,
+    /// The indices (I32) that sort each row, in ggml's order for equal values.
+    Argsort {
+        /// Ascending or descending.
+        order: SortOrder,
+    },
+    /// The indices (I32) of the `ne0` largest values of each row of src0, as ggml's
+    /// `top_k` orders them.
+    TopK,
 
     // Matrices.
     /// `src0ᵀ·src1` in ggml's convention (dot products of rows).
     MulMat,
+    /// `mul_mat` with a matrix of the stack src0 chosen per row by the I32 ids in
+    /// src2 (mixture of experts).
+    MulMatId,
     /// Rows of src0 picked by the I32 indices in src1.
     GetRows,
     /// Rows of src0 (values) written into src2 (destination) at the indices in src1; a view of src2.
@@ -263,9 +292,11 @@ impl Op {
             Op::Scale { .. } => "SCALE",
             Op::Sqr => "SQR",
             Op::Sqrt => "SQRT",
+            Op::Clamp { .. } => "CLAMP",
             Op::Unary(UnaryOp::Silu) => "SILU",
             Op::Unary(UnaryOp::Gelu) => "GELU",
             Op::Unary(UnaryOp::Relu) => "RELU",
+            Op::Unary(UnaryOp::Tanh) => "TANH",
             Op::Glu {
                 op: GluOp::SwiGlu, ..
             } => "SWIGLU",
@@ -277,7 +308,10 @@ impl Op {
             Op::Norm { .. } => "NORM",
             Op::RmsNorm { .. } => "RMS_NORM",
             Op::Argmax => "ARGMAX",
+            Op::Argsort { .. } => "ARGSORT",
+            Op::TopK => "TOP_K",
             Op::MulMat => "MUL_MAT",
+            Op::MulMatId => "MUL_MAT_ID",
             Op::GetRows => "GET_ROWS",
             Op::SetRows => "SET_ROWS",
             Op::SoftMax { .. } => "SOFT_MAX",

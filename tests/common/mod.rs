@@ -94,18 +94,19 @@ pub fn xorshift_data(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// A `[k, m]` weight tensor of `typ` holding `bytes`: in a read-only file mapping when
+/// A weight tensor of `typ` and shape `ne` (`[k, m]`, or `[k, m, n_expert]` for a
+/// stack of experts) holding `bytes`: in a read-only file mapping when
 /// `mapped` (as a loaded model's weights are, which `mul_mat` treats as llama.cpp
 /// treats its repacked weights), else in the context's own memory.
 pub fn weight_tensor(
     ctx: &mut ggml::Context,
     typ: ggml::GgmlType,
-    (k, m): (usize, usize),
+    ne: &[usize],
     bytes: &[u8],
     mapped: bool,
 ) -> ggml::TensorId {
     if !mapped {
-        let t = ctx.new_tensor_2d(typ, k, m);
+        let t = ctx.new_tensor(typ, ne);
         ctx.set_bytes(t, bytes).expect("weights");
         return t;
     }
@@ -115,6 +116,6 @@ pub fn weight_tensor(
     std::fs::write(&path, bytes).expect("write weights");
     let buffer = ggml::Buffer::map_file(&path).expect("map weights");
     std::fs::remove_file(&path).expect("remove weights file");
-    ctx.new_tensor_with_data(typ, &[k, m], ggml::DataRef { buffer, offset: 0 })
+    ctx.new_tensor_with_data(typ, ne, ggml::DataRef { buffer, offset: 0 })
         .expect("mapped weights")
 }

@@ -7,13 +7,14 @@ use crate::op::Op;
 use crate::tensor::TensorId;
 use crate::types::GgmlType;
 
-/// # Matrix multiplication: `mul_mat`
+/// # Matrix multiplication: `mul_mat`, `mul_mat_id`
 ///
 /// ggml's convention: both operands are stored row by row with the shared dimension
 /// `K` as `ne0`, and every result element is the dot product of a row of `a` with a
 /// row of `b`. A weight of a layer with `n_in` inputs and `n_out` outputs is therefore
 /// `[n_in, n_out]`, and `mul_mat(w, x)` with `x` `[n_in, n_tokens]` gives
-/// `[n_out, n_tokens]`.
+/// `[n_out, n_tokens]`. `mul_mat_id` is the mixture-of-experts form: a stack of such
+/// weights, one chosen per row by an index tensor.
 impl Context {
     panicking! {
         /// `a` `[K, M, a2, a3]` times `b` `[K, N, b2, b3]` gives f32 `[M, N, b2, b3]`:
@@ -25,6 +26,21 @@ impl Context {
         /// # Panics
         /// When the shapes, types or layouts do not fit.
         pub fn mul_mat => try_mul_mat(a: TensorId, b: TensorId);
+
+        /// Mixture-of-experts `mul_mat` (ggml's `mul_mat_id(as, b, ids)`): `a` is a
+        /// stack of expert weights `[K, M, n_expert]`, `b` the activations `[K, n_b,
+        /// n_tokens]`, `ids` I32 `[n_used, n_tokens]` the experts chosen for each
+        /// token. The result is f32 `[M, n_used, n_tokens]`: row `(i, t)` is expert
+        /// `ids[i, t]` times row `(i % n_b, t)` of `b` (so `n_b` is `n_used`, or 1 to
+        /// give every expert the same row). The arithmetic is `mul_mat`'s (the same
+        /// kernel per expert as for a 2-D weight, see `docs/quants.md`); `a` has dense
+        /// rows and any type with a dot product, `b` is f32, f16 or bf16 and may be any
+        /// view, `ids` any layout. An id outside `0..n_expert` is an error of the
+        /// computation ([`crate::Error::RowIndex`]).
+        ///
+        /// # Panics
+        /// When the shapes, types or layouts do not fit.
+        pub fn mul_mat_id => try_mul_mat_id(a: TensorId, b: TensorId, ids: TensorId);
     }
 
     /// [`Context::mul_mat`], returning [`crate::Error::InvalidOp`] instead of
@@ -39,33 +55,72 @@ impl Context {
             self.label_shape(a),
             self.label_shape(b)
         );
+        self.check_mul_mat_operands(a, b, OP)?;
+        let ne = [ta.ne[1], tb.ne[1], tb.ne[2], tb.ne[3]];
+        self.new_op(GgmlType::F32, ne, Op::MulMat, &[a, b])
+    }
+
+    /// [`Context::mul_mat_id`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_mul_mat_id(&mut self, a: TensorId, b: TensorId, ids: TensorId) -> Result<TensorId> {
+        const OP: &str = "mul_mat_id";
+        let (ta, tb, ti) = (self.tensor(a), self.tensor(b), self.tensor(ids));
+        ensure!(
+            ta.ne[3] == 1 && tb.ne[3] == 1 && ti.ne[2] == 1 && ti.ne[3] == 1,
+            OP,
+            "experts {} and activations {} must be 3-D, ids {} 2-D",
+            self.label_shape(a),
+            self.label_shape(b),
+            self.label_shape(ids)
+        );
+        ensure!(
+            ta.ne[0] == tb.ne[0]
+                && ti.ne[1] == tb.ne[2]
+                && tb.ne[1] != 0
+                && ti.ne[0] % tb.ne[1] == 0,
+            OP,
+            "experts {}, activations {} and ids {} do not fit (same ne0; one id row per \
+             activation plane; ids ne0 a multiple of the activations' ne1)",
+            self.label_shape(a),
+            self.label_shape(b),
+            self.label_shape(ids)
+        );
+        self.expect_type_of(ids, GgmlType::I32, OP)?;
+        self.check_mul_mat_operands(a, b, OP)?;
+        let ne = [ta.ne[1], ti.ne[0], tb.ne[2], 1];
+        self.new_op(GgmlType::F32, ne, Op::MulMatId, &[a, b, ids])
+    }
+
+    /// The checks `mul_mat` and `mul_mat_id` share: `a` not transposed, with dense rows
+    /// of a type with a dot product; `b` f32, f16 or bf16.
+    fn check_mul_mat_operands(&self, a: TensorId, b: TensorId, op: &'static str) -> Result<()> {
+        let (ta, tb) = (self.tensor(a), self.tensor(b));
         ensure!(
             !ta.is_transposed(),
-            OP,
+            op,
             "'{}' must not be transposed",
             self.label(a)
         );
         ensure!(
             ta.typ.traits().vec_dot.is_some() || ta.typ == GgmlType::F32,
-            OP,
+            op,
             "type {} of '{}' has no dot product",
             ta.typ,
             self.label(a)
         );
         ensure!(
             matches!(tb.typ, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16),
-            OP,
+            op,
             "'{}' must be f32, f16 or bf16, is {}",
             self.label(b),
             tb.typ
         );
         ensure!(
             ta.is_contiguous_rows(),
-            OP,
+            op,
             "rows of '{}' must be dense",
             self.label(a)
         );
-        let ne = [ta.ne[1], tb.ne[1], tb.ne[2], tb.ne[3]];
-        self.new_op(GgmlType::F32, ne, Op::MulMat, &[a, b])
+        Ok(())
     }
 }

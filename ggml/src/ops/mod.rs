@@ -17,6 +17,7 @@ mod copy;
 mod matmul;
 mod norm;
 mod rows;
+mod sort;
 mod unary;
 mod view;
 

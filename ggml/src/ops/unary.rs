@@ -7,7 +7,7 @@ use crate::op::{GluOp, Op, UnaryOp};
 use crate::tensor::TensorId;
 use crate::types::GgmlType;
 
-/// # Element-wise unary ops and gated units: `scale`, `sqr`, `sqrt`, `silu`, `gelu`, `relu`, `swiglu`, `geglu`
+/// # Element-wise unary ops and gated units: `scale`, `sqr`, `sqrt`, `clamp`, `silu`, `gelu`, `relu`, `tanh`, `swiglu`, `geglu`
 ///
 /// On f32, f16 or bf16 tensors of any layout; the result has the source's type and
 /// shape (half the rows' length for the one-tensor `swiglu`).
@@ -62,6 +62,14 @@ impl Context {
         /// As [`Context::scale`].
         pub fn sqrt => try_sqrt(a: TensorId);
 
+        /// `a` limited to `[min, max]`, as ggml computes it (`MAX(MIN(x, max), min)`:
+        /// NaN becomes `max`). llama.cpp's mixture-of-experts router clamps the sum of
+        /// the expert weights with it.
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn clamp => try_clamp(a: TensorId, min: f32, max: f32);
+
         /// `a * sigmoid(a)`.
         ///
         /// # Panics
@@ -79,6 +87,13 @@ impl Context {
         /// # Panics
         /// As [`Context::scale`].
         pub fn relu => try_relu(a: TensorId);
+
+        /// `tanh(a)` (libm's `tanhf`, as ggml); the logit soft-capping of gemma-style
+        /// models is `scale(tanh(scale(x, 1/c)), c)`.
+        ///
+        /// # Panics
+        /// As [`Context::scale`].
+        pub fn tanh => try_tanh(a: TensorId);
 
         /// SwiGLU of one tensor: the first half of each row is the gate, the second
         /// half the value (`silu(a[..n/2]) * a[n/2..]`); halves swapped with `swapped`.
@@ -127,6 +142,11 @@ impl Context {
         self.unary_node(a, Op::Sqrt, false)
     }
 
+    /// [`Context::clamp`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_clamp(&mut self, a: TensorId, min: f32, max: f32) -> Result<TensorId> {
+        self.unary_node(a, Op::Clamp { min, max }, false)
+    }
+
     /// [`Context::silu`], returning [`crate::Error::InvalidOp`] instead of panicking.
     pub fn try_silu(&mut self, a: TensorId) -> Result<TensorId> {
         self.unary_node(a, Op::Unary(UnaryOp::Silu), false)
@@ -140,6 +160,11 @@ impl Context {
     /// [`Context::relu`], returning [`crate::Error::InvalidOp`] instead of panicking.
     pub fn try_relu(&mut self, a: TensorId) -> Result<TensorId> {
         self.unary_node(a, Op::Unary(UnaryOp::Relu), false)
+    }
+
+    /// [`Context::tanh`], returning [`crate::Error::InvalidOp`] instead of panicking.
+    pub fn try_tanh(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary_node(a, Op::Unary(UnaryOp::Tanh), false)
     }
 
     /// [`Context::swiglu`], returning [`crate::Error::InvalidOp`] instead of panicking.

@@ -10,13 +10,16 @@
 mod binary;
 mod copy;
 mod flash_attn;
+mod gelu;
 mod gemm_float;
 mod matmul;
 mod matmul_batch;
+mod mul_mat_id;
 mod norm;
 mod rope;
 mod rows;
 mod softmax;
+mod sort;
 mod unary;
 
 use std::sync::Mutex;
@@ -409,12 +412,17 @@ pub(crate) fn work_layout(shared: usize, per_thread: usize, nth: usize) -> usize
 pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
     match node.op {
         Op::MulMat => matmul::work_size(node, nth),
+        Op::MulMatId => mul_mat_id::work_size(node, nth),
+        Op::Argsort { .. } => work_layout(0, node.src0().ne[0], nth),
+        Op::TopK => work_layout(0, 2 * node.src0().ne[0], nth),
         Op::FlashAttnExt { .. } => flash_attn::work_size(node, nth),
         Op::SoftMax { .. } | Op::Rope(_) => work_layout(0, node.dst.ne[0], nth),
         Op::Add | Op::Sub | Op::Mul | Op::Div => {
             work_layout(0, node.dst.ne[0] + node.src1().ne[0], nth)
         }
-        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Unary(_) => work_layout(0, node.dst.ne[0], nth),
+        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Clamp { .. } | Op::Unary(_) => {
+            work_layout(0, node.dst.ne[0], nth)
+        }
         Op::Glu { .. } => work_layout(0, 3 * node.dst.ne[0], nth),
         Op::Cpy | Op::Cont | Op::GetRows | Op::SetRows => {
             work_layout(0, node.dst.ne[0].max(node.src0().ne[0]), nth)
@@ -445,13 +453,18 @@ pub(crate) fn forward(params: &ComputeParams, node: &ExecNode) {
         Op::Concat { dim } => copy::concat(params, node, dim),
         Op::Repeat => copy::repeat(params, node),
         Op::Add | Op::Sub | Op::Mul | Op::Div => binary::forward(params, node),
-        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Unary(_) => unary::forward(params, node),
+        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Clamp { .. } | Op::Unary(_) => {
+            unary::forward(params, node)
+        }
         Op::Glu { op, swapped } => unary::glu(params, node, op, swapped),
         Op::SumRows | Op::Mean => norm::sum_rows(params, node),
         Op::Norm { eps } => norm::norm(params, node, eps),
         Op::RmsNorm { eps } => norm::rms_norm(params, node, eps),
         Op::Argmax => norm::argmax(params, node),
         Op::MulMat => matmul::forward(params, node),
+        Op::MulMatId => mul_mat_id::forward(params, node),
+        Op::Argsort { order } => sort::argsort(params, node, order),
+        Op::TopK => sort::top_k(params, node),
         Op::GetRows => rows::get_rows(params, node),
         Op::SetRows => rows::set_rows(params, node),
         Op::SoftMax { scale, max_bias } => softmax::soft_max(params, node, scale, max_bias),

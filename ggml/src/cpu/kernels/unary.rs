@@ -1,5 +1,6 @@
 //! Element-wise unary ops (scale, sqr, sqrt, activations) and gated linear units.
 
+use super::gelu::{geglu_row, gelu_row};
 use super::{ComputeParams, ExecNode};
 use crate::op::{GluOp, Op, UnaryOp};
 use crate::types::GgmlType;
@@ -10,17 +11,16 @@ pub(crate) fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// GELU, tanh approximation (ggml_gelu_f32, without the f16 lookup table).
-///
-/// `0.5 * x * (1 + tanh(z))` is computed as the equal `x / (1 + exp(-2z))`: for
-/// negative `x` the sum `1 + tanh(z)` cancels in f32 (relative error 4e-4 at
-/// `x = -3.7`, worse below), the quotient does not.
+/// ggml's `MAX(MIN(x, max), min)` with C's macros: `MIN(a, b)` is `a < b ? a : b`,
+/// so NaN gives `max`.
 #[inline]
-pub(crate) fn gelu(x: f32) -> f32 {
-    const GELU_COEF_A: f32 = 0.044715;
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    let z = SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x);
-    x / (1.0 + (-2.0 * z).exp())
+fn clamp(x: f32, min: f32, max: f32) -> f32 {
+    let m = if x < max { x } else { max };
+    if m > min {
+        m
+    } else {
+        min
+    }
 }
 
 pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
@@ -33,22 +33,24 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         // SAFETY: this thread owns dst row r; in-place rows are only formed mutably once.
         unsafe {
             if fast && s0.row_ptr(i1, i2, i3) == dst.row_ptr(i1, i2, i3) {
-                apply(node.op, dst.row_f32_mut(i1, i2, i3));
+                apply(node.op, s0.typ, dst.row_f32_mut(i1, i2, i3));
             } else if fast && !s0.overlaps(dst) {
                 let d = dst.row_f32_mut(i1, i2, i3);
                 d.copy_from_slice(s0.row_f32(i1, i2, i3));
-                apply(node.op, d);
+                apply(node.op, s0.typ, d);
             } else {
                 let x = params.scratch_f32(0, ne0);
                 s0.load_row_f32(i1, i2, i3, x);
-                apply(node.op, x);
+                apply(node.op, s0.typ, x);
                 dst.store_row_f32(i1, i2, i3, x);
             }
         }
     }
 }
 
-fn apply(op: Op, x: &mut [f32]) {
+/// `op` on a row of a `typ` tensor read as f32 (GELU depends on the type, see
+/// [`gelu_row`]).
+fn apply(op: Op, typ: GgmlType, x: &mut [f32]) {
     match op {
         Op::Scale { s, b } => {
             if b == 0.0 {
@@ -59,9 +61,11 @@ fn apply(op: Op, x: &mut [f32]) {
         }
         Op::Sqr => x.iter_mut().for_each(|v| *v *= *v),
         Op::Sqrt => x.iter_mut().for_each(|v| *v = v.sqrt()),
+        Op::Clamp { min, max } => x.iter_mut().for_each(|v| *v = clamp(*v, min, max)),
         Op::Unary(UnaryOp::Silu) => x.iter_mut().for_each(|v| *v = silu(*v)),
-        Op::Unary(UnaryOp::Gelu) => x.iter_mut().for_each(|v| *v = gelu(*v)),
+        Op::Unary(UnaryOp::Gelu) => gelu_row(typ, x),
         Op::Unary(UnaryOp::Relu) => x.iter_mut().for_each(|v| *v = v.max(0.0)),
+        Op::Unary(UnaryOp::Tanh) => x.iter_mut().for_each(|v| *v = v.tanh()),
         _ => unreachable!("not a unary op: {op:?}"),
     }
 }
@@ -91,11 +95,7 @@ pub(super) fn glu(params: &ComputeParams, node: &ExecNode, op: GluOp, swapped: b
             let (g, u) = gu.split_at(nc);
             match op {
                 GluOp::SwiGlu => (crate::cpu::simd::kernels().swiglu)(y, g, u),
-                GluOp::GeGlu => {
-                    for ((y, &g), &u) in y.iter_mut().zip(g.iter()).zip(u.iter()) {
-                        *y = gelu(g) * u;
-                    }
-                }
+                GluOp::GeGlu => geglu_row(node.src0().typ, y, g, u),
             }
             dst.store_row_f32(i1, i2, i3, y);
         }

@@ -1,8 +1,9 @@
-//! Element-wise ops in f64: binary ops with src1 broadcast, scale, sqr, sqrt, the
-//! activations and the gated linear units.
+//! Element-wise ops in f64: binary ops with src1 broadcast, scale, sqr, sqrt, clamp,
+//! the activations and the gated linear units.
 
 use super::tensor::{for_each_index, RefTensor};
 use crate::op::{GluOp, Op, UnaryOp};
+use crate::types::GgmlType;
 
 /// `a op b` with `b` tiled over `a` (each dimension of `b` divides `a`'s).
 pub(super) fn binary(op: Op, a: &RefTensor, b: &RefTensor) -> RefTensor {
@@ -34,15 +35,47 @@ pub(crate) fn gelu(x: f64) -> f64 {
     0.5 * x * (1.0 + (sqrt_2_over_pi * x * (1.0 + GELU_COEF_A * x * x)).tanh())
 }
 
+/// `x` rounded to the nearest f16.
+fn to_f16(x: f64) -> f64 {
+    half::f16::from_f64(x).to_f64()
+}
+
+/// GELU of a value of a `typ` tensor as ggml's CPU backend defines it: f32 values
+/// between -10 and 10 and all f16 values go through a table of f16 results indexed by
+/// the value rounded to f16 (below -10 it is 0, above 10 the value); bf16 values get
+/// the formula.
+fn gelu_of(typ: GgmlType, x: f64) -> f64 {
+    match typ {
+        GgmlType::BF16 => gelu(x),
+        GgmlType::F16 => to_f16(gelu(to_f16(x))),
+        _ if x <= -10.0 => 0.0,
+        _ if x >= 10.0 => x,
+        _ => to_f16(gelu(to_f16(x))),
+    }
+}
+
 /// The element-wise function of a one-source op.
 pub(super) fn unary(op: Op, a: &RefTensor) -> RefTensor {
     let f: Box<dyn Fn(f64) -> f64> = match op {
         Op::Scale { s, b } => Box::new(move |x| f64::from(s) * x + f64::from(b)),
         Op::Sqr => Box::new(|x| x * x),
         Op::Sqrt => Box::new(f64::sqrt),
+        Op::Clamp { min, max } => {
+            let (min, max) = (f64::from(min), f64::from(max));
+            // C's MIN then MAX, so that NaN gives `max` as in ggml.
+            Box::new(move |x| {
+                let m = if x < max { x } else { max };
+                if m > min {
+                    m
+                } else {
+                    min
+                }
+            })
+        }
         Op::Unary(UnaryOp::Silu) => Box::new(silu),
-        Op::Unary(UnaryOp::Gelu) => Box::new(gelu),
+        Op::Unary(UnaryOp::Gelu) => Box::new(move |x| gelu_of(a.typ, x)),
         Op::Unary(UnaryOp::Relu) => Box::new(|x| x.max(0.0)),
+        Op::Unary(UnaryOp::Tanh) => Box::new(f64::tanh),
         _ => unreachable!("not a unary op: {op:?}"),
     };
     let mut out = a.clone();
@@ -53,9 +86,12 @@ pub(super) fn unary(op: Op, a: &RefTensor) -> RefTensor {
 /// `act(gate) * up`: with one source the gate is the first half of each row and the
 /// value the second (swapped with `swapped`); with two, `a` is the gate, `b` the value.
 pub(super) fn glu(op: GluOp, swapped: bool, a: &RefTensor, b: Option<&RefTensor>) -> RefTensor {
-    let act = match op {
-        GluOp::SwiGlu => silu,
-        GluOp::GeGlu => gelu,
+    let typ = a.typ;
+    let act = move |g: f64, u: f64| match op {
+        GluOp::SwiGlu => silu(g) * u,
+        // As ggml: the f32 product is 0 below -10 whatever the value.
+        GluOp::GeGlu if typ == GgmlType::F32 && g <= -10.0 => 0.0,
+        GluOp::GeGlu => gelu_of(typ, g) * u,
     };
     let nc = if b.is_some() { a.ne[0] } else { a.ne[0] / 2 };
     let mut ne = a.ne;
@@ -75,7 +111,7 @@ pub(super) fn glu(op: GluOp, swapped: bool, a: &RefTensor, b: Option<&RefTensor>
             }
         };
         let k = out.index(i);
-        out.data[k] = act(g) * u;
+        out.data[k] = act(g, u);
     });
     out
 }

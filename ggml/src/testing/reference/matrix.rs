@@ -1,4 +1,4 @@
-//! `mul_mat`, `get_rows` and `set_rows` in f64.
+//! `mul_mat`, `mul_mat_id`, `get_rows` and `set_rows` in f64.
 
 use super::memory::round_to_type;
 use super::tensor::{rows, RefTensor};
@@ -20,6 +20,26 @@ pub(super) fn mul_mat(a: &RefTensor, b: &RefTensor) -> Result<RefTensor> {
             let dot: f64 = x.iter().zip(y).map(|(p, q)| p * q).sum();
             let k = out.index([i0, i1, i2, i3]);
             out.data[k] = dot;
+        }
+    }
+    Ok(out)
+}
+
+/// Experts `a` `[K, M, n_expert]`, activations `b` `[K, n_b, n_tokens]`, ids `[n_used,
+/// n_tokens]`: `[M, n_used, n_tokens]`, row `(i, t)` the products of expert `ids[i, t]`
+/// with row `(i % n_b, t)` of `b`, which is first rounded to the experts'
+/// `vec_dot_type` as in `mul_mat`. [`Error::RowIndex`] for an id outside the experts.
+pub(super) fn mul_mat_id(a: &RefTensor, b: &RefTensor, ids: &RefTensor) -> Result<RefTensor> {
+    let b = round_to_type(a.typ.traits().vec_dot_type, b)?;
+    let ne = [a.ne[1], ids.ne[0], b.ne[2], 1];
+    let mut out = RefTensor::zeros(GgmlType::F32, ne);
+    for (slot, token, _) in rows(ne) {
+        let e = row_index(ids.at([slot, token, 0, 0]), a.ne[2], "mul_mat_id")?;
+        let y = b.row(slot % b.ne[1], token, 0);
+        for i0 in 0..ne[0] {
+            let x = a.row(i0, e, 0);
+            let k = out.index([i0, slot, token, 0]);
+            out.data[k] = x.iter().zip(y).map(|(p, q)| p * q).sum();
         }
     }
     Ok(out)

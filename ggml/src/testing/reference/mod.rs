@@ -113,12 +113,17 @@ fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
         Op::Concat { dim } => copy::concat(s(0)?, s(1)?, dim),
         Op::Repeat => copy::repeat(s(0)?, t.ne),
         Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(t.op, s(0)?, s(1)?),
-        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Unary(_) => elementwise::unary(t.op, s(0)?),
+        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Clamp { .. } | Op::Unary(_) => {
+            elementwise::unary(t.op, s(0)?)
+        }
         Op::Glu { op, swapped } => elementwise::glu(op, swapped, s(0)?, src[1].as_ref()),
         Op::SumRows | Op::Mean => rows::reduce(t.op, s(0)?),
         Op::Norm { .. } | Op::RmsNorm { .. } => rows::norm(t.op, s(0)?),
         Op::Argmax => rows::argmax(s(0)?),
+        Op::Argsort { order } => rows::argsort(s(0)?, order),
+        Op::TopK => rows::top_k(s(0)?, t.ne[0]),
         Op::MulMat => matrix::mul_mat(s(0)?, s(1)?)?,
+        Op::MulMatId => matrix::mul_mat_id(s(0)?, s(1)?, s(2)?)?,
         Op::GetRows => matrix::get_rows(s(0)?, s(1)?, t.typ)?,
         Op::SetRows => matrix::set_rows(s(0)?, s(1)?, s(2)?)?,
         Op::SoftMax { scale, max_bias } => rows::soft_max(s(0)?, src[1].as_ref(), scale, max_bias),

@@ -1,7 +1,8 @@
-//! Row-wise ops in f64: reductions, normalisations, argmax, softmax and the causal mask.
+//! Row-wise ops in f64: reductions, normalisations, argmax, sorting, softmax and the
+//! causal mask.
 
 use super::tensor::{rows, RefTensor};
-use crate::op::Op;
+use crate::op::{Op, SortOrder};
 use crate::types::GgmlType;
 
 /// `sum_rows` and `mean`: one value per row.
@@ -116,6 +117,40 @@ pub(super) fn diag_mask_inf(a: &RefTensor, n_past: usize) -> RefTensor {
             if i0 > n_past + i1 {
                 *v = f64::NEG_INFINITY;
             }
+        }
+    }
+    out
+}
+
+/// The positions of each row's values in ascending or descending order (I32, `a`'s
+/// shape). Equal values keep their positions' order: ggml's order for them is its C++
+/// library's, which the kernels follow and tests of ties check on their own.
+pub(super) fn argsort(a: &RefTensor, order: SortOrder) -> RefTensor {
+    let mut out = RefTensor::zeros(GgmlType::I32, a.ne);
+    for (i1, i2, i3) in rows(a.ne) {
+        let x = a.row(i1, i2, i3);
+        let mut idx: Vec<usize> = (0..x.len()).collect();
+        match order {
+            SortOrder::Asc => idx.sort_by(|&p, &q| x[p].total_cmp(&x[q])),
+            SortOrder::Desc => idx.sort_by(|&p, &q| x[q].total_cmp(&x[p])),
+        }
+        for (o, i) in out.row_mut(i1, i2, i3).iter_mut().zip(idx) {
+            *o = i as f64;
+        }
+    }
+    out
+}
+
+/// The positions of each row's `k` largest values, largest first, then the first two
+/// swapped as ggml's `top_k` leaves them (I32 `[k, ne1, ne2, ne3]`).
+pub(super) fn top_k(a: &RefTensor, k: usize) -> RefTensor {
+    let sorted = argsort(a, SortOrder::Desc);
+    let mut out = RefTensor::zeros(GgmlType::I32, [k, a.ne[1], a.ne[2], a.ne[3]]);
+    for (i1, i2, i3) in rows(a.ne) {
+        let row = out.row_mut(i1, i2, i3);
+        row.copy_from_slice(&sorted.row(i1, i2, i3)[..k]);
+        if k > 1 {
+            row.swap(0, 1);
         }
     }
     out
