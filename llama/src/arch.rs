@@ -15,10 +15,18 @@ pub enum Arch {
     Qwen3,
     /// Phi-3 (fused QKV and gate/up, LongRoPE factors).
     Phi3,
+    /// Qwen3-MoE (Qwen3's attention, a mixture of experts as FFN).
+    Qwen3Moe,
 }
 
 /// Every architecture, in the order they were added.
-pub const ALL_ARCHS: &[Arch] = &[Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Phi3];
+pub const ALL_ARCHS: &[Arch] = &[
+    Arch::Llama,
+    Arch::Qwen2,
+    Arch::Qwen3,
+    Arch::Phi3,
+    Arch::Qwen3Moe,
+];
 
 impl Arch {
     /// The name GGUF files use.
@@ -28,6 +36,7 @@ impl Arch {
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Phi3 => "phi3",
+            Arch::Qwen3Moe => "qwen3moe",
         }
     }
 

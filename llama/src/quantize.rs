@@ -223,6 +223,11 @@ impl TensorCategory {
             (TensorName::FfnGate, C::FfnGate),
             (TensorName::FfnUp, C::FfnUp),
             (TensorName::FfnDown, C::FfnDown),
+            // Stacked experts, as llama.cpp's substring match on "ffn_down" etc. finds
+            // them; the router (`ffn_gate_inp`) is never quantized.
+            (TensorName::FfnGateExps, C::FfnGate),
+            (TensorName::FfnUpExps, C::FfnUp),
+            (TensorName::FfnDownExps, C::FfnDown),
         ]
         .into_iter()
         .find(|(t, _)| t.base() == base)

@@ -39,6 +39,8 @@ CASES = [
     # "phi3" its attributes and needs its special tokens there.
     *[("phi3", t, ["--vocab", "32064", "--vocab-file", "@S/models/llama-vocab/ggml-vocab-phi-3.gguf"])
       for t in ("f32", "f16", "q8_0", "q4_k_m")],
+    # Eight experts, two per token (mul_mat_id on F32, F16 and quantized experts).
+    ("qwen3moe", "f32", []), ("qwen3moe", "f16", []), ("qwen3moe", "q8_0", []), ("qwen3moe", "q4_k_m", []),
     # Llama 3's rope frequency factors (rope_freqs.weight).
     ("llama", "f32", ["--llama3-rope", "--rope-base", "500000"]),
     ("llama", "q8_0", ["--llama3-rope", "--rope-base", "500000"]),

@@ -523,18 +523,79 @@ impl<'a> GraphBuilder<'a> {
         Ok(self.cb(out, "ffn_out", Some(il)))
     }
 
-    /// The mixture-of-experts feed-forward network of layer `l` (llama.cpp's
-    /// `build_moe_ffn`). [`LlamaError::UnknownArch`] until ggml has `mul_mat_id`.
+    /// The mixture-of-experts feed-forward network of layer `il` (llama.cpp's
+    /// `build_moe_ffn` with softmax gating, weights renormalised to sum to one, SiLU
+    /// gated experts): the router's probabilities, the `n_expert_used` best experts
+    /// per token, their gate/up/down products by `mul_mat_id`, weighted and summed.
+    /// `cur` is `[n_embd, n_tokens]`.
     pub(crate) fn build_moe_ffn(
         &mut self,
-        _l: &TensorMap,
-        _cur: TensorId,
-        _il: usize,
+        l: &TensorMap,
+        cur: TensorId,
+        il: usize,
     ) -> Result<TensorId> {
-        Err(LlamaError::UnknownArch(format!(
-            "{} (its mixture-of-experts FFN needs ggml's mul_mat_id)",
-            self.model.hparams.arch
-        )))
+        let hp = &self.model.hparams;
+        let (n_expert, n_used) = (hp.n_expert, hp.n_expert_used);
+        let n_embd = self.ctx.tensor(cur).ne[0];
+        let n_tokens = self.ctx.tensor(cur).ne[1];
+        let gate_inp = self.req(l, T::FfnGateInp, il)?;
+        let logits = self.build_mm(gate_inp, cur, None)?;
+        self.cb(logits, "ffn_moe_logits", Some(il));
+        let probs = self.ctx.soft_max(logits);
+        self.cb(probs, "ffn_moe_probs", Some(il));
+        let selected = self.ctx.argsort_top_k(probs, n_used);
+        self.cb(selected, "ffn_moe_topk", Some(il));
+        let probs = self.ctx.reshape_3d(probs, 1, n_expert, n_tokens);
+        let weights = self.ctx.get_rows(probs, selected);
+        self.cb(weights, "ffn_moe_weights", Some(il));
+        // Renormalised over the chosen experts (`norm_w`), the sum kept above f16's
+        // smallest normal as llama.cpp does.
+        let weights = self.ctx.reshape_2d(weights, n_used, n_tokens);
+        let sum = self.ctx.sum_rows(weights);
+        self.cb(sum, "ffn_moe_weights_sum", Some(il));
+        let sum = self.ctx.clamp(sum, 6.103_515_6e-5, f32::INFINITY);
+        self.cb(sum, "ffn_moe_weights_sum_clamped", Some(il));
+        let weights = self.ctx.div(weights, sum);
+        self.cb(weights, "ffn_moe_weights_norm", Some(il));
+        let weights = self.ctx.reshape_3d(weights, 1, n_used, n_tokens);
+        self.gf.build_forward_expand(&self.ctx, weights);
+
+        let cur = self.ctx.reshape_3d(cur, n_embd, 1, n_tokens);
+        let expert_mm = |b: &mut Self, name: T, x: TensorId, label: &str| -> Result<TensorId> {
+            let w = b.req(l, name, il)?;
+            let w = b.w(w)?;
+            let y = b.ctx.mul_mat_id(w, x, selected);
+            Ok(b.cb(y, label, Some(il)))
+        };
+        let up = expert_mm(self, T::FfnUpExps, cur, "ffn_moe_up")?;
+        let gate = expert_mm(self, T::FfnGateExps, cur, "ffn_moe_gate")?;
+        let act = self.ctx.swiglu_split(gate, up);
+        self.cb(act, "ffn_moe_swiglu", Some(il));
+        let experts = expert_mm(self, T::FfnDownExps, act, "ffn_moe_down")?;
+        let experts = self.ctx.mul(experts, weights);
+        self.cb(experts, "ffn_moe_weighted", Some(il));
+        self.gf.build_forward_expand(&self.ctx, experts);
+
+        // The experts' outputs summed in order, views first as llama.cpp orders them.
+        let nb = self.ctx.tensor(experts).nb;
+        let views: Vec<TensorId> = (0..n_used)
+            .map(|i| {
+                self.ctx
+                    .view_2d(experts, n_embd, n_tokens, nb[2], i * nb[1])
+            })
+            .collect();
+        for &v in &views {
+            self.gf.build_forward_expand(&self.ctx, v);
+        }
+        let mut out = views[0];
+        for &v in &views[1..] {
+            out = self.ctx.add(out, v);
+            self.gf.build_forward_expand(&self.ctx, out);
+        }
+        if n_used == 1 {
+            out = self.ctx.cont(out);
+        }
+        Ok(self.cb(out, "ffn_moe_out", Some(il)))
     }
 
     /// Final norm and output head: logits `[n_vocab, n_outputs]`.

@@ -262,10 +262,32 @@ pub(crate) mod parts {
         ]
     }
 
+    /// A mixture of experts (Qwen3-MoE): the router, then gate, down and up of every
+    /// expert stacked in one 3-D tensor each.
+    pub(crate) fn ffn_moe(hp: &Hparams) -> Vec<TensorSpec> {
+        let (e, f, n) = (hp.n_embd, hp.n_ff_expert(), hp.n_expert);
+        vec![
+            TensorSpec::weight(T::FfnGateInp, &[e, n]),
+            TensorSpec::weight(T::FfnGateExps, &[e, f, n]),
+            TensorSpec::weight(T::FfnDownExps, &[f, e, n]),
+            TensorSpec::weight(T::FfnUpExps, &[e, f, n]),
+        ]
+    }
+
     /// The blocks of the shared pre-norm decoder (`decoder.rs`), in file order:
     /// attention norm, Q/K/V (biases of `qkv_bias`), output projection, per-head
     /// Q/K norms when `qk_norm` (Qwen3), FFN norm, gated FFN.
     pub(crate) fn decoder_layers(hp: &Hparams, qkv_bias: Need, qk_norm: bool) -> Vec<TensorSpec> {
+        decoder_layers_with(hp, qkv_bias, qk_norm, ffn_gated)
+    }
+
+    /// [`decoder_layers`] with the feed-forward tensors of `ffn`.
+    pub(crate) fn decoder_layers_with(
+        hp: &Hparams,
+        qkv_bias: Need,
+        qk_norm: bool,
+        ffn: fn(&Hparams) -> Vec<TensorSpec>,
+    ) -> Vec<TensorSpec> {
         let mut v = Vec::new();
         for il in 0..hp.n_layer {
             let mut l = vec![norm(hp, T::AttnNorm)];
@@ -276,7 +298,7 @@ pub(crate) mod parts {
                 l.push(TensorSpec::weight(T::AttnQNorm, &[hp.n_embd_head_k]));
             }
             l.push(norm(hp, T::FfnNorm));
-            l.extend(ffn_gated(hp));
+            l.extend(ffn(hp));
             v.extend(l.into_iter().map(|t| t.in_layer(il)));
         }
         v

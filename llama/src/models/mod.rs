@@ -19,6 +19,7 @@ pub mod manifest;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen3moe;
 
 use ggml::TensorId;
 
@@ -75,6 +76,7 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Qwen2 => &qwen2::Qwen2,
         Arch::Qwen3 => &qwen3::Qwen3,
         Arch::Phi3 => &phi3::Phi3,
+        Arch::Qwen3Moe => &qwen3moe::Qwen3Moe,
     }
 }
 

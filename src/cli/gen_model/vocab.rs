@@ -153,7 +153,7 @@ pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
         VocabChoice::Auto => {
             let dir = p.vocab_dir();
             let candidates: &[&str] = match shape.arch {
-                Arch::Qwen2 | Arch::Qwen3 => &["ggml-vocab-qwen2.gguf"],
+                Arch::Qwen2 | Arch::Qwen3 | Arch::Qwen3Moe => &["ggml-vocab-qwen2.gguf"],
                 Arch::Phi3 => &["ggml-vocab-phi-3.gguf"],
                 Arch::Llama => &["ggml-vocab-llama-bpe.gguf", "ggml-vocab-llama-spm.gguf"],
             };
