@@ -61,7 +61,7 @@ pub fn build(ctx: &mut Context, s: &Sizes, seed: u64) -> ggml::Result<Mlp> {
 
     let h = ctx.mul_mat(w1, x); // [n_hidden, n_tokens]
     let h = ctx.add(h, b1); // b1 is broadcast over the tokens
-    let h = ctx.gelu(h); // ggml's GELU: the tanh approximation
+    let h = ctx.gelu(h); // ggml's GELU: the tanh approximation, from an f16 table
     ctx.set_name(h, "hidden");
     let logits = ctx.mul_mat(w2, h); // [n_out, n_tokens]
     let logits = ctx.add(logits, b2);

@@ -26,9 +26,21 @@ fn affine(w: &RefTensor, x: &[f64], b: &RefTensor) -> Vec<f64> {
         .collect()
 }
 
-/// GELU as ggml defines it: the tanh approximation.
+/// GELU as ggml's CPU backend computes it for f32: the tanh approximation, read
+/// from a table of f16 results indexed by the input rounded to f16 (0 at or below
+/// -10, the input at or above 10).
 fn gelu(x: f64) -> f64 {
-    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+    let f16 = |v: f64| half::f16::from_f64(v).to_f64();
+    let tanh_gelu = |x: f64| {
+        0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+    };
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        f16(tanh_gelu(f16(x)))
+    }
 }
 
 /// What the MLP is meant to compute, from its inputs by name.

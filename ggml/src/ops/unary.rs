@@ -76,7 +76,10 @@ impl Context {
         /// As [`Context::scale`].
         pub fn silu => try_silu(a: TensorId);
 
-        /// GELU, the tanh approximation ggml uses.
+        /// GELU, the tanh approximation ggml uses, computed as ggml's CPU backend does:
+        /// F32 and F16 values are looked up in a table of f16 results indexed by the
+        /// input rounded to f16 (F32 below -10 gives 0, above 10 the input), BF16
+        /// values by the formula.
         ///
         /// # Panics
         /// As [`Context::scale`].
