@@ -24,7 +24,21 @@ impl Vocab {
             return;
         };
         let mut key = Vec::new();
+        let escaped;
+        let text = if self.flags.escape_whitespaces {
+            escaped = escape_spaces(text);
+            &escaped[..]
+        } else {
+            text
+        };
         for word in pre.split(text) {
+            // A run of newlines that is a token stays one (llama.cpp's Gemma 4 fix).
+            if self.pre.spm_style() && word.iter().all(|&b| b == b'\n') {
+                if let Some(id) = self.text_to_token(&word) {
+                    out.push(id);
+                    continue;
+                }
+            }
             if self.flags.ignore_merges {
                 if let Some(id) = self.text_to_token(&word) {
                     out.push(id);
@@ -44,4 +58,17 @@ impl Vocab {
             }
         }
     }
+}
+
+/// `text` with every space written as `▁` (llama.cpp's `llama_escape_whitespace`).
+fn escape_spaces(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + text.len() / 4);
+    for &b in text {
+        if b == b' ' {
+            out.extend_from_slice("\u{2581}".as_bytes());
+        } else {
+            out.push(b);
+        }
+    }
+    out
 }

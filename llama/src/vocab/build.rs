@@ -23,6 +23,7 @@ fn defaults(kind: VocabKind) -> (SpecialTokens, Flags) {
         clean_spaces: false,
         lowercase: true,
         strip_accents: true,
+        escape_whitespaces: false,
     };
     let none = SpecialTokens::default();
     match kind {
@@ -127,6 +128,11 @@ impl Vocab {
             if settings.no_bos {
                 special.bos = None;
             }
+            if pre.spm_style() {
+                // llama.cpp's `gemma4` tokenizer model: no default special tokens.
+                special = SpecialTokens::default();
+                flags.escape_whitespaces = true;
+            }
         }
         if let Some(v) = parts.add_space_prefix {
             flags.add_space_prefix = v;
@@ -189,6 +195,10 @@ impl Vocab {
         }
         if let Some(v) = parts.add_bos {
             flags.add_bos = v;
+        }
+        // As llama.cpp (its PR 21500): Gemma 4 files that say otherwise still get BOS.
+        if pre == PreType::Gemma4 {
+            flags.add_bos = true;
         }
         if let Some(v) = parts.add_eos {
             flags.add_eos = v;

@@ -63,6 +63,9 @@ pub(crate) fn build_pieces(vocab: &Vocab) -> (Vec<u8>, Vec<usize>) {
         } else if attr.contains(TokenAttr::NORMAL) {
             match vocab.kind {
                 VocabKind::Spm | VocabKind::Wpm => push_unescaped(&mut bytes, text),
+                VocabKind::Bpe if vocab.flags.escape_whitespaces => {
+                    push_unescaped(&mut bytes, text)
+                }
                 VocabKind::Bpe => push_gpt2_decoded(&mut bytes, text),
             }
         } else if attr.contains(TokenAttr::BYTE) {

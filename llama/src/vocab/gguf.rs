@@ -56,6 +56,10 @@ impl Vocab {
         let mut parts =
             VocabParts::new(kind, tokens.iter().map(|t| t.as_bytes().to_vec()).collect());
         parts.pre = opt::<String>(gguf, "tokenizer.ggml.pre")?.unwrap_or_default();
+        if model == "gemma4" {
+            // llama.cpp sets the pre-tokenizer from the model, whatever the file says.
+            parts.pre = "gemma4".into();
+        }
         parts.scores = scores(gguf)?;
         parts.token_types = opt(gguf, "tokenizer.ggml.token_type")?;
         if kind == VocabKind::Bpe {

@@ -62,6 +62,8 @@ struct Flags {
     clean_spaces: bool,
     lowercase: bool,
     strip_accents: bool,
+    /// Spaces written as `▁` in token texts (SentencePiece, and SPM-style BPE).
+    escape_whitespaces: bool,
 }
 
 /// A loaded vocabulary: token texts, scores and attributes, special tokens, and the

@@ -17,6 +17,8 @@ enum Step {
 #[derive(Clone, Debug)]
 pub(crate) struct PreTokenizer {
     steps: Vec<Step>,
+    /// Words written with GPT-2's byte-to-unicode map (off for SPM-style BPE).
+    byte_encode: bool,
 }
 
 impl PreTokenizer {
@@ -31,10 +33,14 @@ impl PreTokenizer {
                 None => Regex::new(p, uses_categories(p)).map(Step::Regex),
             })
             .collect::<Result<_, _>>()?;
-        Ok(PreTokenizer { steps })
+        Ok(PreTokenizer {
+            steps,
+            byte_encode: !pre.spm_style(),
+        })
     }
 
-    /// Splits `text` into words, each written with GPT-2's byte-to-unicode map.
+    /// Splits `text` into words, each written with GPT-2's byte-to-unicode map (or as
+    /// raw UTF-8 for SPM-style BPE).
     /// Invalid UTF-8 becomes U+FFFD first, as in llama.cpp.
     pub(crate) fn split(&self, text: &[u8]) -> Vec<Vec<u8>> {
         let cpts = cpts_from_utf8(text);
@@ -83,9 +89,13 @@ impl PreTokenizer {
             for &c in &cpts[start..start + len] {
                 push_utf8(&mut utf8, c);
             }
-            let mut word = Vec::with_capacity(utf8.len() * 2);
-            push_byte_encoded(&mut word, &utf8);
-            words.push(word);
+            if self.byte_encode {
+                let mut word = Vec::with_capacity(utf8.len() * 2);
+                push_byte_encoded(&mut word, &utf8);
+                words.push(word);
+            } else {
+                words.push(utf8.clone());
+            }
             start += len;
         }
         words

@@ -106,6 +106,9 @@ pub enum PreType {
     Mellum2,
     /// `minicpm5`
     Minicpm5,
+    /// `gemma4`, `granite-embed-multi-311m`: SentencePiece-style BPE (spaces written
+    /// as `▁`, merges over raw UTF-8, only newlines split)
+    Gemma4,
 }
 
 /// What a `tokenizer.ggml.pre` name sets besides the kind (llama.cpp's `load`).
@@ -278,6 +281,7 @@ const NAMES: &[(&[&str], PreType, PreSettings)] = {
         (&["minimax-m2"], MinimaxM2, KEEP),
         (&["solar-open"], SolarOpen, KEEP),
         (&["mellum2"], Mellum2, NONE),
+        (&["gemma4", "granite-embed-multi-311m"], Gemma4, NONE),
     ]
 };
 
@@ -293,6 +297,13 @@ const BLOOM: &str = " ?[^(\\s|.,!?…。，、।۔،)]+";
 const GPT4O: &str = "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 impl PreType {
+    /// SentencePiece-style BPE (llama.cpp's `escape_whitespaces` on a BPE vocabulary):
+    /// spaces become `▁` before the merges, which run on raw UTF-8 rather than
+    /// GPT-2's byte characters, and pieces are written back with spaces.
+    pub(crate) fn spm_style(self) -> bool {
+        matches!(self, PreType::Gemma4)
+    }
+
     /// The kind a `tokenizer.ggml.pre` name selects, or `None` for a name this crate
     /// does not support. An empty name means [`PreType::Default`], as in llama.cpp.
     pub fn from_name(name: &str) -> Option<PreType> {
@@ -363,6 +374,7 @@ impl PreType {
             SeedCoder => &["(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"],
             Ufakzeka => &["[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"],
             Laguna => &[NEWLINES, QWEN2],
+            Gemma4 => &[NEWLINES],
             Minicpm5 => &["\\p{N}{1,3}", "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"],
             Default => &["[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2, "\\p{N}+", "[0-9][0-9][0-9]"],
         }

@@ -19,7 +19,7 @@ impl VocabKind {
     pub fn from_model_name(name: &str) -> Option<VocabKind> {
         match name {
             "llama" => Some(VocabKind::Spm),
-            "gpt2" => Some(VocabKind::Bpe),
+            "gpt2" | "gemma4" => Some(VocabKind::Bpe),
             "bert" => Some(VocabKind::Wpm),
             _ => None,
         }
