@@ -50,7 +50,7 @@ fn write_vocab(spec: &Value, path: &Path) {
         "padding_token_id",
     ] {
         let id = spec[key].as_u64().unwrap() as u32;
-        w.set(&format!("tokenizer.ggml.{key}"), id).unwrap();
+        w.set(format!("tokenizer.ggml.{key}"), id).unwrap();
     }
     w.set(
         "tokenizer.ggml.add_bos_token",
