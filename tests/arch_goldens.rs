@@ -1,7 +1,8 @@
 //! The architectures added after llama and qwen2 against llama.cpp itself
 //! (`tests/data/arch_goldens.json`, made by `scripts/arch_goldens/make_goldens.py`):
 //! gen-model writes each case's small random model here as it did there, and the
-//! logits of 64 teacher-forced tokens, the greedy CLI text and the perplexity must
+//! logits of 64 teacher-forced tokens, the CLI text (greedy, with context shift, with
+//! Self-Extend) and the perplexity must
 //! match llama.cpp's within the tolerances of `../shared/golden/README.md`.
 
 mod common;
@@ -119,26 +120,29 @@ fn check_logits(case: &Value, model: &Path) {
 }
 
 fn check_cli(case: &Value, model: &Path) {
-    let mut args = vec!["-m".to_string(), model.display().to_string()];
-    args.extend(["-t".to_string(), "2".to_string()]);
-    args.extend(strings(&case["cli_args"]));
-    let (mut out, mut log) = (Vec::new(), Vec::new());
-    let code = completion::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&log));
-    // llama.cpp's closing newlines reach stdout or not depending on its log thread:
-    // compared without trailing whitespace, as tests/golden_cli.rs does.
-    let end = out
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(0, |i| i + 1);
-    let hex: String = out[..end].iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(
-        hex,
-        case["cli_stdout_hex"].as_str().unwrap(),
-        "{} {}: greedy text",
-        case["arch"],
-        case["type"]
-    );
+    for run in case["cli"].as_array().unwrap() {
+        let mut args = vec!["-m".to_string(), model.display().to_string()];
+        args.extend(["-t".to_string(), "2".to_string()]);
+        args.extend(strings(&run["args"]));
+        let (mut out, mut log) = (Vec::new(), Vec::new());
+        let code = completion::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
+        assert_eq!(code, 0, "{}", String::from_utf8_lossy(&log));
+        // llama.cpp's closing newlines reach stdout or not depending on its log
+        // thread: compared without trailing whitespace, as tests/golden_cli.rs does.
+        let end = out
+            .iter()
+            .rposition(|c| !c.is_ascii_whitespace())
+            .map_or(0, |i| i + 1);
+        let hex: String = out[..end].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            run["stdout_hex"].as_str().unwrap(),
+            "{} {} {:?}: text",
+            case["arch"],
+            case["type"],
+            strings(&run["args"])
+        );
+    }
 }
 
 fn check_ppl(case: &Value, model: &Path) {

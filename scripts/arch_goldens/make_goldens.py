@@ -6,7 +6,8 @@ the architecture's example shape, seed 42); then llama.cpp 0c1e570 gives
 - teacher-forced logits of the first 64 tokens of ../shared/golden/text/story-a.txt
   (dump_logits.cpp, linked against the build's libllama: the first 256 values of
   the rows at a few positions, and an FNV-1a hash of every logit's bits),
-- llama-completion's greedy text (`-p "Once upon a time" -n 32 --temp 0`),
+- llama-completion's greedy text, and its text with context shift (`-c 64
+  --context-shift`) and with Self-Extend (`--grp-attn-n 4 --grp-attn-w 128`),
 - llama-perplexity's final estimate on story-a.txt with `-c 64`.
 Writes tests/data/arch_goldens.json; tests/arch_goldens.rs makes the same models and
 checks ours against it (no llama.cpp needed there).
@@ -63,6 +64,32 @@ def build_dump_logits(d):
     return exe
 
 
+# llama-completion runs per case: greedy text, then the context window tools.
+CLI_RUNS = [
+    ["-p", "Once upon a time", "-n", "32", "--temp", "0", "--no-display-prompt", "-no-cnv"],
+    ["-p", "Once upon a time there was a", "-c", "64", "--context-shift", "-n", "100", "--temp", "0",
+     "-no-cnv"],
+    ["-p", "Once upon a time there was a", "-c", "2048", "--grp-attn-n", "4", "--grp-attn-w", "128",
+     "-n", "20", "--temp", "0", "-no-cnv"],
+]
+
+
+def completion(bin_dir, d, model, args):
+    """llama-completion's stdout for `args`, trailing white space dropped. It prints
+    through an asynchronous log thread that sometimes loses the last piece at exit (and
+    more so through a pipe): the longest of a few runs into a file is its output."""
+    path = os.path.join(d, "cli.txt")
+    best = b""
+    for _ in range(5):
+        with open(path, "wb") as out:
+            subprocess.run([os.path.join(bin_dir, "llama-completion"), "-m", model, "-t", "2", *args],
+                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL,
+                           check=True, timeout=600)
+        with open(path, "rb") as f:
+            best = max(best, f.read().rstrip(), key=len)
+    return best
+
+
 def run(args, **kw):
     return subprocess.run(args, capture_output=True, check=True, timeout=600, **kw)
 
@@ -81,28 +108,19 @@ def main():
             run([gen, *[a.replace("@S", SHARED) for a in gen_args], "-o", model])
             logits = json.loads(run([dump, model, TEXT, "--n-tokens", "64", "-t", "2",
                                      "--positions", ",".join(map(str, POSITIONS))]).stdout)
-            # stdout into a file: through a pipe, llama.cpp's log thread may lose the
-            # last piece when the program exits.
-            # llama-completion prints through an asynchronous log thread that sometimes
-            # loses the last piece at exit: the longest of a few runs is its output.
-            cli_path = os.path.join(d, "cli.txt")
-            cli_stdout = b""
-            for _ in range(5):
-                with open(cli_path, "wb") as cli_out:
-                    subprocess.run([os.path.join(bin_dir, "llama-completion"), "-m", model, "-p", "Once upon a time",
-                                    "-n", "32", "--temp", "0", "-t", "2", "--no-display-prompt", "-no-cnv"],
-                                   stdin=subprocess.DEVNULL, stdout=cli_out, stderr=subprocess.DEVNULL,
-                                   check=True, timeout=600)
-                with open(cli_path, "rb") as f:
-                    out = f.read().rstrip()
-                cli_stdout = max(cli_stdout, out, key=len)
+            cli = [{"args": a, "stdout_hex": completion(bin_dir, d, model, a).hex()} for a in CLI_RUNS]
+            # The estimate line too can be lost at exit: run until it is there.
             ppl_path = os.path.join(d, "ppl.txt")
-            with open(ppl_path, "wb") as ppl_out:
-                subprocess.run([os.path.join(bin_dir, "llama-perplexity"), "-m", model, "-f", TEXT,
-                                "-c", "64", "-t", "2"], stdin=subprocess.DEVNULL, stdout=ppl_out,
-                               stderr=subprocess.STDOUT, check=True, timeout=600)
-            with open(ppl_path, "rb") as f:
-                m = re.search(rb"Final estimate: PPL = ([0-9.]+)", f.read())
+            m = None
+            for _ in range(5):
+                with open(ppl_path, "wb") as ppl_out:
+                    subprocess.run([os.path.join(bin_dir, "llama-perplexity"), "-m", model, "-f", TEXT,
+                                    "-c", "64", "-t", "2"], stdin=subprocess.DEVNULL, stdout=ppl_out,
+                                   stderr=subprocess.STDOUT, check=True, timeout=600)
+                with open(ppl_path, "rb") as f:
+                    m = re.search(rb"Final estimate: PPL = ([0-9.]+)", f.read())
+                if m:
+                    break
             cases.append({
                 "arch": arch, "type": typ, "gen_model": gen_args,
                 "tokens": logits["tokens"], "n_vocab": logits["n_vocab"], "fnv64": logits["fnv64"],
@@ -111,9 +129,8 @@ def main():
                 # holds an f32): large vocabularies would make the file megabytes.
                 "rows": [list(struct.unpack(f"<{logits['n_vocab']}f", base64.b64decode(r)))[:ROW_VALUES]
                          for r in logits["rows"]],
-                "cli_args": ["-p", "Once upon a time", "-n", "32", "--temp", "0", "--no-display-prompt", "-no-cnv"],
-                # Bytes: a random model's text need not be UTF-8.
-                "cli_stdout_hex": cli_stdout.hex(),
+                # Stdout as hex bytes: a random model's text need not be UTF-8.
+                "cli": cli,
                 "ppl_args": ["-f", "@S/golden/text/story-a.txt", "-c", "64"],
                 "ppl": float(m.group(1)),
             })
