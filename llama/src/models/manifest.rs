@@ -1,6 +1,6 @@
 //! An architecture's tensors as data (llama.cpp's `load_arch_tensors` as a list):
 //! every tensor with its name, shape, whether a file must have it, and how a generator
-//! fills it. The loader requests exactly these tensors ([`super::load_weights`]),
+//! fills it. The loader requests exactly these tensors (`load_weights` in the parent module),
 //! `gen-model` writes them, llama-bench's cost model counts them: nothing else spells
 //! a tensor name.
 

@@ -9,7 +9,7 @@
 //! - `decoder.rs`: the pre-norm decoder llama, qwen2, qwen3 and qwen3moe share;
 //! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`: one
 //!   file per architecture;
-//! - [`manifest`]: tensor specifications and the per-layer tensor maps;
+//! - [`manifest`](mod@manifest): tensor specifications and the per-layer tensor maps;
 //! - [`keys`]: architecture-specific metadata keys.
 
 mod decoder;
