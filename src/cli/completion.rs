@@ -60,8 +60,7 @@ impl AsMut<CommonParams> for Params {
     }
 }
 
-const ABOUT: &str =
-    "Text completion with a llama or qwen2 GGUF model (llama.cpp's llama-completion).";
+const ABOUT: &str = "Text completion and chat with a GGUF model (llama.cpp's llama-completion).";
 
 /// The options this program accepts: the common ones and those of interactive and
 /// conversation mode.
