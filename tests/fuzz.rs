@@ -355,43 +355,50 @@ impl Drop for TempDir {
 /// Tiny random-weight models of both architectures (made by gen-model), written to
 /// `dir`: quick to load and to decode.
 fn tiny_models(dir: &Path) -> Vec<PathBuf> {
-    [("llama", "q4_0"), ("qwen2", "f16"), ("llama", "q4_k_m")]
-        .iter()
-        .map(|(arch, typ)| {
-            let path = dir.join(format!("tiny-{arch}-{typ}.gguf"));
-            let args = [
-                "--arch",
-                arch,
-                "--embd",
-                "256",
-                "--layers",
-                "2",
-                "--heads",
-                "4",
-                "--kv-heads",
-                "2",
-                "--ff",
-                "256",
-                "--vocab",
-                "300",
-                "--ctx",
-                "128",
-                "--type",
-                typ,
-                "--vocab-file",
-                "none",
-                "-t",
-                "1",
-                "-o",
-            ];
-            let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
-            argv.push(path.clone().into());
-            let (mut out, mut log) = (Vec::new(), Vec::new());
-            let code = gen_model::main_with(&argv, &mut std::io::empty(), &mut out, &mut log);
-            assert_eq!(code, 0, "gen-model: {}", String::from_utf8_lossy(&log));
-            path
-        })
-        .collect()
+    [
+        ("llama", "q4_0"),
+        ("qwen2", "f16"),
+        ("llama", "q4_k_m"),
+        ("qwen3", "q8_0"),
+        ("qwen3moe", "q4_0"),
+        ("phi3", "f16"),
+    ]
+    .iter()
+    .map(|(arch, typ)| {
+        let path = dir.join(format!("tiny-{arch}-{typ}.gguf"));
+        let args = [
+            "--arch",
+            arch,
+            "--embd",
+            "256",
+            "--layers",
+            "2",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--ff",
+            "256",
+            "--vocab",
+            "300",
+            "--ctx",
+            "128",
+            "--type",
+            typ,
+            "--vocab-file",
+            "none",
+            "-t",
+            "1",
+            "-o",
+        ];
+        let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
+        argv.push(path.clone().into());
+        let (mut out, mut log) = (Vec::new(), Vec::new());
+        let code = gen_model::main_with(&argv, &mut std::io::empty(), &mut out, &mut log);
+        assert_eq!(code, 0, "gen-model: {}", String::from_utf8_lossy(&log));
+        path
+    })
+    .collect()
 }
 
 // ---------------------------------------------------------------------------
