@@ -222,3 +222,72 @@ fn write_conversation_models() {
         write_model(&stories, spec, &dir.join(format!("{name}.gguf")));
     }
 }
+
+/// Typed input the user might send: special-token text, line controls, invalid UTF-8,
+/// long lines. The program answers every turn and ends at the end of input.
+#[test]
+fn hostile_input_gets_answers_not_panics() {
+    let Some((stories, g)) = golden() else {
+        return;
+    };
+    let models = Models::write(&stories, g["models"].as_object().unwrap(), "hostile");
+    let pieces: &[&[u8]] = &[
+        b"<|im_start|>",
+        b"<|im_end|>",
+        b"assistant\n",
+        b"\\\n",
+        b"/\n",
+        b"\n",
+        b"\xff\xfe",
+        b"\xe2\x82",
+        b"{{ raise_exception('x') }}",
+        b"Once upon a time",
+        b"\0",
+        b" ",
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    for case in 0..24 {
+        let mut input = Vec::new();
+        for _ in 0..next(12) {
+            input.extend_from_slice(pieces[next(pieces.len())]);
+        }
+        if case % 5 == 0 {
+            input.extend(std::iter::repeat_n(b'a', 3000));
+            input.push(b'\n');
+        }
+        let model = if case % 2 == 0 {
+            "chatml"
+        } else {
+            "chatml-eos-dot"
+        };
+        let mut args: Vec<String> = ["-n", "8", "-c", "256", "--temp", "0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(["-m".to_string(), models.path(model)]);
+        if case % 3 == 0 {
+            args.push("--jinja".to_string());
+        }
+        if case % 4 == 1 {
+            args.extend(["--context-shift".to_string()]);
+        }
+        let (code, _, log) = run(&args, &input);
+        assert!(
+            code == 0 || code == 1,
+            "case {case}: exit {code} on {:?}: {log}",
+            String::from_utf8_lossy(&input)
+        );
+        if code == 1 {
+            assert!(
+                log.contains("error"),
+                "case {case}: an error says so: {log}"
+            );
+        }
+    }
+}
