@@ -14,6 +14,8 @@ use crate::graph::self_extend::SelfExtendParams;
 use crate::graph::GraphBuilder;
 use crate::hparams::{Hparams, RopeScaling};
 use crate::memory::api::{PosRange, Sequences};
+use crate::memory::iswa::SwaLayout;
+use crate::memory::kinds::{CacheId, MemorySlots};
 use crate::memory::kv_cache::slots::SlotInfo;
 use crate::memory::kv_cache::{KvCacheParams, KvLayerDims};
 use crate::memory::{Memory, Pos, SeqId, MAX_SEQ};
@@ -70,8 +72,15 @@ pub struct ContextParams {
     /// Exact Self-Extend (the paper's bi-level attention, see
     /// [`crate::graph::self_extend`]) instead of plain attention; `None` for plain.
     /// Uses the non-flash attention path and keeps a second, grouped copy of the keys.
-    /// A group size or window of 0 is refused when the context is made.
+    /// A group size or window of 0 is refused when the context is made, and so is a
+    /// sliding-window model (see [`crate::memory::MemoryOps::memory_can_shift`]).
     pub self_extend: Option<SelfExtendParams>,
+    /// For sliding-window models (Gemma 3): keep the whole context in the windowed
+    /// layers' cache too, instead of the window plus a micro-batch. Costs memory; lets a
+    /// context shift move positions and a prefix of any length be reused. On by
+    /// default, as llama.cpp's `llama_context_default_params`; its programs (and ours)
+    /// turn it off unless `--swa-full`.
+    pub swa_full: bool,
 }
 
 impl Default for ContextParams {
@@ -97,6 +106,7 @@ impl Default for ContextParams {
             div_shift: crate::memory::DivShift::Exact,
             keep_intermediates: false,
             self_extend: None,
+            swa_full: true,
         }
     }
 }
@@ -330,7 +340,8 @@ pub struct LlamaContext {
 struct DecodeBuffers {
     all: UBatch,
     ubatches: Vec<UBatch>,
-    sinfos: Vec<SlotInfo>,
+    sinfos: Vec<MemorySlots>,
+    slot_scratch: Vec<SlotInfo>,
     next_pos: Vec<Option<Pos>>,
     seq_pos: Vec<(Pos, Pos, usize)>,
 }
@@ -341,6 +352,7 @@ struct GraphKey {
     n_tokens: usize,
     n_outputs: usize,
     n_kv: u32,
+    n_kv_swa: u32,
     s0: u32,
     s1: u32,
     n_stream: usize,
@@ -363,14 +375,27 @@ impl LlamaContext {
         let model: Arc<Model> = model.into();
         let hp = &model.hparams;
         let cparams = Cparams::resolve(params, hp)?;
-        let dims = vec![
-            KvLayerDims {
+        let dims: Vec<KvLayerDims> = (0..hp.n_layer)
+            .map(|il| KvLayerDims {
+                il,
                 n_embd_head_k: hp.n_embd_head_k,
                 n_embd_head_v: hp.n_embd_head_v,
-                n_head_kv: hp.n_head_kv
-            };
-            hp.n_layer
-        ];
+                n_head_kv: hp.n_head_kv,
+            })
+            .collect();
+        // llama.cpp builds the pair of caches only when some layer uses the window.
+        let swa = hp.has_swa().then(|| SwaLayout {
+            n_swa: hp.n_swa,
+            is_swa: (0..hp.n_layer).map(|il| hp.is_swa(il)).collect(),
+            size: SwaLayout::cache_size(
+                hp.n_swa,
+                cparams.n_ctx_seq,
+                cparams.n_seq_max,
+                params.kv_unified,
+                cparams.n_ubatch,
+                params.swa_full,
+            ),
+        });
         let memory = Memory::new(
             &dims,
             KvCacheParams {
@@ -384,8 +409,10 @@ impl LlamaContext {
                 // changes which accumulator each key lands in, so it is part of the arithmetic.
                 n_pad: 256,
                 div_shift: params.div_shift,
+                n_swa: 0,
             },
             cparams.self_extend,
+            swa.as_ref(),
         )?;
         let exec = Executor::new(cparams.n_threads)?;
         Ok(LlamaContext {
@@ -525,9 +552,12 @@ impl LlamaContext {
         &mut self,
         batch: &Batch,
         ubatches: &[UBatch],
-        sinfos: &mut Vec<SlotInfo>,
+        sinfos: &mut Vec<MemorySlots>,
     ) -> Result<()> {
-        if !self.memory.prepare_into(ubatches, sinfos) {
+        if !self
+            .memory
+            .prepare_into(ubatches, sinfos, &mut self.work.slot_scratch)
+        {
             let n = ubatches.iter().map(|u| u.n_tokens()).max().unwrap_or(0);
             return Err(LlamaError::NoKvSlot {
                 n_tokens: n,
@@ -572,12 +602,22 @@ impl LlamaContext {
         Ok(())
     }
 
-    fn compute_ubatch(&mut self, ub: &UBatch, sinfo: &SlotInfo, out_row: &mut usize) -> Result<()> {
+    fn compute_ubatch(
+        &mut self,
+        ub: &UBatch,
+        slots: &MemorySlots,
+        out_row: &mut usize,
+    ) -> Result<()> {
         let n_vocab = self.model.hparams.n_vocab;
+        let sinfo = &slots.base;
         let key = GraphKey {
             n_tokens: ub.n_tokens(),
             n_outputs: ub.n_outputs(),
-            n_kv: self.memory.base().n_kv(sinfo),
+            n_kv: self.memory.n_kv(CacheId::Base, slots),
+            n_kv_swa: match self.memory.swa() {
+                Some(_) => self.memory.n_kv(CacheId::Swa, slots),
+                None => 0,
+            },
             s0: sinfo.s0,
             s1: sinfo.s1,
             n_stream: sinfo.n_stream(),
@@ -590,7 +630,7 @@ impl LlamaContext {
                 &model,
                 &self.cparams,
                 &self.memory,
-                sinfo,
+                slots,
                 ub.n_tokens(),
                 ub.n_outputs(),
             )?;
@@ -619,7 +659,7 @@ impl LlamaContext {
             &c.ctx,
             ub,
             &self.memory,
-            sinfo,
+            slots,
             self.model.hparams.use_alibi(),
             &mut self.scratch,
         )?;
@@ -663,7 +703,8 @@ impl LlamaContext {
         for (i, seqs) in ub.seq_ids.iter().enumerate() {
             for &s in seqs {
                 let at = PosRange::span(ub.pos[i], ub.pos[i] + 1);
-                self.memory.base_mut().remove(Sequences::One(s), at);
+                // The ids were checked when the batch was prepared.
+                let _ = self.memory.seq_rm(Sequences::One(s), at);
             }
         }
     }

@@ -188,6 +188,7 @@ mod tests {
 
     fn cache_with(size: u32, div_shift: DivShift) -> Memory {
         let dims = [KvLayerDims {
+            il: 0,
             n_embd_head_k: 4,
             n_embd_head_v: 4,
             n_head_kv: 1,
@@ -201,8 +202,9 @@ mod tests {
             v_trans: true,
             n_pad: 32,
             div_shift,
+            n_swa: 0,
         };
-        Memory::new(&dims, params, None).unwrap()
+        Memory::new(&dims, params, None, None).unwrap()
     }
 
     /// Decodes (as far as the cells are concerned) tokens at positions `p0..p1`.
@@ -216,7 +218,13 @@ mod tests {
             batch_index: (0..n).collect(),
         };
         let s = kv.base().find_slot(&ub, false).unwrap();
-        kv.apply_ubatch(&s, &ub);
+        kv.apply_ubatch(
+            &crate::memory::kinds::MemorySlots {
+                base: s,
+                ..Default::default()
+            },
+            &ub,
+        );
     }
 
     fn cell(kv: &Memory, i: u32) -> (Pos, Pos) {

@@ -80,7 +80,8 @@ impl LlamaContext {
         self.memory.memory_seq_div(seq, range, d)
     }
 
-    /// The smallest position `seq` holds, `None` when it is empty. Errors: a bad id.
+    /// The smallest position `seq` holds, `None` when it is empty; for a sliding-window
+    /// model the smallest its windowed cache still holds. Errors: a bad id.
     /// llama.cpp: `llama_memory_seq_pos_min` (-1 for an empty sequence).
     pub fn memory_seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>> {
         self.memory.memory_seq_pos_min(seq)
@@ -93,9 +94,10 @@ impl LlamaContext {
         self.memory.memory_seq_pos_max(seq)
     }
 
-    /// Whether positions can be moved ([`LlamaContext::memory_seq_add`],
-    /// [`LlamaContext::memory_seq_div`]): true for every memory kind here. llama.cpp:
-    /// `llama_memory_can_shift`.
+    /// Whether a context shift may move positions ([`LlamaContext::memory_seq_add`],
+    /// [`LlamaContext::memory_seq_div`]): true except for a sliding-window model made
+    /// without [`crate::ContextParams::swa_full`] (its windowed cache is smaller than
+    /// the global one), as llama.cpp. llama.cpp: `llama_memory_can_shift`.
     pub fn memory_can_shift(&self) -> bool {
         self.memory.memory_can_shift()
     }

@@ -6,8 +6,23 @@ use ggml::{Context, TensorId};
 use crate::batch::UBatch;
 use crate::error::Result;
 use crate::graph::self_extend::SelfExtendParams;
-use crate::memory::kv_cache::slots::SlotInfo;
+use crate::memory::kinds::{CacheId, MemorySlots};
 use crate::memory::Memory;
+
+/// The attention inputs of one plain cache (llama.cpp's `llm_graph_input_attn_kv`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AttnInputs {
+    /// The cache they index.
+    pub(crate) cache: CacheId,
+    /// K cache rows to store the batch's keys in (I64).
+    pub(crate) k_idxs: TensorId,
+    /// V cache rows (or elements, when V is transposed) for the batch's values (I64).
+    pub(crate) v_idxs: TensorId,
+    /// The KQ mask (F32 `[n_kv, rows, 1, n_stream]`).
+    pub(crate) kq_mask: TensorId,
+    /// The mask as the attention reads it (a cast to F16 for flash attention).
+    pub(crate) kq_mask_cnv: TensorId,
+}
 
 /// The inputs a graph declared; `None` for those it does not use.
 #[derive(Clone, Debug, Default)]
@@ -16,14 +31,10 @@ pub(crate) struct GraphInputs {
     pub(crate) tokens: Option<TensorId>,
     /// Positions (I32 `[n_tokens]`).
     pub(crate) pos: Option<TensorId>,
-    /// K cache rows to store the batch's keys in (I64).
-    pub(crate) k_idxs: Option<TensorId>,
-    /// V cache rows (or elements, when V is transposed) for the batch's values (I64).
-    pub(crate) v_idxs: Option<TensorId>,
-    /// The KQ mask (F32 `[n_kv, rows, 1, n_stream]`).
-    pub(crate) kq_mask: Option<TensorId>,
-    /// The mask as the attention reads it (a cast to F16 for flash attention).
-    pub(crate) kq_mask_cnv: Option<TensorId>,
+    /// The attention inputs of the global (or only) cache.
+    pub(crate) attn: Option<AttnInputs>,
+    /// The attention inputs of the sliding-window cache.
+    pub(crate) attn_swa: Option<AttnInputs>,
     /// Rows of the batch whose logits are computed (I32 `[n_outputs]`).
     pub(crate) out_ids: Option<TensorId>,
     /// Exact Self-Extend: the queries' grouped positions (I32 `[n_tokens]`).
@@ -49,7 +60,7 @@ impl GraphInputs {
         ctx: &Context,
         ub: &UBatch,
         mem: &Memory,
-        sinfo: &SlotInfo,
+        slots: &MemorySlots,
         alibi: bool,
         scratch: &mut InputScratch,
     ) -> Result<()> {
@@ -59,19 +70,22 @@ impl GraphInputs {
         if let Some(t) = self.pos {
             ctx.set_i32(t, &ub.pos)?;
         }
-        let storage = mem.base().storage();
-        if let Some(t) = self.k_idxs {
+        for a in [&self.attn, &self.attn_swa].into_iter().flatten() {
+            let (cache, sinfo) = (mem.cache(a.cache), slots.get(a.cache));
+            let storage = cache.storage();
             storage.k_idxs(sinfo, &mut scratch.i64s);
-            ctx.set_i64(t, &scratch.i64s)?;
-        }
-        if let Some(t) = self.v_idxs {
-            let n_per_token = ctx.tensor(t).ne[0] / ub.n_tokens().max(1);
+            ctx.set_i64(a.k_idxs, &scratch.i64s)?;
+            let n_per_token = ctx.tensor(a.v_idxs).ne[0] / ub.n_tokens().max(1);
             storage.v_idxs(sinfo, n_per_token, &mut scratch.i64s);
-            ctx.set_i64(t, &scratch.i64s)?;
-        }
-        if let Some(t) = self.kq_mask {
-            mem.kq_mask(ub, ctx.tensor(t).ne, alibi, &mut scratch.f32s);
-            ctx.set_f32(t, &scratch.f32s)?;
+            ctx.set_i64(a.v_idxs, &scratch.i64s)?;
+            mem.kq_mask(
+                a.cache,
+                ub,
+                ctx.tensor(a.kq_mask).ne,
+                alibi,
+                &mut scratch.f32s,
+            );
+            ctx.set_f32(a.kq_mask, &scratch.f32s)?;
         }
         if let (Some(se), Some(tq), Some(tk)) =
             (&self.self_extend, self.pos_grouped_q, self.pos_grouped_k)

@@ -13,12 +13,12 @@ use ggml::{Context, FlashAttnParams, GgmlType, Graph, RopeParams, SoftMaxParams,
 use crate::arch::TensorName as T;
 use crate::context::Cparams;
 use crate::error::{LlamaError, Result};
-use crate::memory::kinds::MemoryGraphTensors;
+use crate::memory::kinds::{CacheId, MemoryGraphTensors, MemorySlots};
 use crate::memory::kv_cache::mask::KQ_MASK_PAD;
-use crate::memory::kv_cache::slots::SlotInfo;
 use crate::memory::Memory;
 use crate::model::Model;
 use crate::models::TensorMap;
+use inputs::AttnInputs;
 
 /// The feed-forward networks of [`GraphBuilder::build_ffn`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub(crate) enum FfnKind {
     /// The same with gate and up in one tensor (`ffn_up`, twice as many rows, the
     /// gate's first): `down · swiglu(up · x)` (Phi-3).
     SwiGluFused,
+    /// `down · (gelu(gate · x) * (up · x))` (Gemma).
+    GeGlu,
 }
 
 /// Everything a graph for one micro-batch is built from.
@@ -46,28 +48,34 @@ pub(crate) struct GraphBuilder<'a> {
     pub(crate) n_tokens: usize,
     /// Tokens whose logits are wanted.
     pub(crate) n_outputs: usize,
-    /// Cells the attention covers.
+    /// Cells the attention covers (in the global cache).
     pub(crate) n_kv: u32,
+    /// Cells the sliding-window layers' attention covers (0 without that cache).
+    pub(crate) n_kv_swa: u32,
     mem: &'a Memory,
     kvt: MemoryGraphTensors,
-    sinfo: &'a SlotInfo,
+    slots: &'a MemorySlots,
     imported: Vec<Option<TensorId>>,
 }
 
 impl<'a> GraphBuilder<'a> {
     /// A builder for a micro-batch of `n_tokens` tokens (`n_outputs` of them wanted)
-    /// placed at `sinfo` in `mem`.
+    /// placed at `slots` in `mem`.
     pub(crate) fn new(
         model: &'a Model,
         cparams: &'a Cparams,
         mem: &'a Memory,
-        sinfo: &'a SlotInfo,
+        slots: &'a MemorySlots,
         n_tokens: usize,
         n_outputs: usize,
     ) -> Result<Self> {
         let mut ctx = Context::with_capacity_no_alloc(64 + 40 * model.hparams.n_layer);
         let kvt = mem.import(&mut ctx)?;
-        let n_kv = mem.base().n_kv(sinfo);
+        let n_kv = mem.n_kv(CacheId::Base, slots);
+        let n_kv_swa = match mem.swa() {
+            Some(_) => mem.n_kv(CacheId::Swa, slots),
+            None => 0,
+        };
         Ok(GraphBuilder {
             ctx,
             gf: Graph::new(),
@@ -77,9 +85,10 @@ impl<'a> GraphBuilder<'a> {
             n_tokens,
             n_outputs,
             n_kv,
+            n_kv_swa,
             mem,
             kvt,
-            sinfo,
+            slots,
             imported: vec![None; model.tensors().len()],
         })
     }
@@ -150,41 +159,55 @@ impl<'a> GraphBuilder<'a> {
         Some(ids)
     }
 
-    /// The KV inputs: K/V store indices and the KQ mask (f16 for flash attention).
+    /// The KV inputs: K/V store indices and the KQ mask (f16 for flash attention), of
+    /// each plain cache (llama.cpp's `build_attn_inp_kv`, or `build_attn_inp_kv_iswa`
+    /// for a sliding-window model).
     pub(crate) fn build_attn_inp(&mut self) {
-        let n_stream = self.sinfo.n_stream();
+        self.inputs.attn = Some(self.build_attn_inp_of(CacheId::Base, ""));
+        if self.mem.swa().is_some() {
+            self.inputs.attn_swa = Some(self.build_attn_inp_of(CacheId::Swa, "_swa"));
+        }
+    }
+
+    fn build_attn_inp_of(&mut self, cache: CacheId, suffix: &str) -> AttnInputs {
+        let sinfo = self.slots.get(cache);
+        let n_stream = sinfo.n_stream();
         let k_idxs = self.ctx.new_tensor_1d(GgmlType::I64, self.n_tokens);
-        self.ctx.set_name(k_idxs, "attn_inp_k_idxs");
+        self.ctx
+            .set_name(k_idxs, format!("attn_inp_k_idxs{suffix}"));
         self.ctx.set_input(k_idxs);
-        let n_v = if self.mem.base().params().v_trans {
+        let n_v = if self.mem.cache(cache).params().v_trans {
             self.n_tokens * self.model.hparams.n_embd_v_gqa()
         } else {
             self.n_tokens
         };
         let v_idxs = self.ctx.new_tensor_1d(GgmlType::I64, n_v);
-        self.ctx.set_name(v_idxs, "attn_inp_v_idxs");
+        self.ctx
+            .set_name(v_idxs, format!("attn_inp_v_idxs{suffix}"));
         self.ctx.set_input(v_idxs);
         let rows = (self.n_tokens / n_stream).next_multiple_of(KQ_MASK_PAD);
         // Exact Self-Extend masks the neighbour and the grouped scores side by side.
-        let halves = self.mem.kq_mask_halves();
-        let mask = self.ctx.new_tensor_4d(
-            GgmlType::F32,
-            halves * self.n_kv as usize,
-            rows,
-            1,
-            n_stream,
-        );
-        self.ctx.set_name(mask, "attn_inp_kq_mask");
+        let (halves, n_kv) = match cache {
+            CacheId::Base => (self.mem.kq_mask_halves(), self.n_kv),
+            CacheId::Swa => (1, self.n_kv_swa),
+        };
+        let mask = self
+            .ctx
+            .new_tensor_4d(GgmlType::F32, halves * n_kv as usize, rows, 1, n_stream);
+        self.ctx.set_name(mask, format!("attn_inp_kq_mask{suffix}"));
         self.ctx.set_input(mask);
         let mask_cnv = if self.cparams.flash_attn {
             self.ctx.cast(mask, GgmlType::F16)
         } else {
             mask
         };
-        self.inputs.k_idxs = Some(k_idxs);
-        self.inputs.v_idxs = Some(v_idxs);
-        self.inputs.kq_mask = Some(mask);
-        self.inputs.kq_mask_cnv = Some(mask_cnv);
+        AttnInputs {
+            cache,
+            k_idxs,
+            v_idxs,
+            kq_mask: mask,
+            kq_mask_cnv: mask_cnv,
+        }
     }
 
     /// `rms_norm(x) * w`.
@@ -328,23 +351,29 @@ impl<'a> GraphBuilder<'a> {
         self.gf.build_forward_expand(&self.ctx, q);
         self.gf.build_forward_expand(&self.ctx, v);
         self.gf.build_forward_expand(&self.ctx, k);
-        let (Some(k_idxs), Some(v_idxs), Some(mask)) = (
-            self.inputs.k_idxs,
-            self.inputs.v_idxs,
-            self.inputs.kq_mask_cnv,
-        ) else {
+        let (cache, li) = self.mem.layer_cache(il);
+        let inputs = match cache {
+            CacheId::Base => self.inputs.attn,
+            CacheId::Swa => self.inputs.attn_swa,
+        };
+        let Some(inp) = inputs else {
             return Err(LlamaError::InvalidParam(
                 "build_attn before build_attn_inp".into(),
             ));
         };
-        let (st, kvt) = (self.mem.base().storage(), &self.kvt.kv);
-        let store_k = st.store_k(&mut self.ctx, kvt.k[il], k, k_idxs);
+        let (st, kvt) = (self.mem.cache(cache).storage(), self.kvt.get(cache));
+        let (sinfo, n_kv) = match cache {
+            CacheId::Base => (&self.slots.base, self.n_kv),
+            CacheId::Swa => (&self.slots.swa, self.n_kv_swa),
+        };
+        let store_k = st.store_k(&mut self.ctx, kvt.k[li], k, inp.k_idxs);
         self.gf.build_forward_expand(&self.ctx, store_k);
-        let store_v = st.store_v(&mut self.ctx, kvt.v[il], v, v_idxs);
+        let store_v = st.store_v(&mut self.ctx, kvt.v[li], v, inp.v_idxs);
         self.gf.build_forward_expand(&self.ctx, store_v);
 
-        let kc = st.view_k(&mut self.ctx, kvt.k[il], il, self.n_kv, self.sinfo);
-        let vc = st.view_v(&mut self.ctx, kvt.v[il], il, self.n_kv, self.sinfo);
+        let kc = st.view_k(&mut self.ctx, kvt.k[li], li, n_kv, sinfo);
+        let vc = st.view_v(&mut self.ctx, kvt.v[li], li, n_kv, sinfo);
+        let mask = inp.kq_mask_cnv;
         let cur = self.build_attn_mha(q, kc, vc, mask, kq_scale, il);
         self.cb(cur, "kqv_out", Some(il));
         let wo = self.req(l, T::AttnOut, il)?;
@@ -370,8 +399,12 @@ impl<'a> GraphBuilder<'a> {
         for t in [q_n, q_g, v, k_n, k_g] {
             self.gf.build_forward_expand(&self.ctx, t);
         }
-        let (Some(k_idxs), Some(v_idxs), Some(mask)) =
-            (self.inputs.k_idxs, self.inputs.v_idxs, self.inputs.kq_mask)
+        let Some(AttnInputs {
+            k_idxs,
+            v_idxs,
+            kq_mask: mask,
+            ..
+        }) = self.inputs.attn
         else {
             return Err(LlamaError::InvalidParam(
                 "build_attn_self_extend before build_attn_inp".into(),
@@ -392,7 +425,7 @@ impl<'a> GraphBuilder<'a> {
         for t in stores {
             self.gf.build_forward_expand(&self.ctx, t);
         }
-        let (n_kv, sinfo) = (self.n_kv, self.sinfo);
+        let (n_kv, sinfo) = (self.n_kv, &self.slots.base);
         let kc = st.view_k(&mut self.ctx, kvt.k[il], il, n_kv, sinfo);
         let kgc = sg.view_k(&mut self.ctx, kgt.k[il], il, n_kv, sinfo);
         let vc = st.view_v(&mut self.ctx, kvt.v[il], il, n_kv, sinfo);
@@ -496,7 +529,7 @@ impl<'a> GraphBuilder<'a> {
 
     /// The gated feed-forward network of layer `l` (llama.cpp's `build_ffn` with a
     /// parallel gate): `down · (act(gate · x) * (up · x))`, the activation SiLU
-    /// (SwiGLU) or GELU (GeGLU); or, with [`FfnKind::FusedSwiGlu`], one `up`
+    /// (SwiGLU) or GELU (GeGLU); or, with [`FfnKind::SwiGluFused`], one `up`
     /// projection to twice the width whose halves are gate and value (Phi-3).
     pub(crate) fn build_ffn(
         &mut self,
@@ -516,8 +549,17 @@ impl<'a> GraphBuilder<'a> {
                 self.ctx.swiglu_split(gate, up)
             }
             FfnKind::SwiGluFused => self.ctx.swiglu(up, false),
+            FfnKind::GeGlu => {
+                let gate_w = self.req(l, T::FfnGate, il)?;
+                let gate = self.build_mm(gate_w, cur, None)?;
+                self.cb(gate, "ffn_gate", Some(il));
+                let x = self.ctx.geglu_split(gate, up);
+                self.cb(x, "ffn_geglu", Some(il))
+            }
         };
-        let x = self.cb(x, "ffn_swiglu", Some(il));
+        if kind != FfnKind::GeGlu {
+            self.cb(x, "ffn_swiglu", Some(il));
+        }
         let down_w = self.req(l, T::FfnDown, il)?;
         let out = self.build_mm(down_w, x, None)?;
         Ok(self.cb(out, "ffn_out", Some(il)))
@@ -598,12 +640,20 @@ impl<'a> GraphBuilder<'a> {
         Ok(self.cb(out, "ffn_moe_out", Some(il)))
     }
 
-    /// Final norm and output head: logits `[n_vocab, n_outputs]`.
+    /// Final norm and output head, soft-capped when the model says so: logits
+    /// `[n_vocab, n_outputs]`.
     pub(crate) fn build_output(&mut self, cur: TensorId) -> Result<TensorId> {
         let w = &self.model.weights;
         let (norm, out) = (w.output_norm, w.output);
         let cur = self.build_norm(cur, norm, "result_norm", None)?;
-        let logits = self.build_mm(out, cur, None)?;
+        let mut logits = self.build_mm(out, cur, None)?;
+        let cap = self.model.hparams.f_final_logit_softcapping;
+        if cap > 0.0 {
+            // c * tanh(logits / c), as llama.cpp's Gemma graphs.
+            logits = self.ctx.scale(logits, 1.0 / cap);
+            logits = self.ctx.tanh(logits);
+            logits = self.ctx.scale(logits, cap);
+        }
         self.cb(logits, "result_output", None);
         self.ctx.set_output(logits);
         self.gf.build_forward_expand(&self.ctx, logits);

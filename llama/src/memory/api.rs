@@ -144,8 +144,9 @@ pub trait MemoryOps {
     /// ([`MemoryError::BadDivisor`]). llama.cpp: `llama_memory_seq_div`.
     fn memory_seq_div(&mut self, seq: SeqId, range: impl RangeBounds<Pos>, d: Pos) -> Result<()>;
 
-    /// The smallest position `seq` holds, `None` when it holds none. Errors: a bad id.
-    /// llama.cpp: `llama_memory_seq_pos_min` (which returns -1 for an empty sequence).
+    /// The smallest position `seq` holds, `None` when it holds none; for a
+    /// sliding-window model the smallest its windowed cache still holds, which grows as
+    /// the window moves. Errors: a bad id. llama.cpp: `llama_memory_seq_pos_min` (which returns -1 for an empty sequence).
     fn memory_seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>>;
 
     /// The largest position `seq` holds, `None` when it holds none; the next token of
@@ -153,8 +154,10 @@ pub trait MemoryOps {
     /// `llama_memory_seq_pos_max` (which returns -1 for an empty sequence).
     fn memory_seq_pos_max(&self, seq: SeqId) -> Result<Option<Pos>>;
 
-    /// Whether the positions can be shifted (`seq_add`, `seq_div`): true for every
-    /// memory kind here. llama.cpp: `llama_memory_can_shift`.
+    /// Whether a context shift may move positions (`seq_add`, `seq_div`): true except
+    /// for a sliding-window model whose windowed cache is smaller than its global one
+    /// (made without `swa_full`), as llama.cpp. The edits themselves work on every
+    /// kind. llama.cpp: `llama_memory_can_shift`.
     fn memory_can_shift(&self) -> bool;
 }
 

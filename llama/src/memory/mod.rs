@@ -9,10 +9,12 @@
 //! - `kv_cache`: the plain cache (llama.cpp's `llama_kv_cache`): tensor storage, slot
 //!   search, sequence operations, KQ mask, K-shift graph;
 //! - `self_extend`: exact Self-Extend's grouped keys, a layer around the plain cache;
+//! - `iswa`: the global and sliding-window caches of sliding-window models;
 //! - `state`: saving and restoring one sequence.
 
 pub mod api;
 pub(crate) mod cells;
+pub(crate) mod iswa;
 pub(crate) mod kinds;
 pub(crate) mod kv_cache;
 pub(crate) mod self_extend;

@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use smallvec::SmallVec;
 
 use super::api::{MemoryOps, PosRange, Sequences};
+use super::kinds::MemorySlots;
 use super::kv_cache::{KvCacheParams, KvLayerDims};
 use super::{DivShift, Memory, Pos, SeqId};
 use crate::batch::UBatch;
@@ -259,12 +260,12 @@ proptest! {
     #[test]
     fn cells_follow_the_model(actions in proptest::collection::vec(action(), 1..60)) {
         const SIZE: u32 = 24;
-        let dims = [KvLayerDims { n_embd_head_k: 2, n_embd_head_v: 2, n_head_kv: 1 }];
+        let dims = [KvLayerDims { il: 0, n_embd_head_k: 2, n_embd_head_v: 2, n_head_kv: 1 }];
         let params = KvCacheParams {
             type_k: GgmlType::F32, type_v: GgmlType::F32, size: SIZE, n_seq_max: N_SEQ as u32,
-            unified: true, v_trans: true, n_pad: 8, div_shift: DivShift::Exact,
+            unified: true, v_trans: true, n_pad: 8, div_shift: DivShift::Exact, n_swa: 0,
         };
-        let mut kv = Memory::new(&dims, params, None).unwrap();
+        let mut kv = Memory::new(&dims, params, None, None).unwrap();
         let mut model = Model(vec![None; SIZE as usize]);
         for a in actions {
             match a {
@@ -287,7 +288,7 @@ proptest! {
                                 prop_assert!(model.0[i as usize].is_none(), "slot picked busy cell {}", i);
                                 model.0[i as usize] = Some(Cell { pos: ub.pos[k], shift: 0, seqs: seqs.iter().copied().collect() });
                             }
-                            kv.apply_ubatch(&s, &ub);
+                            kv.apply_ubatch(&MemorySlots { base: s, ..Default::default() }, &ub);
                         }
                     }
                 }

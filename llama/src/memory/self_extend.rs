@@ -140,12 +140,10 @@ impl SelfExtendKvCache {
         freq_factors: Option<(&Context, TensorId)>,
     ) -> Result<KShiftGraph> {
         let mut g = self.base.build_k_shift(rope, freq_factors)?;
-        let shift = g.add_input("k_shift_grouped", self.grouped_shift_values());
-        self.grouped.add_k_shift(
-            &mut g.ctx,
-            &mut g.graph,
-            shift,
-            g.factors,
+        g.add_rotation(
+            "k_shift_grouped",
+            self.grouped_shift_values(),
+            &self.grouped,
             rope,
             "kg_shifted",
         )?;

@@ -5,10 +5,13 @@
 //! are this project's own, not llama.cpp's.
 //!
 //! Sequence data (little-endian), what [`Memory::seq_state_write`] writes: magic
-//! `LRSD`, version, the shape fields (layer shapes, cache types, V layout, memory kind and
-//! Self-Extend group; checked on load), the number of cells and their positions in
-//! order, then each tensor storage's rows of those cells ([`Memory::storages`]: the
-//! plain cache's K and V layer by layer, then exact Self-Extend's grouped K).
+//! `LRSD`, version, the shape fields (layer shapes, cache types, V layout, memory kind,
+//! Self-Extend group or sliding window; checked on load), then for each plain cache
+//! ([`Memory::state_parts`]: the only one, or the global then the sliding-window one)
+//! the number of cells and their positions in order, then each of its tensor storages'
+//! rows of those cells (the cache's K and V layer by layer, then exact Self-Extend's
+//! grouped K). The sliding-window cache saves only the cells inside the window of the
+//! sequence's last position, as llama.cpp's `state_write`.
 //!
 //! A sequence file: magic `LRSQ`, version, the token ids the caller attached, then the
 //! sequence data.
@@ -26,7 +29,7 @@ use crate::batch::{Token, UBatch};
 use crate::error::{LlamaError, Result};
 
 const DATA_MAGIC: &[u8; 4] = b"LRSD";
-const DATA_VERSION: u32 = 1;
+const DATA_VERSION: u32 = 2;
 const FILE_MAGIC: &[u8; 4] = b"LRSQ";
 const FILE_VERSION: u32 = 2;
 /// Refuse inputs claiming more cells or tokens than this (a corrupt count must not
@@ -100,12 +103,18 @@ impl KvCache {
         v
     }
 
-    /// The stream of `seq` and its cells in position order. Errors: a bad id.
+    /// The stream of `seq` and its cells in position order, without those a sliding
+    /// window has left behind. Errors: a bad id.
     fn seq_cells(&self, seq: SeqId) -> Result<(u32, Vec<u32>)> {
         let stream = self.stream_index(seq)?;
         let cells = &self.streams()[stream as usize];
+        let pmax = cells.seq_pos_max(seq).unwrap_or(0);
         let mut idx: Vec<u32> = (0..cells.size())
-            .filter(|&i| !cells.is_empty(i) && cells.seq_has(i, seq))
+            .filter(|&i| {
+                !cells.is_empty(i)
+                    && cells.seq_has(i, seq)
+                    && !self.is_masked_swa(cells.pos(i), pmax)
+            })
             .collect();
         idx.sort_by_key(|&i| cells.pos(i));
         Ok((stream, idx))
@@ -133,29 +142,33 @@ impl KvCache {
 }
 
 impl Memory {
-    /// The shape fields: the plain cache's, then the kind (0 plain, 1 exact
-    /// Self-Extend) and the Self-Extend group size (0 for none).
+    /// The shape fields: each plain cache's, then the kind (0 plain, 1 exact
+    /// Self-Extend, 2 sliding window) and its parameter (Self-Extend's group, the
+    /// window; 0 for none).
     fn state_shape(&self) -> Vec<u32> {
-        let mut v = self.base().state_shape();
-        match self.self_extend() {
-            None => v.extend([0, 0]),
-            Some(se) => v.extend([1, se.group()]),
+        let mut v: Vec<u32> = self
+            .state_parts()
+            .iter()
+            .flat_map(|p| p.cache.state_shape())
+            .collect();
+        match (self.self_extend(), self.n_swa()) {
+            (Some(se), _) => v.extend([1, se.group()]),
+            (None, 0) => v.extend([0, 0]),
+            (None, w) => v.extend([2, w]),
         }
         v
     }
 
     /// Writes the sequence data of `seq` (see the module docs); returns the number of
-    /// cells written. Errors: a bad id; [`LlamaError::State`] when a position shift is
-    /// pending (apply the K-shift first) or writing fails.
+    /// cells written (of the global cache). Errors: a bad id; [`LlamaError::State`]
+    /// when a position shift is pending (apply the K-shift first) or writing fails.
     pub(crate) fn seq_state_write(&self, seq: SeqId, w: &mut impl Write) -> Result<usize> {
         if self.has_shift() {
             return Err(LlamaError::State(
                 "apply the pending K-shift before saving".into(),
             ));
         }
-        let base = self.base();
-        let (stream, idx) = base.seq_cells(seq)?;
-        let cells = &base.streams()[stream as usize];
+        self.base().check_seq(seq)?;
         w.write_all(DATA_MAGIC).map_err(state_io)?;
         put_u32(w, DATA_VERSION)?;
         let shape = self.state_shape();
@@ -163,14 +176,20 @@ impl Memory {
         for v in shape {
             put_u32(w, v)?;
         }
-        put_u32(w, idx.len() as u32)?;
-        for &i in &idx {
-            put_u32(w, cells.pos(i) as u32)?;
+        let mut written = None;
+        for part in self.state_parts() {
+            let (stream, idx) = part.cache.seq_cells(seq)?;
+            let cells = &part.cache.streams()[stream as usize];
+            put_u32(w, idx.len() as u32)?;
+            for &i in &idx {
+                put_u32(w, cells.pos(i) as u32)?;
+            }
+            for storage in &part.storages {
+                storage.write_rows(stream, &idx, w)?;
+            }
+            written.get_or_insert(idx.len());
         }
-        for storage in self.storages() {
-            storage.write_rows(stream, &idx, w)?;
-        }
-        Ok(idx.len())
+        Ok(written.unwrap_or(0))
     }
 
     /// Reads sequence data written by [`Memory::seq_state_write`] into `seq`. On any
@@ -201,22 +220,29 @@ impl Memory {
                 )));
             }
         }
-        let n_cells = get_u32(r)?;
-        if n_cells > self.size() {
-            return Err(LlamaError::State(format!(
-                "{n_cells} cells do not fit a cache of {}",
-                self.size()
-            )));
-        }
-        let pos = (0..n_cells)
-            .map(|_| get_u32(r).map(|p| p as Pos))
-            .collect::<Result<Vec<_>>>()?;
-        if pos.iter().any(|&p| p < 0) {
-            return Err(LlamaError::State("negative position in state".into()));
-        }
-        let (stream, idx) = self.base_mut().place_cells(seq, &pos)?;
-        for storage in self.storages() {
-            storage.read_rows(stream, &idx, r)?;
+        // Every cache is emptied first: a failure part-way leaves none half-filled.
+        self.seq_rm(Sequences::One(seq), PosRange::ALL)?;
+        for k in 0..self.state_parts().len() {
+            let Some(cache) = self.state_cache_mut(k) else {
+                break;
+            };
+            let n_cells = get_u32(r)?;
+            if n_cells > cache.size() {
+                return Err(LlamaError::State(format!(
+                    "{n_cells} cells do not fit a cache of {}",
+                    cache.size()
+                )));
+            }
+            let pos = (0..n_cells)
+                .map(|_| get_u32(r).map(|p| p as Pos))
+                .collect::<Result<Vec<_>>>()?;
+            if pos.iter().any(|&p| p < 0) {
+                return Err(LlamaError::State("negative position in state".into()));
+            }
+            let (stream, idx) = cache.place_cells(seq, &pos)?;
+            for storage in &self.state_parts()[k].storages {
+                storage.read_rows(stream, &idx, r)?;
+            }
         }
         Ok(())
     }

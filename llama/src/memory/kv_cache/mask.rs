@@ -26,7 +26,7 @@ pub(crate) struct MaskShape {
 impl KvCache {
     /// Fills the KQ mask (`shape.n_cols == n_kv`) exactly as llama.cpp's
     /// `set_input_kq_mask`: -inf for empty cells, other sequences' cells, (causal)
-    /// later positions and padding rows; 0, or with `alibi` `-|p_cell - p_token|`,
+    /// later positions, cells outside the sliding window and padding rows; 0, or with `alibi` `-|p_cell - p_token|`,
     /// elsewhere.
     pub(crate) fn kq_mask(&self, ub: &UBatch, shape: MaskShape, alibi: bool, out: &mut Vec<f32>) {
         self.fill_mask(ub, shape, out, |p0, p1| {
@@ -41,7 +41,7 @@ impl KvCache {
 
     /// The mask loop: rows of `shape.n_cols` (-inf by default); for each pair of a
     /// visible cell (position `p0`: non-empty, of the token's sequence, not after the
-    /// token) and a token (position `p1`), `place(p0, p1)` gives the column offset of
+    /// token, inside its sliding window) and a token (position `p1`), `place(p0, p1)` gives the column offset of
     /// the cell and its value.
     pub(crate) fn fill_mask(
         &self,
@@ -72,7 +72,7 @@ impl KvCache {
                         continue;
                     }
                     let p0 = cells.pos(jc);
-                    if p0 > p1 {
+                    if p0 > p1 || self.is_masked_swa(p0, p1) {
                         continue;
                     }
                     let (off, v) = place(p0, p1);

@@ -20,7 +20,7 @@ pub(crate) mod storage;
 
 use ggml::GgmlType;
 
-use super::cells::{DivShift, KvCells, SeqId, MAX_SEQ};
+use super::cells::{DivShift, KvCells, Pos, SeqId, MAX_SEQ};
 use crate::error::{LlamaError, MemoryError, Result};
 use storage::{Contents, KvStorage, StorageLayout};
 
@@ -43,11 +43,17 @@ pub(crate) struct KvCacheParams {
     pub(crate) n_pad: u32,
     /// How `seq_div` records pending shifts (see [`DivShift`]).
     pub(crate) div_shift: DivShift,
+    /// Sliding window in tokens (0: none): a token does not attend to cells `n_swa` or
+    /// more positions before it, and such cells may be overwritten (llama.cpp's
+    /// `LLAMA_SWA_TYPE_STANDARD`, the windowed half of its `llama_kv_cache_iswa`).
+    pub(crate) n_swa: u32,
 }
 
 /// Shapes of one layer's K and V.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct KvLayerDims {
+    /// The model layer these are the tensors of.
+    pub(crate) il: usize,
     /// Elements per K head.
     pub(crate) n_embd_head_k: usize,
     /// Elements per V head.
@@ -187,6 +193,12 @@ impl KvCache {
     pub(crate) fn stream_index(&self, seq: SeqId) -> Result<u32> {
         self.check_seq(seq)?;
         Ok(self.stream_of(seq))
+    }
+
+    /// Whether the sliding window hides a cell at `p0` from a token at `p1`
+    /// (llama.cpp's `is_masked_swa`, standard type).
+    pub(crate) fn is_masked_swa(&self, p0: Pos, p1: Pos) -> bool {
+        self.params.n_swa > 0 && p1 - p0 >= self.params.n_swa as Pos
     }
 
     /// Whether some cell has a pending position shift.

@@ -5,6 +5,7 @@
 
 use ggml::{Context, GgmlType, Graph, RopeParams, TensorId};
 
+use super::storage::KvStorage;
 use super::KvCache;
 use crate::error::Result;
 use crate::memory::cells::Pos;
@@ -29,6 +30,28 @@ impl KShiftGraph {
         self.ctx.set_input(t);
         self.inputs.push((t, values));
         t
+    }
+
+    /// Adds the rotation of `storage`'s keys by per-cell amounts `values` (a new input
+    /// named `input`; nodes `{name}-{il}`), with the rope of each model layer from
+    /// `rope`. Errors: importing the keys into the graph's context.
+    pub(crate) fn add_rotation(
+        &mut self,
+        input: &str,
+        values: Vec<i32>,
+        storage: &KvStorage,
+        rope: &dyn Fn(usize) -> RopeParams,
+        name: &str,
+    ) -> Result<()> {
+        let shift = self.add_input(input, values);
+        storage.add_k_shift(
+            &mut self.ctx,
+            &mut self.graph,
+            shift,
+            self.factors,
+            rope,
+            name,
+        )
     }
 }
 
@@ -70,9 +93,13 @@ impl KvCache {
             factors,
             inputs: Vec::new(),
         };
-        let shift = g.add_input("k_shift", self.shift_values(|_, shift| shift));
-        self.storage
-            .add_k_shift(&mut g.ctx, &mut g.graph, shift, factors, rope, "k_shifted")?;
+        g.add_rotation(
+            "k_shift",
+            self.shift_values(|_, shift| shift),
+            &self.storage,
+            rope,
+            "k_shifted",
+        )?;
         Ok(g)
     }
 }

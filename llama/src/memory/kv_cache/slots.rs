@@ -7,7 +7,7 @@ use super::KvCache;
 use crate::batch::UBatch;
 use crate::memory::api::PosRange;
 use crate::memory::api::Sequences;
-use crate::memory::cells::{Pos, SeqId, SeqSet, MAX_SEQ};
+use crate::memory::cells::{KvCells, Pos, SeqId, SeqSet, MAX_SEQ};
 
 /// Where a micro-batch goes: for each stream it touches, the cells of its tokens.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,7 +41,8 @@ type Undo = (SlotInfo, Vec<u32>, Vec<Vec<(Pos, SeqSet)>>);
 impl KvCache {
     /// Finds cells for a micro-batch without changing anything (llama.cpp's
     /// `find_slot`): from the stream's head, the first empty cells (`cont`: a
-    /// contiguous run). `None` when the cache has no room.
+    /// contiguous run), or with a sliding window cells it has left behind. `None`
+    /// when the cache has no room.
     pub(crate) fn find_slot(&self, ubatch: &UBatch, cont: bool) -> Option<SlotInfo> {
         let mut res = SlotInfo::default();
         self.find_slot_into(ubatch, cont, &mut res).then_some(res)
@@ -93,7 +94,7 @@ impl KvCache {
                     let idx = head;
                     head += 1;
                     n_tested += 1;
-                    if cells.is_empty(idx) {
+                    if cells.is_empty(idx) || self.swa_reusable(cells, idx) {
                         idxs.push(idx);
                     } else if cont {
                         break;
@@ -112,6 +113,21 @@ impl KvCache {
             res.strm.push(stream);
         }
         true
+    }
+
+    /// Whether occupied cell `idx` may be overwritten: it belongs to one sequence and
+    /// lies outside the sliding window of that sequence's next token (llama.cpp's
+    /// `find_slot`, SWA case).
+    fn swa_reusable(&self, cells: &KvCells, idx: u32) -> bool {
+        if self.params().n_swa == 0 {
+            return false;
+        }
+        let Some(seq) = cells.seqs(idx).single() else {
+            return false;
+        };
+        cells
+            .seq_pos_max(seq)
+            .is_some_and(|pmax| self.is_masked_swa(cells.pos(idx), pmax + 1))
     }
 
     /// Finds slots for all micro-batches of a batch into `out`, as if each were placed

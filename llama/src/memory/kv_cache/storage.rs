@@ -61,8 +61,8 @@ pub(crate) struct KvStorage {
 }
 
 impl KvStorage {
-    /// Allocates zeroed tensors named `{k_name}_l{il}` (and `cache_v_l{il}`) for the
-    /// layers `dims`. [`LlamaError::InvalidParam`] for a type whose block does not
+    /// Allocates zeroed tensors named `{k_name}_l{il}` (and `cache_v_l{il}`, `il` the
+    /// model layer) for the layers `dims`. [`LlamaError::InvalidParam`] for a type whose block does not
     /// divide a head, or which cannot be converted from and to F32;
     /// [`LlamaError::Ggml`] when the buffer cannot be had.
     pub(crate) fn new(
@@ -74,7 +74,8 @@ impl KvStorage {
         let with_v = contents == Contents::KeysAndValues;
         let mut ctx = Context::new_no_alloc();
         let (mut k, mut v) = (Vec::new(), Vec::new());
-        for (il, d) in dims.iter().enumerate() {
+        for d in dims {
+            let il = d.il;
             // The attention views the cache head by head, so each head must be whole
             // blocks (llama.cpp checks this only with flash attention, and asserts
             // without it).
@@ -324,8 +325,8 @@ impl KvStorage {
     /// Adds to `graph` the rotation of every layer's K by the per-cell amounts in
     /// `shift` (I32 `[size * n_stream]`, a tensor of `gctx`), as llama.cpp's
     /// `llama_kv_cache::build_graph_shift`: rope in place on a view of every cell, or
-    /// for a quantized K whole rows cast to F32, rotated and copied back. The nodes are
-    /// named `{name}-{il}`. Errors: importing the K tensors into `gctx`.
+    /// for a quantized K whole rows cast to F32, rotated and copied back; `rope` gives
+    /// the parameters of a model layer. The nodes are named `{name}-{il}`. Errors: importing the K tensors into `gctx`.
     pub(crate) fn add_k_shift(
         &self,
         gctx: &mut Context,
@@ -337,9 +338,9 @@ impl KvStorage {
     ) -> Result<()> {
         let n_cells = self.layout.size as usize * self.layout.n_stream as usize;
         let typ = self.layout.type_k;
-        for (il, d) in self.dims.iter().enumerate() {
-            let k = gctx.import(&self.ctx, self.k[il])?;
-            let rope = rope(il);
+        for (i, d) in self.dims.iter().enumerate() {
+            let k = gctx.import(&self.ctx, self.k[i])?;
+            let rope = rope(d.il);
             let p = RopeParams {
                 n_dims: rope.n_dims.min(d.n_embd_head_k),
                 ..rope
@@ -364,7 +365,7 @@ impl KvStorage {
                 );
                 gctx.rope_ext_inplace(k3, shift, factors, p)
             };
-            gctx.set_name(out, format!("{name}-{il}"));
+            gctx.set_name(out, format!("{name}-{}", d.il));
             graph.build_forward_expand(gctx, out);
         }
         Ok(())
