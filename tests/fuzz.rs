@@ -362,6 +362,7 @@ fn tiny_models(dir: &Path) -> Vec<PathBuf> {
         ("qwen3", "q8_0"),
         ("qwen3moe", "q4_0"),
         ("phi3", "f16"),
+        ("gemma3", "q8_0"),
     ]
     .iter()
     .map(|(arch, typ)| {

@@ -17,6 +17,8 @@ pub enum Arch {
     Phi3,
     /// Qwen3-MoE (Qwen3's attention, a mixture of experts as FFN).
     Qwen3Moe,
+    /// Gemma 3 (sliding-window and global layers, pre- and post-norms, GeGLU).
+    Gemma3,
 }
 
 /// Every architecture, in the order they were added.
@@ -26,6 +28,7 @@ pub const ALL_ARCHS: &[Arch] = &[
     Arch::Qwen3,
     Arch::Phi3,
     Arch::Qwen3Moe,
+    Arch::Gemma3,
 ];
 
 impl Arch {
@@ -37,6 +40,7 @@ impl Arch {
             Arch::Qwen3 => "qwen3",
             Arch::Phi3 => "phi3",
             Arch::Qwen3Moe => "qwen3moe",
+            Arch::Gemma3 => "gemma3",
         }
     }
 

@@ -1,5 +1,5 @@
 //! A llama.cpp-compatible LLM runtime on top of `ggml`: GGUF models of the llama,
-//! qwen2, qwen3, qwen3moe and phi3 architectures, llama.cpp's tokenizers, a KV cache with llama.cpp's cell
+//! qwen2, qwen3, qwen3moe, phi3 and gemma3 architectures, llama.cpp's tokenizers, a KV cache with llama.cpp's cell
 //! semantics (shifts, Self-Extend), batched decoding of many sequences, sampling, and
 //! text generation.
 //!

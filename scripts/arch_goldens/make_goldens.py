@@ -7,7 +7,8 @@ the architecture's example shape, seed 42); then llama.cpp 0c1e570 gives
   (dump_logits.cpp, linked against the build's libllama: the first 256 values of
   the rows at a few positions, and an FNV-1a hash of every logit's bits),
 - llama-completion's greedy text, and its text with context shift (`-c 64
-  --context-shift`) and with Self-Extend (`--grp-attn-n 4 --grp-attn-w 128`),
+  --context-shift`) and with Self-Extend (`--grp-attn-n 4 --grp-attn-w 128`), plus the
+  longer runs of EXTRA_RUNS for some cases,
 - llama-perplexity's final estimate on story-a.txt with `-c 64`.
 Writes tests/data/arch_goldens.json; tests/arch_goldens.rs makes the same models and
 checks ours against it (no llama.cpp needed there).
@@ -48,7 +49,31 @@ CASES = [
     # The two architectures the shared goldens cover, through the same path: a check
     # of the script and the test themselves.
     ("qwen2", "f32", []), ("llama", "q4_0", []),
+    # Sliding-window layers (window 16, every second layer global) with llama.cpp's
+    # pair of caches; the long runs below make the windowed cache wrap around.
+    ("gemma3", "f32", []), ("gemma3", "f16", []), ("gemma3", "q8_0", []), ("gemma3", "q4_k_m", []),
+    # Another pattern and window, the windowed layers' own rope base, soft-capped logits.
+    ("gemma3", "f32", ["--swa", "24", "--swa-pattern", "3", "--rope-base-swa", "20000", "--softcap", "30"]),
 ]
+# Runs only some cases make (by architecture and file type): the sliding window's
+# cache wrapping around, the context shift it allows (-c 256: both caches 256 cells)
+# and refuses (-c 512 -ub 64: a 256-cell windowed cache; llama.cpp then stops at a
+# full context), --swa-full, and Self-Extend's KV-shift form over both caches.
+PROMPT = "Once upon a time there was a"
+EXTRA_RUNS = {
+    ("gemma3", "f32"): [
+        ["-p", PROMPT, "-c", "256", "--context-shift", "-n", "600", "--temp", "0", "-no-cnv"],
+        ["-p", PROMPT, "-c", "512", "-ub", "64", "-b", "64", "--context-shift", "-n", "700", "--temp", "0",
+         "-no-cnv"],
+        ["-p", PROMPT, "-c", "512", "-ub", "64", "-b", "64", "--swa-full", "--context-shift", "-n", "700",
+         "--temp", "0", "-no-cnv"],
+        ["-p", PROMPT, "-c", "2048", "-ub", "64", "-b", "64", "--grp-attn-n", "4", "--grp-attn-w", "128",
+         "-n", "600", "--temp", "0", "-no-cnv"],
+    ],
+    ("gemma3", "q8_0"): [
+        ["-p", PROMPT, "-c", "1024", "-ub", "32", "-b", "32", "-n", "400", "--temp", "0", "-no-cnv"],
+    ],
+}
 POSITIONS = [0, 31, 63]
 ROW_VALUES = 256
 
@@ -108,7 +133,8 @@ def main():
             run([gen, *[a.replace("@S", SHARED) for a in gen_args], "-o", model])
             logits = json.loads(run([dump, model, TEXT, "--n-tokens", "64", "-t", "2",
                                      "--positions", ",".join(map(str, POSITIONS))]).stdout)
-            cli = [{"args": a, "stdout_hex": completion(bin_dir, d, model, a).hex()} for a in CLI_RUNS]
+            runs = CLI_RUNS + EXTRA_RUNS.get((arch, typ), [])
+            cli = [{"args": a, "stdout_hex": completion(bin_dir, d, model, a).hex()} for a in runs]
             # The estimate line too can be lost at exit: run until it is there.
             ppl_path = os.path.join(d, "ppl.txt")
             m = None

@@ -94,7 +94,7 @@ impl HparamKey {
                 }
                 Some(_) => {
                     if let Some(v) = get_u32(g, key)? {
-                        hp.swa_pattern = v;
+                        hp.set_swa_pattern(v);
                     }
                 }
             },

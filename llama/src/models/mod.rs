@@ -13,6 +13,7 @@
 //! - [`keys`]: architecture-specific metadata keys.
 
 mod decoder;
+mod gemma3;
 pub mod keys;
 mod llama;
 pub mod manifest;
@@ -77,6 +78,7 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Qwen3 => &qwen3::Qwen3,
         Arch::Phi3 => &phi3::Phi3,
         Arch::Qwen3Moe => &qwen3moe::Qwen3Moe,
+        Arch::Gemma3 => &gemma3::Gemma3,
     }
 }
 
