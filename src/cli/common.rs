@@ -85,6 +85,8 @@ pub struct CommonParams {
     pub rope_freq_base: f32,
     /// Rope scale override (`--rope-freq-scale`).
     pub rope_freq_scale: f32,
+    /// Full-size cache for the sliding-window layers (`--swa-full`).
+    pub swa_full: bool,
 }
 
 impl Default for CommonParams {
@@ -118,6 +120,7 @@ impl Default for CommonParams {
             self_extend: None,
             rope_freq_base: 0.0,
             rope_freq_scale: 0.0,
+            swa_full: false,
         }
     }
 }
@@ -398,6 +401,11 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
         Opt::flag(&["--no-context-shift"], "stop when the context is full (default)", |p| {
             p.as_mut().ctx_shift = false
         }),
+        Opt::flag(
+            &["--swa-full"],
+            "use a full-size cache for the sliding-window layers (default: the window only)",
+            |p| p.as_mut().swa_full = true,
+        ),
         Opt::flag(&["-sp", "--special"], "print special tokens", |p| p.as_mut().special = true),
         Opt::flag(&["-v", "--verbose"], "print debug logs (context shifts, Self-Extend steps)", |p| {
             p.as_mut().verbose = true
@@ -464,6 +472,7 @@ impl CommonParams {
             rope_freq_base: self.rope_freq_base,
             rope_freq_scale: self.rope_freq_scale,
             div_shift: self.div_shift,
+            swa_full: self.swa_full,
             self_extend: self
                 .self_extend
                 .and_then(|(g, w)| llama::graph::self_extend::SelfExtendParams::new(g, w).ok()),
@@ -596,6 +605,20 @@ pub fn context(model: &Arc<Model>, p: &CommonParams, log: &mut dyn Write) -> Res
     );
     let _ = writeln!(log, "{}", ctx.memory().describe());
     Ok(ctx)
+}
+
+/// Whether a context shift is on: `wanted` (`--context-shift`) unless the context's
+/// memory cannot shift (a sliding-window model without `--swa-full`), which is logged
+/// as llama.cpp's `common_init_from_params` logs it.
+pub fn ctx_shift_supported(ctx: &LlamaContext, wanted: bool, log: &mut dyn Write) -> bool {
+    if wanted && !ctx.memory().can_shift() {
+        let _ = writeln!(
+            log,
+            "common_init_from_params: KV cache shifting is not supported for this context, disabling KV cache shifting"
+        );
+        return false;
+    }
+    wanted
 }
 
 /// The sampler chain for `p` (with EOG tokens banned for `--ignore-eos`).

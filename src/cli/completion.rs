@@ -190,6 +190,9 @@ struct Session<'p> {
     ctx: LlamaContext,
     smpl: SamplerChain,
     self_extend: Option<SelfExtend>,
+    /// `--context-shift`, unless the memory cannot shift (as llama.cpp's
+    /// `common_init_from_params` turns it off).
+    ctx_shift: bool,
     t_load: Duration,
     n_ctx: i32,
     n_batch: usize,
@@ -340,6 +343,7 @@ impl<'p> Session<'p> {
         let p = &params.common;
         let (model, t_load) = common::load(&p.model, log)?;
         let ctx = common::context(&model, p, log)?;
+        let ctx_shift = common::ctx_shift_supported(&ctx, p.ctx_shift, log);
         let n_ctx = ctx.n_ctx() as i32;
         let n_ctx_train = model.hparams.n_ctx_train as i32;
         if n_ctx > n_ctx_train {
@@ -408,6 +412,7 @@ impl<'p> Session<'p> {
             ctx,
             smpl,
             self_extend: None,
+            ctx_shift,
             t_load,
             n_ctx,
             n_batch,
@@ -604,7 +609,7 @@ impl<'p> Session<'p> {
         if n_past + (self.embd.len() as i32) < self.n_ctx {
             return Ok(Flow::Continue);
         }
-        if !p.ctx_shift {
+        if !self.ctx_shift {
             let _ = writeln!(
                 log,
                 "\n\nmain: context full and context shift is disabled => stopping"

@@ -118,6 +118,19 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
     let ctx =
         llama::LlamaContext::new(Arc::clone(&model), &ctx_params).map_err(CliError::Context)?;
     let n_ctx = ctx.n_ctx();
+    // As llama.cpp's server: a memory that cannot shift (a sliding-window model
+    // without --swa-full) turns the context shift off.
+    let ctx_shift = p.common.ctx_shift && ctx.memory().can_shift();
+    if p.common.ctx_shift && !ctx_shift {
+        eprintln!(
+            "srv  load_model: ctx_shift is not supported by this context, it will be disabled"
+        );
+    }
+    if p.n_cache_reuse > 0 && !ctx.memory().can_shift() {
+        eprintln!(
+            "srv  load_model: cache_reuse is not supported by this context, it will be disabled"
+        );
+    }
     let n_ctx_slot = slot_ctx(&p, n_ctx, model.hparams.n_ctx_train, n_slots, unified);
     {
         let c = ctx.cparams();
@@ -138,7 +151,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
     let cfg = EngineConfig {
         n_slots: n_slots as usize,
         n_ctx_slot: n_ctx_slot as usize,
-        ctx_shift: p.common.ctx_shift,
+        ctx_shift,
         add_bos: model.vocab.add_bos(),
         slot_prompt_similarity: p.slot_prompt_similarity,
         slot_save_path: p.slot_save_path.clone(),
@@ -181,7 +194,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
         slots: p.slots_endpoint,
         webui: p.webui,
         truncate_turns: p.truncate_turns,
-        ctx_shift: p.common.ctx_shift,
+        ctx_shift,
         turn_reuse_shift: p.turn_reuse_shift,
         model_path: path.display().to_string(),
         timeout: Duration::from_secs(p.timeout.max(1)),

@@ -557,7 +557,7 @@ impl Engine {
             n_past = common_prefix(&slot.cache, &job.task.prompt);
             if p.exact_cache {
                 n_past = n_past.min(slot.n_exact);
-            } else if p.n_cache_reuse > 0 {
+            } else if p.n_cache_reuse > 0 && self.ctx.memory().can_shift() {
                 slot.n_exact = slot.n_exact.min(n_past);
                 n_past = reuse_chunks(
                     &mut self.ctx,
@@ -572,6 +572,13 @@ impl Engine {
         }
         if n_past == n_prompt {
             n_past -= 1;
+        }
+        if n_past > 0 && !kv::window_kept(&self.ctx, i, n_past) {
+            slt!(
+                i,
+                "forcing full prompt re-processing due to lack of cache data (the sliding window has moved past the kept prefix)"
+            );
+            n_past = 0;
         }
         kv::seq_rm_from(&mut self.ctx, i, n_past).map_err(|e| ApiError::Server(e.to_string()))?;
         slot.cache.truncate(n_past);
