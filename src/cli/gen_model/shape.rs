@@ -274,6 +274,14 @@ pub enum Preset {
     /// 128256 (llama 3 BPE; 32000 SentencePiece when that is not available), tied
     /// output, llama 3 rope factors.
     Llama1B,
+    /// Qwen3-0.6B: 1024 wide, 28 layers, 16 heads of 128, 8 KV heads, FFN 3072, vocab
+    /// 151936, tied output.
+    Qwen3_0_6B,
+    /// Gemma-3-1B: 1152 wide, 26 layers, 4 heads of 256, 1 KV head, FFN 6912, vocab
+    /// 262144 (synthesized), tied output, window 512 on five layers of six.
+    Gemma3_1B,
+    /// Phi-3-mini: 3072 wide, 32 layers, 32 heads of 96, FFN 8192, vocab 32064.
+    Phi3Mini,
     /// The shared synth-llama model's shape: 256 wide, 4 layers, 8 heads, 2 KV heads,
     /// FFN 768, vocab 512, separate output.
     TinyLlama,
@@ -285,6 +293,9 @@ pub enum Preset {
 pub(super) const PRESETS: &[(&str, Preset)] = &[
     ("qwen2-0.5b", Preset::Qwen2_0_5B),
     ("llama-1b", Preset::Llama1B),
+    ("qwen3-0.6b", Preset::Qwen3_0_6B),
+    ("gemma3-1b", Preset::Gemma3_1B),
+    ("phi3-mini", Preset::Phi3Mini),
     ("tiny-llama", Preset::TinyLlama),
     ("tiny-qwen2", Preset::TinyQwen2),
 ];
@@ -326,6 +337,16 @@ impl Preset {
                 rope_base: 500000.0,
                 rope_factors: true,
                 ..real(Arch::Llama, 2048, 16, (32, 8, 64), 8192, LLAMA3_VOCAB)
+            },
+            Preset::Qwen3_0_6B => real(Arch::Qwen3, 1024, 28, (16, 8, 128), 3072, 151936),
+            Preset::Gemma3_1B => Shape {
+                n_swa: 512,
+                swa_pattern: 6,
+                ..real(Arch::Gemma3, 1152, 26, (4, 1, 256), 6912, 262144)
+            },
+            Preset::Phi3Mini => Shape {
+                n_ctx_orig: 4096,
+                ..real(Arch::Phi3, 3072, 32, (32, 32, 96), 8192, 32064)
             },
             Preset::TinyLlama => Shape::example(Arch::Llama),
             Preset::TinyQwen2 => Shape::example(Arch::Qwen2),
