@@ -2,8 +2,8 @@
 //! `llama::memory` `iswa.rs`) through the library, on gen-model's gemma3 example
 //! (window 16, every second layer global): a windowed cache that wraps around gives
 //! the logits of a full-size one, sequences keep their own windows, a saved sequence
-//! carries only its window and restores to the same logits, the shift and exact
-//! Self-Extend are refused as documented. What llama.cpp itself does with the same
+//! carries only its window and restores to the same logits, the context shift needs
+//! caches of one size, exact Self-Extend works over both caches. What llama.cpp itself does with the same
 //! models is in `tests/arch_goldens.rs`.
 
 mod common;
@@ -36,6 +36,20 @@ fn write_model() -> Arc<Model> {
 }
 
 fn ctx(m: &Arc<Model>, n_seq: u32, swa_full: bool) -> LlamaContext {
+    context(m, n_seq, swa_full, None)
+}
+
+/// A context with exact Self-Extend `(G, W)`, windowed cache of the window only.
+fn se_ctx(m: &Arc<Model>, g: u32, w: u32) -> LlamaContext {
+    context(m, 1, false, Some(SelfExtendParams::new(g, w).unwrap()))
+}
+
+fn context(
+    m: &Arc<Model>,
+    n_seq: u32,
+    swa_full: bool,
+    self_extend: Option<SelfExtendParams>,
+) -> LlamaContext {
     let p = ContextParams {
         n_threads: 2,
         n_ctx: 1024,
@@ -48,6 +62,7 @@ fn ctx(m: &Arc<Model>, n_seq: u32, swa_full: bool) -> LlamaContext {
         flash_attn: false,
         type_k: ggml::GgmlType::F32,
         type_v: ggml::GgmlType::F32,
+        self_extend,
         ..Default::default()
     };
     LlamaContext::new(Arc::clone(m), &p).expect("context")
@@ -168,23 +183,11 @@ fn a_saved_sequence_carries_its_window_and_restores_to_the_same_logits() {
 }
 
 #[test]
-fn shifting_needs_caches_of_one_size_and_exact_self_extend_is_refused() {
+fn shifting_needs_caches_of_one_size() {
     let m = model();
     assert!(!ctx(&m, 1, false).memory_can_shift());
     assert!(ctx(&m, 1, true).memory_can_shift());
-    let p = ContextParams {
-        n_threads: 2,
-        n_ctx: 512,
-        flash_attn: false,
-        self_extend: Some(SelfExtendParams::new(4, 64).unwrap()),
-        ..Default::default()
-    };
-    match LlamaContext::new(Arc::clone(&m), &p) {
-        Err(LlamaError::InvalidParam(msg)) => assert!(msg.contains("sliding-window"), "{msg}"),
-        Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("exact Self-Extend on a sliding-window model was accepted"),
-    }
-    // llama.cpp's KV-shift form moves positions in both caches.
+    // llama.cpp's KV-shift form of Self-Extend moves positions in both caches.
     let mut c = ctx(&m, 1, true);
     feed(&mut c, 0, 0, &tokens(100, 8));
     c.memory_seq_div(0, 0..64, 4).unwrap();
@@ -192,4 +195,45 @@ fn shifting_needs_caches_of_one_size_and_exact_self_extend_is_refused() {
     assert_eq!(c.memory_seq_pos_max(0).unwrap(), Some(51));
     let logits = feed(&mut c, 0, 52, &tokens(1, 9));
     assert!(logits.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn exact_self_extend_runs_over_both_caches() {
+    let m = model();
+    let toks = tokens(300, 10);
+    let plain = feed(&mut ctx(&m, 1, false), 0, 0, &toks);
+    // Group 1, or a neighbour window past every distance: plain attention.
+    for (g, w) in [(1, 16), (8, 4096)] {
+        let got = feed(&mut se_ctx(&m, g, w), 0, 0, &toks);
+        assert_close(&got, &plain, &format!("G, W = {g}, {w}"));
+    }
+    // A neighbour window inside the sliding one: the windowed layers too read the
+    // keys beyond it at their grouped positions, and the logits change.
+    let mut c = se_ctx(&m, 4, 8);
+    let got = feed(&mut c, 0, 0, &toks);
+    assert!(
+        common::nmse(&got, &plain) > 1e-6,
+        "G=4, W=8 equals plain attention"
+    );
+    // The same, token by token past the windowed cache's 256 cells.
+    let mut one = se_ctx(&m, 4, 8);
+    feed(&mut one, 0, 0, &toks[..200]);
+    let mut last = Vec::new();
+    for (i, &t) in toks.iter().enumerate().skip(200) {
+        last = feed(&mut one, 0, i as i32, &[t]);
+    }
+    assert_close(&last, &got, "token by token against batches of 32");
+    // The grouped keys of both caches travel with a saved sequence.
+    let data = c.state_seq_get_data(0).expect("save");
+    let mut d = se_ctx(&m, 4, 8);
+    d.state_seq_set_data(0, &data).expect("restore");
+    let next = tokens(5, 11);
+    let want = feed(&mut c, 0, 300, &next);
+    let got = feed(&mut d, 0, 300, &next);
+    assert_close(&got, &want, "restored with grouped keys");
+    // A plain context refuses exact Self-Extend's data.
+    assert!(matches!(
+        ctx(&m, 1, false).state_seq_set_data(0, &data),
+        Err(LlamaError::State(_))
+    ));
 }

@@ -72,8 +72,8 @@ pub struct ContextParams {
     /// Exact Self-Extend (the paper's bi-level attention, see
     /// [`crate::graph::self_extend`]) instead of plain attention; `None` for plain.
     /// Uses the non-flash attention path and keeps a second, grouped copy of the keys.
-    /// A group size or window of 0 is refused when the context is made, and so is a
-    /// sliding-window model (see [`crate::memory::MemoryOps::memory_can_shift`]).
+    /// A group size or window of 0 is refused when the context is made. With a
+    /// sliding-window model both caches keep grouped keys.
     pub self_extend: Option<SelfExtendParams>,
     /// For sliding-window models (Gemma 3): keep the whole context in the windowed
     /// layers' cache too, instead of the window plus a micro-batch. Costs memory; lets a

@@ -188,8 +188,8 @@ impl<'a> GraphBuilder<'a> {
         let rows = (self.n_tokens / n_stream).next_multiple_of(KQ_MASK_PAD);
         // Exact Self-Extend masks the neighbour and the grouped scores side by side.
         let (halves, n_kv) = match cache {
-            CacheId::Base => (self.mem.kq_mask_halves(), self.n_kv),
-            CacheId::Swa => (1, self.n_kv_swa),
+            CacheId::Base => (self.mem.layer_cache_of(cache).mask_halves(), self.n_kv),
+            CacheId::Swa => (self.mem.layer_cache_of(cache).mask_halves(), self.n_kv_swa),
         };
         let mask = self
             .ctx
@@ -361,7 +361,7 @@ impl<'a> GraphBuilder<'a> {
                 "build_attn before build_attn_inp".into(),
             ));
         };
-        let (st, kvt) = (self.mem.cache(cache).storage(), self.kvt.get(cache));
+        let (st, kvt) = (self.mem.cache(cache).storage(), &self.kvt.get(cache).kv);
         let (sinfo, n_kv) = match cache {
             CacheId::Base => (&self.slots.base, self.n_kv),
             CacheId::Swa => (&self.slots.swa, self.n_kv_swa),
@@ -399,36 +399,48 @@ impl<'a> GraphBuilder<'a> {
         for t in [q_n, q_g, v, k_n, k_g] {
             self.gf.build_forward_expand(&self.ctx, t);
         }
+        let (cache, li) = self.mem.layer_cache(il);
+        let inputs = match cache {
+            CacheId::Base => self.inputs.attn,
+            CacheId::Swa => self.inputs.attn_swa,
+        };
         let Some(AttnInputs {
             k_idxs,
             v_idxs,
             kq_mask: mask,
             ..
-        }) = self.inputs.attn
+        }) = inputs
         else {
             return Err(LlamaError::InvalidParam(
                 "build_attn_self_extend before build_attn_inp".into(),
             ));
         };
-        let (Some(se), Some(kgt)) = (self.mem.self_extend(), &self.kvt.grouped) else {
+        let tensors = self.kvt.get(cache);
+        let (Some(se), Some(kgt)) = (
+            self.mem.layer_cache_of(cache).self_extend(),
+            &tensors.grouped,
+        ) else {
             return Err(LlamaError::InvalidParam(
                 "exact Self-Extend attention in a context made without ContextParams::self_extend"
                     .into(),
             ));
         };
-        let (st, sg, kvt) = (self.mem.base().storage(), se.grouped(), &self.kvt.kv);
+        let (st, sg, kvt) = (self.mem.cache(cache).storage(), se.grouped(), &tensors.kv);
         let stores = [
-            st.store_k(&mut self.ctx, kvt.k[il], k_n, k_idxs),
-            sg.store_k(&mut self.ctx, kgt.k[il], k_g, k_idxs),
-            st.store_v(&mut self.ctx, kvt.v[il], v, v_idxs),
+            st.store_k(&mut self.ctx, kvt.k[li], k_n, k_idxs),
+            sg.store_k(&mut self.ctx, kgt.k[li], k_g, k_idxs),
+            st.store_v(&mut self.ctx, kvt.v[li], v, v_idxs),
         ];
         for t in stores {
             self.gf.build_forward_expand(&self.ctx, t);
         }
-        let (n_kv, sinfo) = (self.n_kv, &self.slots.base);
-        let kc = st.view_k(&mut self.ctx, kvt.k[il], il, n_kv, sinfo);
-        let kgc = sg.view_k(&mut self.ctx, kgt.k[il], il, n_kv, sinfo);
-        let vc = st.view_v(&mut self.ctx, kvt.v[il], il, n_kv, sinfo);
+        let (n_kv, sinfo) = match cache {
+            CacheId::Base => (self.n_kv, &self.slots.base),
+            CacheId::Swa => (self.n_kv_swa, &self.slots.swa),
+        };
+        let kc = st.view_k(&mut self.ctx, kvt.k[li], li, n_kv, sinfo);
+        let kgc = sg.view_k(&mut self.ctx, kgt.k[li], li, n_kv, sinfo);
+        let vc = st.view_v(&mut self.ctx, kvt.v[li], li, n_kv, sinfo);
         let ctx = &mut self.ctx;
         let n_stream = ctx.tensor(kc).ne[3];
         let per_stream = |ctx: &mut Context, q: TensorId| {

@@ -1,12 +1,12 @@
-//! The memory a context holds, one of several kinds (llama.cpp's `llama_memory_i`
-//! implementations, `src/llama-memory.h`): the plain KV cache, the plain cache with
-//! exact Self-Extend's grouped keys as a layer around it, or the pair of plain caches
-//! of sliding-window models (`super::iswa`, llama.cpp's `llama_kv_cache_iswa`).
+//! The memory a context holds (llama.cpp's `llama_memory_i` implementations,
+//! `src/llama-memory.h`): one plain KV cache for every layer, or for sliding-window
+//! models two of them, the global layers' and the windowed layers' (`super::iswa`,
+//! llama.cpp's `llama_kv_cache_iswa`). Each is a [`LayerCache`]: a plain cache, or a
+//! plain cache with exact Self-Extend's grouped keys as a layer around it.
 //!
-//! Adding a kind means a type beside [`SelfExtendKvCache`] and [`IswaKvCache`] that has
-//! the methods `dispatch!` calls, a [`MemoryKind`] variant, and its arms where the kinds
-//! differ (the caches a layer reads, the graph's tensors and masks, the K-shift, the
-//! state); the plain cache does not change.
+//! Adding a kind of per-cache memory means a type beside [`SelfExtendKvCache`] with the
+//! methods `dispatch!` calls and a [`LayerCache`] variant; the plain cache does not
+//! change.
 
 use std::ops::RangeBounds;
 
@@ -14,7 +14,7 @@ use ggml::{Context, RopeParams, TensorId};
 
 use super::api::{ClearMode, MemoryOps, PosRange, Sequences};
 use super::cells::{Pos, SeqId};
-use super::iswa::{IswaKvCache, SwaLayout};
+use super::iswa::SwaLayout;
 use super::kv_cache::mask::MaskShape;
 use super::kv_cache::shift::KShiftGraph;
 use super::kv_cache::slots::SlotInfo;
@@ -22,30 +22,131 @@ use super::kv_cache::storage::{KvGraphTensors, KvStorage};
 use super::kv_cache::{KvCache, KvCacheParams, KvLayerDims};
 use super::self_extend::SelfExtendKvCache;
 use crate::batch::UBatch;
-use crate::error::{LlamaError, Result};
+use crate::error::Result;
 use crate::graph::self_extend::SelfExtendParams;
 
 pub(crate) use super::iswa::CacheId;
 
-/// The kinds of memory.
-pub(crate) enum MemoryKind {
+/// The cache of a group of layers.
+pub(crate) enum LayerCache {
     /// llama.cpp's `llama_kv_cache`.
-    Kv(KvCache),
+    Plain(KvCache),
     /// A plain cache with exact Self-Extend's grouped keys.
     SelfExtend(SelfExtendKvCache),
-    /// A global and a sliding-window cache.
-    Iswa(IswaKvCache),
 }
 
-/// Calls the same method on whichever kind `$self` holds.
+/// Calls the same method on whichever kind `$self` is.
 macro_rules! dispatch {
     ($self:expr, $m:ident => $e:expr) => {
         match $self {
-            MemoryKind::Kv($m) => $e,
-            MemoryKind::SelfExtend($m) => $e,
-            MemoryKind::Iswa($m) => $e,
+            LayerCache::Plain($m) => $e,
+            LayerCache::SelfExtend($m) => $e,
         }
     };
+}
+
+impl LayerCache {
+    /// A plain cache of `params` for the layers `dims`, with grouped keys when
+    /// `self_extend` is set. Errors: see [`KvCache::new`], [`SelfExtendKvCache::new`].
+    fn new(
+        dims: &[KvLayerDims],
+        params: KvCacheParams,
+        self_extend: Option<SelfExtendParams>,
+    ) -> Result<Self> {
+        let kv = KvCache::new(dims, params)?;
+        Ok(match self_extend {
+            None => LayerCache::Plain(kv),
+            Some(se) => LayerCache::SelfExtend(SelfExtendKvCache::new(kv, se)?),
+        })
+    }
+
+    /// The plain cache: cells, K and V.
+    pub(crate) fn kv(&self) -> &KvCache {
+        match self {
+            LayerCache::Plain(kv) => kv,
+            LayerCache::SelfExtend(se) => se.base(),
+        }
+    }
+
+    fn kv_mut(&mut self) -> &mut KvCache {
+        match self {
+            LayerCache::Plain(kv) => kv,
+            LayerCache::SelfExtend(se) => se.base_mut(),
+        }
+    }
+
+    /// The exact Self-Extend layer, for that kind.
+    pub(crate) fn self_extend(&self) -> Option<&SelfExtendKvCache> {
+        match self {
+            LayerCache::SelfExtend(se) => Some(se),
+            LayerCache::Plain(_) => None,
+        }
+    }
+
+    /// Its tensor storages, the plain cache's first.
+    fn storages(&self) -> Vec<&KvStorage> {
+        match self {
+            LayerCache::Plain(kv) => vec![kv.storage()],
+            LayerCache::SelfExtend(se) => vec![se.base().storage(), se.grouped()],
+        }
+    }
+
+    /// Bytes of its K tensors (grouped keys included) and V tensors.
+    fn bytes(&self) -> (usize, usize) {
+        match self {
+            LayerCache::Plain(kv) => kv.storage().bytes(),
+            LayerCache::SelfExtend(se) => se.bytes(),
+        }
+    }
+
+    /// Values of its KQ mask per cell and row: 1, or 2 for exact Self-Extend's
+    /// bi-level mask (neighbour and grouped halves side by side).
+    pub(crate) fn mask_halves(&self) -> usize {
+        match self {
+            LayerCache::Plain(_) => 1,
+            LayerCache::SelfExtend(_) => 2,
+        }
+    }
+
+    fn kq_mask(&self, ub: &UBatch, shape: MaskShape, alibi: bool, out: &mut Vec<f32>) {
+        match self {
+            LayerCache::Plain(kv) => kv.kq_mask(ub, shape, alibi, out),
+            LayerCache::SelfExtend(se) => se.kq_mask(ub, shape, out),
+        }
+    }
+
+    fn add_k_shift(
+        &self,
+        g: &mut KShiftGraph,
+        suffix: &str,
+        rope: &dyn Fn(usize) -> RopeParams,
+    ) -> Result<()> {
+        dispatch!(self, m => m.add_k_shift(g, suffix, rope))
+    }
+
+    fn clear(&mut self, mode: ClearMode) -> Result<()> {
+        dispatch!(self, m => m.clear(mode))
+    }
+
+    fn seq_rm(&mut self, seqs: Sequences, r: PosRange) -> Result<()> {
+        dispatch!(self, m => m.seq_rm(seqs, r))
+    }
+
+    fn seq_cp(&mut self, src: SeqId, dst: SeqId, r: PosRange) -> Result<()> {
+        dispatch!(self, m => m.seq_cp(src, dst, r))
+    }
+
+    fn seq_keep(&mut self, seq: SeqId) -> Result<()> {
+        dispatch!(self, m => m.seq_keep(seq))
+    }
+
+    fn seq_add(&mut self, seq: SeqId, r: PosRange, delta: Pos) -> Result<()> {
+        dispatch!(self, m => m.seq_add(seq, r, delta))
+    }
+
+    fn seq_div(&mut self, seq: SeqId, r: PosRange, d: Pos) -> Result<()> {
+        dispatch!(self, m => m.seq_div(seq, r, d))
+    }
 }
 
 /// Where a micro-batch's tokens go: its slot in each plain cache (`swa` is unused
@@ -66,6 +167,14 @@ impl MemorySlots {
             CacheId::Swa => &self.swa,
         }
     }
+
+    fn get_mut(&mut self, k: usize) -> &mut SlotInfo {
+        if k == 0 {
+            &mut self.base
+        } else {
+            &mut self.swa
+        }
+    }
 }
 
 /// What a cache holds for saving a sequence: its cells and its tensor storages.
@@ -80,165 +189,136 @@ pub(crate) struct StatePart<'a> {
 /// and measuring it here; its sequences are edited through [`MemoryOps`] (the
 /// context's `memory_*` methods).
 pub struct Memory {
-    kind: MemoryKind,
+    /// One cache, or the global and the sliding-window caches.
+    caches: Vec<LayerCache>,
+    /// Per model layer: its cache and its index there (empty: every layer in the
+    /// only cache, at its own index).
+    layers: Vec<(CacheId, usize)>,
+}
+
+/// One cache's tensors as leafs of one graph's context.
+pub(crate) struct CacheGraphTensors {
+    /// The plain cache's K and V.
+    pub(crate) kv: KvGraphTensors,
+    /// Exact Self-Extend's grouped keys, for that kind.
+    pub(crate) grouped: Option<KvGraphTensors>,
 }
 
 /// The memory's tensors as leafs of one graph's context.
 pub(crate) struct MemoryGraphTensors {
-    /// The plain (global) cache's K and V.
-    pub(crate) kv: KvGraphTensors,
-    /// Exact Self-Extend's grouped keys, for that kind.
-    pub(crate) grouped: Option<KvGraphTensors>,
-    /// The sliding-window cache's K and V, for that kind.
-    pub(crate) swa: Option<KvGraphTensors>,
+    caches: Vec<CacheGraphTensors>,
 }
 
 impl MemoryGraphTensors {
-    /// The K and V of cache `id` (the global ones when there is no other).
-    pub(crate) fn get(&self, id: CacheId) -> &KvGraphTensors {
-        match (id, &self.swa) {
-            (CacheId::Swa, Some(t)) => t,
-            _ => &self.kv,
-        }
+    /// The tensors of cache `id` (the global ones when there is no other).
+    pub(crate) fn get(&self, id: CacheId) -> &CacheGraphTensors {
+        &self.caches[id.index().min(self.caches.len() - 1)]
     }
 }
 
 impl Memory {
-    /// A plain cache of `params` for the layers `dims` (one per model layer); wrapped
-    /// with grouped keys when `self_extend` is set; split into a global and a
-    /// sliding-window cache when `swa` is set. Errors: see [`KvCache::new`],
-    /// [`SelfExtendKvCache::new`], [`IswaKvCache::new`];
-    /// [`LlamaError::InvalidParam`] for both exact Self-Extend and a sliding window.
+    /// A plain cache of `params` for the layers `dims` (one per model layer), split into
+    /// a global and a sliding-window cache when `swa` is set; each with grouped keys
+    /// when `self_extend` is set. Errors: see [`KvCache::new`],
+    /// [`SelfExtendKvCache::new`], [`SwaLayout::split`].
     pub(crate) fn new(
         dims: &[KvLayerDims],
         params: KvCacheParams,
         self_extend: Option<SelfExtendParams>,
         swa: Option<&SwaLayout>,
     ) -> Result<Self> {
-        let kind = match (self_extend, swa) {
-            (Some(_), Some(_)) => {
-                return Err(LlamaError::InvalidParam(
-                    "exact Self-Extend does not work with a sliding-window model's cache \
-                     (its windowed layers never see past the window); use llama.cpp's form \
-                     (--grp-attn-n/--grp-attn-w) instead"
-                        .into(),
-                ))
-            }
-            (None, Some(layout)) => MemoryKind::Iswa(IswaKvCache::new(dims, params, layout)?),
-            (Some(se), None) => {
-                MemoryKind::SelfExtend(SelfExtendKvCache::new(KvCache::new(dims, params)?, se)?)
-            }
-            (None, None) => MemoryKind::Kv(KvCache::new(dims, params)?),
+        let Some(layout) = swa else {
+            return Ok(Memory {
+                caches: vec![LayerCache::new(dims, params, self_extend)?],
+                layers: Vec::new(),
+            });
         };
-        Ok(Memory { kind })
+        let split = layout.split(dims)?;
+        let swa_params = KvCacheParams {
+            size: layout.size,
+            n_swa: layout.n_swa,
+            ..params.clone()
+        };
+        Ok(Memory {
+            caches: vec![
+                LayerCache::new(
+                    &split.base,
+                    KvCacheParams { n_swa: 0, ..params },
+                    self_extend,
+                )?,
+                LayerCache::new(&split.swa, swa_params, self_extend)?,
+            ],
+            layers: split.layers,
+        })
     }
 
-    /// The plain cache holding the cells, K and V of the global layers (of every
-    /// layer for kinds other than sliding-window).
+    /// The plain cache of the global layers (of every layer without a sliding window).
     pub(crate) fn base(&self) -> &KvCache {
-        match &self.kind {
-            MemoryKind::Kv(kv) => kv,
-            MemoryKind::SelfExtend(se) => se.base(),
-            MemoryKind::Iswa(m) => m.base(),
-        }
+        self.caches[0].kv()
+    }
+
+    /// The cache `id` (the global one when there is no other).
+    pub(crate) fn layer_cache_of(&self, id: CacheId) -> &LayerCache {
+        &self.caches[id.index().min(self.caches.len() - 1)]
     }
 
     /// The plain cache `id` (the global one when there is no other).
     pub(crate) fn cache(&self, id: CacheId) -> &KvCache {
-        match (&self.kind, id) {
-            (MemoryKind::Iswa(m), CacheId::Swa) => m.swa(),
-            _ => self.base(),
-        }
+        self.layer_cache_of(id).kv()
     }
 
-    /// The sliding-window cache, for that kind.
+    /// The sliding-window cache, for sliding-window models.
     pub(crate) fn swa(&self) -> Option<&KvCache> {
-        match &self.kind {
-            MemoryKind::Iswa(m) => Some(m.swa()),
-            _ => None,
-        }
+        self.caches.get(1).map(LayerCache::kv)
     }
 
     /// The cache model layer `il` reads and writes, and the layer's index there.
     pub(crate) fn layer_cache(&self, il: usize) -> (CacheId, usize) {
-        match &self.kind {
-            MemoryKind::Iswa(m) => m.layer(il).unwrap_or((CacheId::Base, il)),
-            _ => (CacheId::Base, il),
-        }
+        self.layers.get(il).copied().unwrap_or((CacheId::Base, il))
     }
 
     /// Each plain cache with the storages that share its cells, the global one first
     /// (saving and restoring a sequence writes and reads them in this order).
     pub(crate) fn state_parts(&self) -> Vec<StatePart<'_>> {
-        match &self.kind {
-            MemoryKind::Kv(kv) => vec![StatePart {
-                cache: kv,
-                storages: vec![kv.storage()],
-            }],
-            MemoryKind::SelfExtend(se) => vec![StatePart {
-                cache: se.base(),
-                storages: vec![se.base().storage(), se.grouped()],
-            }],
-            MemoryKind::Iswa(m) => [m.base(), m.swa()]
-                .into_iter()
-                .map(|c| StatePart {
-                    cache: c,
-                    storages: vec![c.storage()],
-                })
-                .collect(),
-        }
+        self.caches
+            .iter()
+            .map(|c| StatePart {
+                cache: c.kv(),
+                storages: c.storages(),
+            })
+            .collect()
     }
 
     /// The plain cache `k` of [`Memory::state_parts`], mutable.
     pub(crate) fn state_cache_mut(&mut self, k: usize) -> Option<&mut KvCache> {
-        match (&mut self.kind, k) {
-            (MemoryKind::Kv(kv), 0) => Some(kv),
-            (MemoryKind::SelfExtend(se), 0) => Some(se.base_mut()),
-            (MemoryKind::Iswa(m), 0) => Some(m.base_mut()),
-            (MemoryKind::Iswa(m), 1) => Some(m.swa_mut()),
-            _ => None,
-        }
+        self.caches.get_mut(k).map(LayerCache::kv_mut)
     }
 
-    /// The exact Self-Extend layer, for that kind.
+    /// The exact Self-Extend layer (of the global cache), when on.
     pub(crate) fn self_extend(&self) -> Option<&SelfExtendKvCache> {
-        match &self.kind {
-            MemoryKind::SelfExtend(se) => Some(se),
-            _ => None,
-        }
+        self.caches[0].self_extend()
     }
 
     /// Bytes of all K tensors (exact Self-Extend's grouped keys included) and of all V
     /// tensors.
     pub fn memory_sizes(&self) -> (usize, usize) {
-        match &self.kind {
-            MemoryKind::Kv(kv) => kv.storage().bytes(),
-            MemoryKind::SelfExtend(se) => se.bytes(),
-            MemoryKind::Iswa(m) => {
-                let (k0, v0) = m.base().storage().bytes();
-                let (k1, v1) = m.swa().storage().bytes();
-                (k0 + k1, v0 + v1)
-            }
-        }
+        self.caches
+            .iter()
+            .map(LayerCache::bytes)
+            .fold((0, 0), |(k, v), (k1, v1)| (k + k1, v + v1))
     }
 
     /// The lines llama.cpp logs for its caches (`llama_kv_cache: size = ...`): one,
     /// or for a sliding-window model the global cache's and the windowed one's.
     pub fn describe(&self) -> String {
-        match &self.kind {
-            MemoryKind::Iswa(m) => [m.base(), m.swa()]
-                .iter()
-                .map(|c| {
-                    let (k, v) = c.storage().bytes();
-                    c.describe(k, v)
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => {
-                let (k, v) = self.memory_sizes();
-                self.base().describe(k, v)
-            }
-        }
+        self.caches
+            .iter()
+            .map(|c| {
+                let (k, v) = c.bytes();
+                c.kv().describe(k, v)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Cells per stream (of the global cache).
@@ -269,19 +349,14 @@ impl Memory {
     /// Whether some position edit waits for the K-shift, which the next decode runs
     /// (or [`crate::LlamaContext::apply_kv_shift`]).
     pub fn has_shift(&self) -> bool {
-        self.base().has_shift() || self.swa().is_some_and(|c| c.has_shift())
+        self.caches.iter().any(|c| c.kv().has_shift())
     }
 
     /// Clears the pending shifts (after the K-shift graph ran).
     pub(crate) fn reset_shift(&mut self) {
-        match &mut self.kind {
-            MemoryKind::Iswa(m) => {
-                m.base_mut().reset_shift();
-                m.swa_mut().reset_shift();
-            }
-            MemoryKind::Kv(kv) => kv.reset_shift(),
-            MemoryKind::SelfExtend(se) => se.base_mut().reset_shift(),
-        }
+        self.caches
+            .iter_mut()
+            .for_each(|c| c.kv_mut().reset_shift());
     }
 
     /// The K-shift graph of every K tensor, with its inputs' values. Errors: importing
@@ -291,37 +366,29 @@ impl Memory {
         rope: &dyn Fn(usize) -> RopeParams,
         freq_factors: Option<(&Context, TensorId)>,
     ) -> Result<KShiftGraph> {
-        dispatch!(&self.kind, m => m.build_k_shift(rope, freq_factors))
+        let mut g = KShiftGraph::new(freq_factors)?;
+        for (k, c) in self.caches.iter().enumerate() {
+            c.add_k_shift(&mut g, if k == 0 { "" } else { "_swa" }, rope)?;
+        }
+        Ok(g)
     }
 
     /// Slots in every plain cache for the micro-batches of a batch (see
-    /// [`KvCache::prepare_into`]); `false` when one cache has no room.
+    /// [`KvCache::prepare_into`]); `false` when a cache has no room.
     pub(crate) fn prepare_into(
         &mut self,
         ubatches: &[UBatch],
         out: &mut Vec<MemorySlots>,
         scratch: &mut Vec<SlotInfo>,
     ) -> bool {
-        let caches: Vec<&mut KvCache> = match &mut self.kind {
-            MemoryKind::Kv(kv) => vec![kv],
-            MemoryKind::SelfExtend(se) => vec![se.base_mut()],
-            MemoryKind::Iswa(m) => {
-                let (b, s) = m.both_mut();
-                vec![b, s]
-            }
-        };
         out.resize_with(ubatches.len(), MemorySlots::default);
         out.truncate(ubatches.len());
-        for (k, cache) in caches.into_iter().enumerate() {
-            if !cache.prepare_into(ubatches, scratch) {
+        for (k, cache) in self.caches.iter_mut().enumerate() {
+            if !cache.kv_mut().prepare_into(ubatches, scratch) {
                 return false;
             }
             for (slots, sinfo) in out.iter_mut().zip(scratch.drain(..)) {
-                if k == 0 {
-                    slots.base = sinfo;
-                } else {
-                    slots.swa = sinfo;
-                }
+                *slots.get_mut(k) = sinfo;
             }
         }
         true
@@ -329,13 +396,9 @@ impl Memory {
 
     /// Records a micro-batch in its slots (see [`KvCache::apply_ubatch`]).
     pub(crate) fn apply_ubatch(&mut self, slots: &MemorySlots, ubatch: &UBatch) {
-        match &mut self.kind {
-            MemoryKind::Kv(kv) => kv.apply_ubatch(&slots.base, ubatch),
-            MemoryKind::SelfExtend(se) => se.base_mut().apply_ubatch(&slots.base, ubatch),
-            MemoryKind::Iswa(m) => {
-                m.base_mut().apply_ubatch(&slots.base, ubatch);
-                m.swa_mut().apply_ubatch(&slots.swa, ubatch);
-            }
+        let ids = [CacheId::Base, CacheId::Swa];
+        for (c, id) in self.caches.iter_mut().zip(ids) {
+            c.kv_mut().apply_ubatch(slots.get(id), ubatch);
         }
     }
 
@@ -346,30 +409,21 @@ impl Memory {
 
     /// Imports the memory's tensors into a graph's context.
     pub(crate) fn import(&self, gctx: &mut Context) -> Result<MemoryGraphTensors> {
-        Ok(MemoryGraphTensors {
-            kv: self.base().storage().import(gctx)?,
-            grouped: match self.self_extend() {
-                Some(se) => Some(se.import(gctx)?),
-                None => None,
-            },
-            swa: match self.swa() {
-                Some(c) => Some(c.storage().import(gctx)?),
-                None => None,
-            },
-        })
-    }
-
-    /// Values of the KQ mask per cell and row: 1, or 2 for exact Self-Extend's
-    /// bi-level mask (neighbour and grouped halves side by side).
-    pub(crate) fn kq_mask_halves(&self) -> usize {
-        match &self.kind {
-            MemoryKind::SelfExtend(_) => 2,
-            _ => 1,
+        let mut caches = Vec::with_capacity(self.caches.len());
+        for c in &self.caches {
+            caches.push(CacheGraphTensors {
+                kv: c.kv().storage().import(gctx)?,
+                grouped: match c.self_extend() {
+                    Some(se) => Some(se.import(gctx)?),
+                    None => None,
+                },
+            });
         }
+        Ok(MemoryGraphTensors { caches })
     }
 
     /// Fills the KQ mask input of cache `id`, of shape `ne` (`[n_kv * halves, n_rows,
-    /// 1, n_stream]`).
+    /// 1, n_stream]`, see [`LayerCache::mask_halves`]).
     pub(crate) fn kq_mask(
         &self,
         id: CacheId,
@@ -378,71 +432,71 @@ impl Memory {
         alibi: bool,
         out: &mut Vec<f32>,
     ) {
-        let halves = if id == CacheId::Base {
-            self.kq_mask_halves()
-        } else {
-            1
-        };
+        let c = self.layer_cache_of(id);
         let shape = MaskShape {
-            n_kv: ne[0] / halves,
+            n_kv: ne[0] / c.mask_halves(),
             n_cols: ne[0],
             n_rows: ne[1],
             n_stream: ne[3],
         };
-        match (&self.kind, id) {
-            (MemoryKind::SelfExtend(se), _) => se.kq_mask(ub, shape, out),
-            _ => self.cache(id).kq_mask(ub, shape, alibi, out),
-        }
+        c.kq_mask(ub, shape, alibi, out);
     }
 
     /// Whether positions may be moved by a context shift (llama.cpp's
     /// `llama_memory_can_shift`): always, except for a sliding-window cache smaller
     /// than the global one.
     pub fn can_shift(&self) -> bool {
-        match &self.kind {
-            MemoryKind::Iswa(m) => m.can_shift(),
-            _ => true,
-        }
+        self.caches.iter().all(|c| c.kv().size() == self.size())
+    }
+
+    /// Runs `f` on every cache, stopping at the first error.
+    fn each(&mut self, mut f: impl FnMut(&mut LayerCache) -> Result<()>) -> Result<()> {
+        self.caches.iter_mut().try_for_each(&mut f)
     }
 
     /// Empties the memory (see [`MemoryOps::memory_clear`]).
     pub(crate) fn clear(&mut self, mode: ClearMode) -> Result<()> {
-        dispatch!(&mut self.kind, m => m.clear(mode))
+        self.each(|c| c.clear(mode))
     }
 
     /// Removes tokens (see [`MemoryOps::memory_seq_rm`]).
     pub(crate) fn seq_rm(&mut self, seqs: Sequences, r: PosRange) -> Result<()> {
-        dispatch!(&mut self.kind, m => m.seq_rm(seqs, r))
+        self.each(|c| c.seq_rm(seqs, r))
     }
 
     /// Shares tokens (see [`MemoryOps::memory_seq_cp`]).
     pub(crate) fn seq_cp(&mut self, src: SeqId, dst: SeqId, r: PosRange) -> Result<()> {
-        dispatch!(&mut self.kind, m => m.seq_cp(src, dst, r))
+        self.each(|c| c.seq_cp(src, dst, r))
     }
 
     /// Keeps one sequence (see [`MemoryOps::memory_seq_keep`]).
     pub(crate) fn seq_keep(&mut self, seq: SeqId) -> Result<()> {
-        dispatch!(&mut self.kind, m => m.seq_keep(seq))
+        self.each(|c| c.seq_keep(seq))
     }
 
     /// Moves positions (see [`MemoryOps::memory_seq_add`]).
     pub(crate) fn seq_add(&mut self, seq: SeqId, r: PosRange, delta: Pos) -> Result<()> {
-        dispatch!(&mut self.kind, m => m.seq_add(seq, r, delta))
+        self.each(|c| c.seq_add(seq, r, delta))
     }
 
     /// Divides positions (see [`MemoryOps::memory_seq_div`]).
     pub(crate) fn seq_div(&mut self, seq: SeqId, r: PosRange, d: Pos) -> Result<()> {
-        dispatch!(&mut self.kind, m => m.seq_div(seq, r, d))
+        self.each(|c| c.seq_div(seq, r, d))
     }
 
-    /// Smallest position (see [`MemoryOps::memory_seq_pos_min`]).
+    /// Smallest position (see [`MemoryOps::memory_seq_pos_min`]): the last cache's,
+    /// which for a sliding-window model is what every layer still has.
     pub(crate) fn seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>> {
-        dispatch!(&self.kind, m => m.seq_pos_min(seq))
+        self.last().seq_pos_min(seq)
     }
 
     /// Largest position (see [`MemoryOps::memory_seq_pos_max`]).
     pub(crate) fn seq_pos_max(&self, seq: SeqId) -> Result<Option<Pos>> {
-        dispatch!(&self.kind, m => m.seq_pos_max(seq))
+        self.last().seq_pos_max(seq)
+    }
+
+    fn last(&self) -> &KvCache {
+        self.caches[self.caches.len() - 1].kv()
     }
 }
 

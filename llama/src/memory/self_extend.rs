@@ -12,7 +12,7 @@
 //! the K-shift, where a grouped key moved from `old` to `pos` turns by
 //! `floor(pos / G) - floor(old / G)`.
 
-use ggml::{Context, RopeParams, TensorId};
+use ggml::{Context, RopeParams};
 
 use super::api::{ClearMode, PosRange, Sequences};
 use super::cells::{Pos, SeqId};
@@ -113,16 +113,6 @@ impl SelfExtendKvCache {
         self.base.seq_div(seq, r, d)
     }
 
-    /// [`KvCache::seq_pos_min`].
-    pub(crate) fn seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>> {
-        self.base.seq_pos_min(seq)
-    }
-
-    /// [`KvCache::seq_pos_max`].
-    pub(crate) fn seq_pos_max(&self, seq: SeqId) -> Result<Option<Pos>> {
-        self.base.seq_pos_max(seq)
-    }
-
     /// The K-shift input of the grouped keys: a cell moved from `old` to `pos` turns
     /// its grouped key by `floor(pos / G) - floor(old / G)`.
     fn grouped_shift_values(&self) -> Vec<i32> {
@@ -131,23 +121,23 @@ impl SelfExtendKvCache {
             .shift_values(|pos, shift| pos.div_euclid(g) - (pos - shift).div_euclid(g))
     }
 
-    /// The plain cache's K-shift graph, plus the rotation of the grouped keys by their
-    /// own shifts (input `k_shift_grouped`, nodes `kg_shifted-{il}`). Errors: importing
-    /// tensors into the graph's context.
-    pub(crate) fn build_k_shift(
+    /// Adds to `g` the plain cache's K-shift and the rotation of the grouped keys by
+    /// their own shifts (input `k_shift_grouped{suffix}`, nodes `kg_shifted-{il}`).
+    /// Errors: importing tensors into the graph's context.
+    pub(crate) fn add_k_shift(
         &self,
+        g: &mut KShiftGraph,
+        suffix: &str,
         rope: &dyn Fn(usize) -> RopeParams,
-        freq_factors: Option<(&Context, TensorId)>,
-    ) -> Result<KShiftGraph> {
-        let mut g = self.base.build_k_shift(rope, freq_factors)?;
+    ) -> Result<()> {
+        self.base.add_k_shift(g, suffix, rope)?;
         g.add_rotation(
-            "k_shift_grouped",
+            &format!("k_shift_grouped{suffix}"),
             self.grouped_shift_values(),
             &self.grouped,
             rope,
             "kg_shifted",
-        )?;
-        Ok(g)
+        )
     }
 
     /// The grouped keys as leafs of a graph's context.

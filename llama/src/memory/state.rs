@@ -5,8 +5,8 @@
 //! are this project's own, not llama.cpp's.
 //!
 //! Sequence data (little-endian), what [`Memory::seq_state_write`] writes: magic
-//! `LRSD`, version, the shape fields (layer shapes, cache types, V layout, memory kind,
-//! Self-Extend group or sliding window; checked on load), then for each plain cache
+//! `LRSD`, version, the shape fields (layer shapes, cache types, V layout, Self-Extend
+//! group, sliding window; checked on load), then for each plain cache
 //! ([`Memory::state_parts`]: the only one, or the global then the sliding-window one)
 //! the number of cells and their positions in order, then each of its tensor storages'
 //! rows of those cells (the cache's K and V layer by layer, then exact Self-Extend's
@@ -142,20 +142,16 @@ impl KvCache {
 }
 
 impl Memory {
-    /// The shape fields: each plain cache's, then the kind (0 plain, 1 exact
-    /// Self-Extend, 2 sliding window) and its parameter (Self-Extend's group, the
-    /// window; 0 for none).
+    /// The shape fields: each plain cache's, then exact Self-Extend's group (0 when
+    /// off) and the sliding window (0 for none).
     fn state_shape(&self) -> Vec<u32> {
         let mut v: Vec<u32> = self
             .state_parts()
             .iter()
             .flat_map(|p| p.cache.state_shape())
             .collect();
-        match (self.self_extend(), self.n_swa()) {
-            (Some(se), _) => v.extend([1, se.group()]),
-            (None, 0) => v.extend([0, 0]),
-            (None, w) => v.extend([2, w]),
-        }
+        v.push(self.self_extend().map_or(0, |se| se.group()));
+        v.push(self.n_swa());
         v
     }
 

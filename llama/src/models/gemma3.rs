@@ -9,7 +9,9 @@
 //!
 //! With a sliding window the context holds llama.cpp's pair of caches
 //! (`crate::memory::iswa`); without one (`sliding_window` absent or 0) every layer
-//! attends globally.
+//! attends globally. Exact Self-Extend works on both kinds of layers: a windowed layer
+//! sees only its window, in which keys beyond the neighbour window (when it is smaller
+//! than the sliding one) are read at their grouped positions.
 
 use ggml::{RopeMode, TensorId};
 
@@ -150,6 +152,7 @@ impl BuildGraph for Gemma3 {
         let inp = b.ctx.scale(inp, (hp.n_embd as f32).sqrt());
         let mut inp_l = b.cb(inp, "inp_scaled", None);
         let pos = b.build_inp_pos();
+        let pos_grouped = b.build_inp_pos_grouped();
         b.build_attn_inp();
         let out_ids = b.build_inp_out_ids();
         for (il, layer) in model.weights.layers.iter().enumerate() {
@@ -160,14 +163,25 @@ impl BuildGraph for Gemma3 {
                 b.req(layer, T::AttnQNorm, il)?,
                 b.req(layer, T::AttnKNorm, il)?,
             );
-            let q = b.build_norm(q, qn, "Qcur_normed", Some(il))?;
-            let q = b.build_rope(q, pos, il)?;
-            let k = b.build_norm(k, kn, "Kcur_normed", Some(il))?;
-            let k = b.build_rope(k, pos, il)?;
+            let q0 = b.build_norm(q, qn, "Qcur_normed", Some(il))?;
+            let q = b.build_rope(q0, pos, il)?;
+            let k0 = b.build_norm(k, kn, "Kcur_normed", Some(il))?;
+            let k = b.build_rope(k0, pos, il)?;
             b.cb(q, "Qcur", Some(il));
             b.cb(k, "Kcur", Some(il));
             let q = b.ctx.scale(q, hp.f_attention_scale);
-            let mut cur = b.build_attn(layer, q, k, v, 1.0, il)?;
+            let mut cur = match pos_grouped {
+                // Exact Self-Extend: Q and K also rotated at their grouped positions.
+                Some((pos_q, pos_k)) => {
+                    let q_g = b.build_rope(q0, pos_q, il)?;
+                    b.cb(q_g, "Qcur_grouped", Some(il));
+                    let q_g = b.ctx.scale(q_g, hp.f_attention_scale);
+                    let k_g = b.build_rope(k0, pos_k, il)?;
+                    b.cb(k_g, "Kcur_grouped", Some(il));
+                    b.build_attn_self_extend(layer, q, q_g, k, k_g, v, 1.0, il)?
+                }
+                None => b.build_attn(layer, q, k, v, 1.0, il)?,
+            };
             if il + 1 == hp.n_layer {
                 if let Some(ids) = out_ids {
                     cur = b.ctx.get_rows(cur, ids);

@@ -23,6 +23,23 @@ pub(crate) struct KShiftGraph {
 }
 
 impl KShiftGraph {
+    /// An empty K-shift graph; `freq_factors` is the model's rope frequency factors (a
+    /// tensor of its weights context), which the rotations use as the forward pass
+    /// does. Errors: importing them.
+    pub(crate) fn new(freq_factors: Option<(&Context, TensorId)>) -> Result<Self> {
+        let mut ctx = Context::new_no_alloc();
+        let factors = match freq_factors {
+            Some((wctx, id)) => Some(ctx.import(wctx, id)?),
+            None => None,
+        };
+        Ok(KShiftGraph {
+            ctx,
+            graph: Graph::new(),
+            factors,
+            inputs: Vec::new(),
+        })
+    }
+
     /// A new I32 shift input named `name`, holding `values`.
     pub(crate) fn add_input(&mut self, name: &str, values: Vec<i32>) -> TensorId {
         let t = self.ctx.new_tensor_1d(GgmlType::I32, values.len());
@@ -72,34 +89,21 @@ impl KvCache {
         out
     }
 
-    /// Builds the K-shift graph: for every layer, rope on its K cache with the cells'
-    /// pending shifts as positions (input `k_shift`, nodes `k_shifted-{il}`).
-    /// `freq_factors` is the model's rope frequency factors (a tensor of its weights
-    /// context), which the rotation uses as the forward pass does. Errors: importing
-    /// tensors into the graph's context.
-    pub(crate) fn build_k_shift(
+    /// Adds to `g` the rotation of every layer's K by its cell's pending shift (input
+    /// `k_shift{suffix}`, nodes `k_shifted-{il}`). Errors: importing tensors into the
+    /// graph's context.
+    pub(crate) fn add_k_shift(
         &self,
+        g: &mut KShiftGraph,
+        suffix: &str,
         rope: &dyn Fn(usize) -> RopeParams,
-        freq_factors: Option<(&Context, TensorId)>,
-    ) -> Result<KShiftGraph> {
-        let mut ctx = Context::new_no_alloc();
-        let factors = match freq_factors {
-            Some((wctx, id)) => Some(ctx.import(wctx, id)?),
-            None => None,
-        };
-        let mut g = KShiftGraph {
-            ctx,
-            graph: Graph::new(),
-            factors,
-            inputs: Vec::new(),
-        };
+    ) -> Result<()> {
         g.add_rotation(
-            "k_shift",
+            &format!("k_shift{suffix}"),
             self.shift_values(|_, shift| shift),
             &self.storage,
             rope,
             "k_shifted",
-        )?;
-        Ok(g)
+        )
     }
 }
