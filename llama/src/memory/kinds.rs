@@ -387,8 +387,10 @@ impl Memory {
             if !cache.kv_mut().prepare_into(ubatches, scratch) {
                 return false;
             }
-            for (slots, sinfo) in out.iter_mut().zip(scratch.drain(..)) {
-                *slots.get_mut(k) = sinfo;
+            // Swapped rather than moved, so that both keep their capacity: a decode step
+            // allocates nothing once warm.
+            for (slots, sinfo) in out.iter_mut().zip(scratch.iter_mut()) {
+                std::mem::swap(slots.get_mut(k), sinfo);
             }
         }
         true
