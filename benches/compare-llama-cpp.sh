@@ -9,6 +9,11 @@
 #   --presets "A B"       gen-model presets (default: "qwen2-0.5b llama-1b")
 #   --types "A B"         file types (default: "f16 q8_0 q4_0 q4_k_m")
 #   -p N, -n N, -r N      prompt length, generated tokens, repetitions (default 512, 128, 5)
+#   -d N                  also generation at depth N (tg at -d N; default 4096, 0: none)
+#   --quantizer Q         who writes the quantized files: gen-model (this project's
+#                         quantization), llama.cpp (gen-model writes F32, llama.cpp's
+#                         llama-quantize converts it: the files users download), or both
+#                         (default: both when $LLAMA_CPP_BIN has llama-quantize)
 #   -t N[,N]              threads (default: all cores)
 #   --rounds N            run the two programs alternately N times per model (default 1);
 #                         the table shows the mean of the rounds
@@ -30,6 +35,9 @@ types="f16 q8_0 q4_0 q4_k_m"
 n_prompt=512
 n_gen=128
 reps=5
+depth=4096
+quantizer=""
+set_d=0
 threads=$(nproc)
 rounds=1
 models_dir=${MODELS_DIR:-/tmp/llamars-bench-models}
@@ -50,6 +58,8 @@ while [[ $# -gt 0 ]]; do
         -p) n_prompt=$2; set_p=1; shift ;;
         -n) n_gen=$2; set_n=1; shift ;;
         -r) reps=$2; set_r=1; shift ;;
+        -d) depth=$2; set_d=1; shift ;;
+        --quantizer) quantizer=$2; shift ;;
         -t) threads=$2; shift ;;
         --rounds) rounds=$2; shift ;;
         --models-dir) models_dir=$2; shift ;;
@@ -69,6 +79,7 @@ if [[ $quick == 1 ]]; then
     [[ $set_p == 1 ]] || n_prompt=64
     [[ $set_n == 1 ]] || n_gen=16
     [[ $set_r == 1 ]] || reps=3
+    [[ $set_d == 1 ]] || depth=256
 fi
 
 # --- llama.cpp -------------------------------------------------------------------
@@ -116,16 +127,44 @@ gen_model=$target/release/examples/gen-model
 [[ -x $our_bench && -x $gen_model ]] || die "missing $our_bench or $gen_model (build without --no-build)"
 
 # --- models ----------------------------------------------------------------------
+cpp_quantize=$LLAMA_CPP_BIN/llama-quantize
+if [[ -z $quantizer ]]; then
+    if [[ -x $cpp_quantize ]]; then quantizer=both; else quantizer=gen-model; fi
+fi
+case $quantizer in
+    gen-model) quantizers="gen-model" ;;
+    llama.cpp) quantizers="llama.cpp" ;;
+    both) quantizers="gen-model llama.cpp" ;;
+    *) die "--quantizer must be gen-model, llama.cpp or both" ;;
+esac
+[[ $quantizers != *llama.cpp* || -x $cpp_quantize ]] || die "no llama-quantize at $cpp_quantize"
 mkdir -p "$models_dir"
 models=()
 for preset in $presets; do
-    for typ in $types; do
-        m=$models_dir/$preset-$typ.gguf
-        if [[ $regen == 1 || ! -s $m ]]; then
-            "$gen_model" --preset "$preset" --type "$typ" -o "$m.tmp" >&2
-            mv "$m.tmp" "$m"
-        fi
-        models+=("$m")
+    for q in $quantizers; do
+        for typ in $types; do
+            if [[ $q == gen-model ]]; then
+                m=$models_dir/$preset-$typ.gguf
+                if [[ $regen == 1 || ! -s $m ]]; then
+                    "$gen_model" --preset "$preset" --type "$typ" -o "$m.tmp" >&2
+                    mv "$m.tmp" "$m"
+                fi
+            else
+                # llama-quantize from the F32 file gen-model writes ("-lq": llama.cpp's quantization).
+                m=$models_dir/$preset-$typ-lq.gguf
+                f32=$models_dir/$preset-f32.gguf
+                if [[ $regen == 1 || ! -s $f32 ]]; then
+                    "$gen_model" --preset "$preset" --type f32 -o "$f32.tmp" >&2
+                    mv "$f32.tmp" "$f32"
+                fi
+                if [[ $regen == 1 || ! -s $m ]]; then
+                    "$cpp_quantize" "$f32" "$m.tmp" "${typ^^}" "$(nproc)" > "$m.log" 2>&1 \
+                        || die "llama-quantize failed on $f32 (see $m.log)"
+                    mv "$m.tmp" "$m"
+                fi
+            fi
+            models+=("$m")
+        done
     done
 done
 
@@ -145,6 +184,14 @@ for m in "${models[@]}"; do
         echo "compare-llama-cpp: $name round $round/$rounds: ours" >&2
         "$our_bench" -m "$m" "${common[@]}" > "$out_dir/$name.$round.ours.json" 2> "$out_dir/$name.$round.ours.log" \
             || die "llama-bench failed on $m (see $out_dir/$name.$round.ours.log)"
+        if [[ $depth -gt 0 ]]; then
+            deep=(-p 0 -n "$n_gen" -d "$depth" -r "$reps" -t "$threads" -o json "${extra[@]}")
+            echo "compare-llama-cpp: $name round $round/$rounds: tg$n_gen at depth $depth" >&2
+            "$cpp_bench" -m "$m" "${deep[@]}" > "$out_dir/$name.$round.deep.llama.cpp.json" 2>> "$out_dir/$name.$round.llama.cpp.log" \
+                || die "llama.cpp failed at depth $depth on $m"
+            "$our_bench" -m "$m" "${deep[@]}" > "$out_dir/$name.$round.deep.ours.json" 2>> "$out_dir/$name.$round.ours.log" \
+                || die "llama-bench failed at depth $depth on $m"
+        fi
     done
 done
 
@@ -190,6 +237,7 @@ print()
 print(f"machine: {cpu}, {cores} cores; load average at the start {load_start}, at the end {load}")
 print(f"llama.cpp: {', '.join(sorted(builds))}; llamars: {commit}")
 print("t/s: mean ± stddev over the repetitions (averaged over rounds); ratio of the means")
+print("models: gen-model's random weights of the preset's shape; '-lq': quantized from its F32 file by llama.cpp's llama-quantize")
 print()
 print(f"| {'model':<24} | {'test':>10} | {'threads':>7} | {'llama.cpp t/s':>20} | {'ours t/s':>20} | {'ours/llama.cpp':>14} |")
 print(f"| {'-' * 24} | {'-' * 9}: | {'-' * 6}: | {'-' * 19}: | {'-' * 19}: | {'-' * 13}: |")
