@@ -351,8 +351,7 @@ struct DecodeBuffers {
 struct GraphKey {
     n_tokens: usize,
     n_outputs: usize,
-    n_kv: u32,
-    n_kv_swa: u32,
+    n_kv: [u32; 2],
     s0: u32,
     s1: u32,
     n_stream: usize,
@@ -613,11 +612,7 @@ impl LlamaContext {
         let key = GraphKey {
             n_tokens: ub.n_tokens(),
             n_outputs: ub.n_outputs(),
-            n_kv: self.memory.n_kv(CacheId::Base, slots),
-            n_kv_swa: match self.memory.swa() {
-                Some(_) => self.memory.n_kv(CacheId::Swa, slots),
-                None => 0,
-            },
+            n_kv: [CacheId::Base, CacheId::Swa].map(|id| self.memory.n_kv(id, slots)),
             s0: sinfo.s0,
             s1: sinfo.s1,
             n_stream: sinfo.n_stream(),

@@ -31,10 +31,9 @@ pub(crate) struct GraphInputs {
     pub(crate) tokens: Option<TensorId>,
     /// Positions (I32 `[n_tokens]`).
     pub(crate) pos: Option<TensorId>,
-    /// The attention inputs of the global (or only) cache.
-    pub(crate) attn: Option<AttnInputs>,
-    /// The attention inputs of the sliding-window cache.
-    pub(crate) attn_swa: Option<AttnInputs>,
+    /// The attention inputs of each cache (by [`CacheId::index`]): the global (or
+    /// only) one, then the sliding-window one.
+    pub(crate) attn: [Option<AttnInputs>; 2],
     /// Rows of the batch whose logits are computed (I32 `[n_outputs]`).
     pub(crate) out_ids: Option<TensorId>,
     /// Exact Self-Extend: the queries' grouped positions (I32 `[n_tokens]`).
@@ -70,7 +69,7 @@ impl GraphInputs {
         if let Some(t) = self.pos {
             ctx.set_i32(t, &ub.pos)?;
         }
-        for a in [&self.attn, &self.attn_swa].into_iter().flatten() {
+        for a in self.attn.iter().flatten() {
             let (cache, sinfo) = (mem.cache(a.cache), slots.get(a.cache));
             let storage = cache.storage();
             storage.k_idxs(sinfo, &mut scratch.i64s);

@@ -48,10 +48,9 @@ pub(crate) struct GraphBuilder<'a> {
     pub(crate) n_tokens: usize,
     /// Tokens whose logits are wanted.
     pub(crate) n_outputs: usize,
-    /// Cells the attention covers (in the global cache).
-    pub(crate) n_kv: u32,
-    /// Cells the sliding-window layers' attention covers (0 without that cache).
-    pub(crate) n_kv_swa: u32,
+    /// Cells the attention of each cache covers (by [`CacheId::index`]; 0 for a cache
+    /// the memory does not have).
+    n_kv: [u32; 2],
     mem: &'a Memory,
     kvt: MemoryGraphTensors,
     slots: &'a MemorySlots,
@@ -71,11 +70,7 @@ impl<'a> GraphBuilder<'a> {
     ) -> Result<Self> {
         let mut ctx = Context::with_capacity_no_alloc(64 + 40 * model.hparams.n_layer);
         let kvt = mem.import(&mut ctx)?;
-        let n_kv = mem.n_kv(CacheId::Base, slots);
-        let n_kv_swa = match mem.swa() {
-            Some(_) => mem.n_kv(CacheId::Swa, slots),
-            None => 0,
-        };
+        let n_kv = [CacheId::Base, CacheId::Swa].map(|id| mem.n_kv(id, slots));
         Ok(GraphBuilder {
             ctx,
             gf: Graph::new(),
@@ -85,12 +80,16 @@ impl<'a> GraphBuilder<'a> {
             n_tokens,
             n_outputs,
             n_kv,
-            n_kv_swa,
             mem,
             kvt,
             slots,
             imported: vec![None; model.tensors().len()],
         })
+    }
+
+    /// Cells the attention of `cache` covers in this micro-batch.
+    pub(crate) fn n_kv(&self, cache: CacheId) -> u32 {
+        self.n_kv[cache.index()]
     }
 
     /// The weight `id` of the model as a leaf of this graph (imported once).
@@ -163,9 +162,9 @@ impl<'a> GraphBuilder<'a> {
     /// each plain cache (llama.cpp's `build_attn_inp_kv`, or `build_attn_inp_kv_iswa`
     /// for a sliding-window model).
     pub(crate) fn build_attn_inp(&mut self) {
-        self.inputs.attn = Some(self.build_attn_inp_of(CacheId::Base, ""));
+        self.inputs.attn[0] = Some(self.build_attn_inp_of(CacheId::Base, ""));
         if self.mem.swa().is_some() {
-            self.inputs.attn_swa = Some(self.build_attn_inp_of(CacheId::Swa, "_swa"));
+            self.inputs.attn[1] = Some(self.build_attn_inp_of(CacheId::Swa, "_swa"));
         }
     }
 
@@ -187,10 +186,10 @@ impl<'a> GraphBuilder<'a> {
         self.ctx.set_input(v_idxs);
         let rows = (self.n_tokens / n_stream).next_multiple_of(KQ_MASK_PAD);
         // Exact Self-Extend masks the neighbour and the grouped scores side by side.
-        let (halves, n_kv) = match cache {
-            CacheId::Base => (self.mem.layer_cache_of(cache).mask_halves(), self.n_kv),
-            CacheId::Swa => (self.mem.layer_cache_of(cache).mask_halves(), self.n_kv_swa),
-        };
+        let (halves, n_kv) = (
+            self.mem.layer_cache_of(cache).mask_halves(),
+            self.n_kv(cache),
+        );
         let mask = self
             .ctx
             .new_tensor_4d(GgmlType::F32, halves * n_kv as usize, rows, 1, n_stream);
@@ -335,6 +334,57 @@ impl<'a> GraphBuilder<'a> {
         Ok(self.ctx.rope_ext(x, pos, factors, p))
     }
 
+    /// The attention block of layer `il` from its Q and K (normed as the architecture
+    /// wants, not yet rotated) and V: rope at the batch's positions, Q scaled by
+    /// `q_scale` when given (named `Qcur` again, as llama.cpp names the scaled Q), then
+    /// the attention with `kq_scale`; with exact Self-Extend, Q and K are also rotated
+    /// at their grouped positions for the bi-level attention. Errors: called before
+    /// `build_inp_pos` or `build_attn_inp`, a missing weight.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build_attn_block(
+        &mut self,
+        l: &TensorMap,
+        q0: TensorId,
+        k0: TensorId,
+        v: TensorId,
+        q_scale: Option<f32>,
+        kq_scale: f32,
+        il: usize,
+    ) -> Result<TensorId> {
+        let Some(pos) = self.inputs.pos else {
+            return Err(LlamaError::InvalidParam(
+                "build_attn_block before build_inp_pos".into(),
+            ));
+        };
+        let q = self.build_rope(q0, pos, il)?;
+        self.cb(q, "Qcur", Some(il));
+        let q = self.scaled(q, q_scale, "Qcur", il);
+        let k = self.build_rope(k0, pos, il)?;
+        self.cb(k, "Kcur", Some(il));
+        match (self.inputs.pos_grouped_q, self.inputs.pos_grouped_k) {
+            (Some(pos_q), Some(pos_k)) => {
+                let q_g = self.build_rope(q0, pos_q, il)?;
+                self.cb(q_g, "Qcur_grouped", Some(il));
+                let q_g = self.scaled(q_g, q_scale, "Qcur_grouped", il);
+                let k_g = self.build_rope(k0, pos_k, il)?;
+                self.cb(k_g, "Kcur_grouped", Some(il));
+                self.build_attn_self_extend(l, q, q_g, k, k_g, v, kq_scale, il)
+            }
+            _ => self.build_attn(l, q, k, v, kq_scale, il),
+        }
+    }
+
+    /// `x * s` when `s` is given (named `name` again).
+    fn scaled(&mut self, x: TensorId, s: Option<f32>, name: &str, il: usize) -> TensorId {
+        match s {
+            Some(s) => {
+                let x = self.ctx.scale(x, s);
+                self.cb(x, name, Some(il))
+            }
+            None => x,
+        }
+    }
+
     /// Attention of layer `il` over the KV cache: stores K and V of the batch, then
     /// `softmax(K·Q·scale + mask)` and `V·KQ` (or flash attention), then the output
     /// projection. `q`, `k`, `v` are `[head_dim, n_head(_kv), n_tokens]`.
@@ -352,20 +402,14 @@ impl<'a> GraphBuilder<'a> {
         self.gf.build_forward_expand(&self.ctx, v);
         self.gf.build_forward_expand(&self.ctx, k);
         let (cache, li) = self.mem.layer_cache(il);
-        let inputs = match cache {
-            CacheId::Base => self.inputs.attn,
-            CacheId::Swa => self.inputs.attn_swa,
-        };
+        let inputs = self.inputs.attn[cache.index()];
         let Some(inp) = inputs else {
             return Err(LlamaError::InvalidParam(
                 "build_attn before build_attn_inp".into(),
             ));
         };
         let (st, kvt) = (self.mem.cache(cache).storage(), &self.kvt.get(cache).kv);
-        let (sinfo, n_kv) = match cache {
-            CacheId::Base => (&self.slots.base, self.n_kv),
-            CacheId::Swa => (&self.slots.swa, self.n_kv_swa),
-        };
+        let (sinfo, n_kv) = (self.slots.get(cache), self.n_kv(cache));
         let store_k = st.store_k(&mut self.ctx, kvt.k[li], k, inp.k_idxs);
         self.gf.build_forward_expand(&self.ctx, store_k);
         let store_v = st.store_v(&mut self.ctx, kvt.v[li], v, inp.v_idxs);
@@ -400,10 +444,7 @@ impl<'a> GraphBuilder<'a> {
             self.gf.build_forward_expand(&self.ctx, t);
         }
         let (cache, li) = self.mem.layer_cache(il);
-        let inputs = match cache {
-            CacheId::Base => self.inputs.attn,
-            CacheId::Swa => self.inputs.attn_swa,
-        };
+        let inputs = self.inputs.attn[cache.index()];
         let Some(AttnInputs {
             k_idxs,
             v_idxs,
@@ -434,10 +475,7 @@ impl<'a> GraphBuilder<'a> {
         for t in stores {
             self.gf.build_forward_expand(&self.ctx, t);
         }
-        let (n_kv, sinfo) = match cache {
-            CacheId::Base => (self.n_kv, &self.slots.base),
-            CacheId::Swa => (self.n_kv_swa, &self.slots.swa),
-        };
+        let (n_kv, sinfo) = (self.n_kv(cache), self.slots.get(cache));
         let kc = st.view_k(&mut self.ctx, kvt.k[li], li, n_kv, sinfo);
         let kgc = sg.view_k(&mut self.ctx, kgt.k[li], li, n_kv, sinfo);
         let vc = st.view_v(&mut self.ctx, kvt.v[li], li, n_kv, sinfo);
@@ -553,25 +591,22 @@ impl<'a> GraphBuilder<'a> {
         let up_w = self.req(l, T::FfnUp, il)?;
         let up = self.build_mm(up_w, cur, None)?;
         self.cb(up, "ffn_up", Some(il));
-        let x = match kind {
-            FfnKind::SwiGlu => {
-                let gate_w = self.req(l, T::FfnGate, il)?;
-                let gate = self.build_mm(gate_w, cur, None)?;
-                self.cb(gate, "ffn_gate", Some(il));
-                self.ctx.swiglu_split(gate, up)
-            }
-            FfnKind::SwiGluFused => self.ctx.swiglu(up, false),
-            FfnKind::GeGlu => {
-                let gate_w = self.req(l, T::FfnGate, il)?;
-                let gate = self.build_mm(gate_w, cur, None)?;
-                self.cb(gate, "ffn_gate", Some(il));
-                let x = self.ctx.geglu_split(gate, up);
-                self.cb(x, "ffn_geglu", Some(il))
+        let x = if kind == FfnKind::SwiGluFused {
+            self.ctx.swiglu(up, false)
+        } else {
+            let gate_w = self.req(l, T::FfnGate, il)?;
+            let gate = self.build_mm(gate_w, cur, None)?;
+            self.cb(gate, "ffn_gate", Some(il));
+            match kind {
+                FfnKind::GeGlu => self.ctx.geglu_split(gate, up),
+                _ => self.ctx.swiglu_split(gate, up),
             }
         };
-        if kind != FfnKind::GeGlu {
-            self.cb(x, "ffn_swiglu", Some(il));
-        }
+        let name = match kind {
+            FfnKind::GeGlu => "ffn_geglu",
+            _ => "ffn_swiglu",
+        };
+        self.cb(x, name, Some(il));
         let down_w = self.req(l, T::FfnDown, il)?;
         let out = self.build_mm(down_w, x, None)?;
         Ok(self.cb(out, "ffn_out", Some(il)))

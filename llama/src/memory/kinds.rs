@@ -404,9 +404,13 @@ impl Memory {
         }
     }
 
-    /// Cells the attention of cache `id` covers for a micro-batch at `slots`.
+    /// Cells the attention of cache `id` covers for a micro-batch at `slots` (0 for a
+    /// cache this memory does not have).
     pub(crate) fn n_kv(&self, id: CacheId, slots: &MemorySlots) -> u32 {
-        self.cache(id).n_kv(slots.get(id))
+        match self.caches.get(id.index()) {
+            Some(c) => c.kv().n_kv(slots.get(id)),
+            None => 0,
+        }
     }
 
     /// Imports the memory's tensors into a graph's context.

@@ -42,8 +42,8 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
     let hp = &model.hparams;
     let kq_scale = 1.0 / (hp.n_embd_head_k as f32).sqrt();
     let mut inp_l = b.build_inp_embd()?;
-    let pos = b.build_inp_pos();
-    let pos_grouped = b.build_inp_pos_grouped();
+    b.build_inp_pos();
+    b.build_inp_pos_grouped();
     b.build_attn_inp();
     let out_ids = b.build_inp_out_ids();
     for (il, layer) in model.weights.layers.iter().enumerate() {
@@ -64,23 +64,7 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
         } else {
             (None, kq_scale)
         };
-        let q = b.build_rope(q0, pos, il)?;
-        b.cb(q, "Qcur", Some(il));
-        let q = scaled(b, q, q_scale, "Qcur", il);
-        let k = b.build_rope(k0, pos, il)?;
-        b.cb(k, "Kcur", Some(il));
-        let mut cur = match pos_grouped {
-            // Exact Self-Extend: Q and K also rotated at their grouped positions.
-            Some((pos_q, pos_k)) => {
-                let q_g = b.build_rope(q0, pos_q, il)?;
-                b.cb(q_g, "Qcur_grouped", Some(il));
-                let q_g = scaled(b, q_g, q_scale, "Qcur_grouped", il);
-                let k_g = b.build_rope(k0, pos_k, il)?;
-                b.cb(k_g, "Kcur_grouped", Some(il));
-                b.build_attn_self_extend(layer, q, q_g, k, k_g, v, kq_scale, il)?
-            }
-            None => b.build_attn(layer, q, k, v, kq_scale, il)?,
-        };
+        let mut cur = b.build_attn_block(layer, q0, k0, v, q_scale, kq_scale, il)?;
         b.cb(cur, "attn_out", Some(il));
         if il + 1 == hp.n_layer {
             if let Some(ids) = out_ids {
@@ -101,15 +85,4 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
         inp_l = b.cb(cur, "l_out", Some(il));
     }
     b.build_output(inp_l)
-}
-
-/// `x * s` when `s` is given (named `name` again, as llama.cpp names the scaled Q).
-fn scaled(b: &mut GraphBuilder, x: TensorId, s: Option<f32>, name: &str, il: usize) -> TensorId {
-    match s {
-        Some(s) => {
-            let x = b.ctx.scale(x, s);
-            b.cb(x, name, Some(il))
-        }
-        None => x,
-    }
 }

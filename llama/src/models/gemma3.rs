@@ -151,8 +151,8 @@ impl BuildGraph for Gemma3 {
         let inp = b.build_inp_embd()?;
         let inp = b.ctx.scale(inp, (hp.n_embd as f32).sqrt());
         let mut inp_l = b.cb(inp, "inp_scaled", None);
-        let pos = b.build_inp_pos();
-        let pos_grouped = b.build_inp_pos_grouped();
+        b.build_inp_pos();
+        b.build_inp_pos_grouped();
         b.build_attn_inp();
         let out_ids = b.build_inp_out_ids();
         for (il, layer) in model.weights.layers.iter().enumerate() {
@@ -164,24 +164,9 @@ impl BuildGraph for Gemma3 {
                 b.req(layer, T::AttnKNorm, il)?,
             );
             let q0 = b.build_norm(q, qn, "Qcur_normed", Some(il))?;
-            let q = b.build_rope(q0, pos, il)?;
             let k0 = b.build_norm(k, kn, "Kcur_normed", Some(il))?;
-            let k = b.build_rope(k0, pos, il)?;
-            b.cb(q, "Qcur", Some(il));
-            b.cb(k, "Kcur", Some(il));
-            let q = b.ctx.scale(q, hp.f_attention_scale);
-            let mut cur = match pos_grouped {
-                // Exact Self-Extend: Q and K also rotated at their grouped positions.
-                Some((pos_q, pos_k)) => {
-                    let q_g = b.build_rope(q0, pos_q, il)?;
-                    b.cb(q_g, "Qcur_grouped", Some(il));
-                    let q_g = b.ctx.scale(q_g, hp.f_attention_scale);
-                    let k_g = b.build_rope(k0, pos_k, il)?;
-                    b.cb(k_g, "Kcur_grouped", Some(il));
-                    b.build_attn_self_extend(layer, q, q_g, k, k_g, v, 1.0, il)?
-                }
-                None => b.build_attn(layer, q, k, v, 1.0, il)?,
-            };
+            let scale = Some(hp.f_attention_scale);
+            let mut cur = b.build_attn_block(layer, q0, k0, v, scale, 1.0, il)?;
             if il + 1 == hp.n_layer {
                 if let Some(ids) = out_ids {
                     cur = b.ctx.get_rows(cur, ids);
