@@ -101,7 +101,7 @@ if [[ -n $build_cpp ]]; then
         tar -xzf "$sdist" -C "$build_cpp"
         src=$(ls -d "$build_cpp"/llama_cpp_python-*/vendor/llama.cpp | head -n1)
         [[ -f $src/CMakeLists.txt ]] || die "no vendored llama.cpp in $sdist"
-        echo "compare-llama-cpp: building llama-bench from $src" >&2
+        echo "compare-llama-cpp: building llama-bench and llama-quantize from $src" >&2
         # AVX-512 on, AMX off (AMX crashes in this VM); no network features, static.
         cmake -S "$src" -B "$build_cpp/build" -DCMAKE_BUILD_TYPE=Release \
             -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
@@ -109,7 +109,7 @@ if [[ -n $build_cpp ]]; then
             -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
             -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
             -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >&2
-        cmake --build "$build_cpp/build" --target llama-bench -j"$(nproc)" >&2
+        cmake --build "$build_cpp/build" --target llama-bench llama-quantize -j"$(nproc)" >&2
     fi
     LLAMA_CPP_BIN=$build_cpp/build/bin
 fi

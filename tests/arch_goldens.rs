@@ -2,8 +2,9 @@
 //! (`tests/data/arch_goldens.json`, made by `scripts/arch_goldens/make_goldens.py`):
 //! gen-model writes each case's small random model here as it did there, and the
 //! logits of 64 teacher-forced tokens, the CLI text (greedy, with context shift, with
-//! Self-Extend) and the perplexity must
-//! match llama.cpp's within the tolerances of `../shared/golden/README.md`.
+//! Self-Extend; up to where llama.cpp's flash and non-flash attention texts part) and
+//! the perplexity must match llama.cpp's within the tolerances of
+//! `../shared/golden/README.md`.
 
 mod common;
 
@@ -133,10 +134,19 @@ fn check_cli(case: &Value, model: &Path) {
             .iter()
             .rposition(|c| !c.is_ascii_whitespace())
             .map_or(0, |i| i + 1);
-        let hex: String = out[..end].iter().map(|b| format!("{b:02x}")).collect();
+        // Up to where llama.cpp's own flash and non-flash attention texts part: after
+        // that a random model's greedy choice is a near-tie float rounding decides.
+        let want = run["stdout_hex"].as_str().unwrap();
+        let stable = run["stable_bytes"].as_u64().unwrap() as usize;
+        let (got, want) = if stable * 2 == want.len() {
+            (&out[..end], want)
+        } else {
+            (&out[..stable.min(end)], &want[..stable * 2])
+        };
+        let hex: String = got.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            run["stdout_hex"].as_str().unwrap(),
+            want,
             "{} {} {:?}: text",
             case["arch"],
             case["type"],
@@ -160,13 +170,24 @@ fn check_ppl(case: &Value, model: &Path) {
     let (mut out, mut log) = (Vec::new(), Vec::new());
     let est = perplexity::run(&params, &mut out, &mut log)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&log)));
+    // The shared goldens' perplexity tolerance, relative 1e-4, around the range of
+    // llama.cpp's own estimates with and without flash attention and with an F32 cache
+    // (a random model's estimate moves with float rounding more than a trained one's).
     let want = case["ppl"].as_f64().unwrap();
-    assert_eq!(
-        format!("{:.4}", est.ppl),
-        format!("{want:.4}"),
-        "{} {}: perplexity",
+    let variants: Vec<f64> = case["ppl_variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let lo = variants.iter().copied().fold(want, f64::min) * (1.0 - 1e-4);
+    let hi = variants.iter().copied().fold(want, f64::max) * (1.0 + 1e-4);
+    assert!(
+        (lo..=hi).contains(&est.ppl),
+        "{} {}: perplexity {:.4}, llama.cpp {want:.4} (its variants {variants:?})",
         case["arch"],
-        case["type"]
+        case["type"],
+        est.ppl
     );
 }
 

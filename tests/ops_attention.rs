@@ -401,6 +401,79 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config(32))]
+
+    /// A few queries per head against 512 keys or more take the grouped path: the
+    /// query heads sharing a K/V head attend together, over several key ranges whose
+    /// partials are merged, with row groups cut mid-head when a group has more than 64
+    /// rows. Against the f64 reference, with the same bits on 1 to 4 threads.
+    #[test]
+    fn flash_attn_ext_grouped_queries_match_attention(
+        dk in select(vec![16usize, 64, 128]),
+        dv in select(vec![8usize, 64, 72]),
+        n_q in 1usize..=9,
+        n_kv in 512usize..=1100,
+        heads_kv in 1usize..=2,
+        gqa in select(vec![1usize, 4, 7, 16]),
+        kv_type in st::float_type(),
+        alibi in any::<bool>(),
+        softcap in select(vec![0.0f32, 20.0]),
+        seed in st::seed(),
+        n_threads in st::n_threads(),
+    ) {
+        let n_head = heads_kv * gqa;
+        // Q stays f32 and K, V are only widened: f32 arithmetic whatever their type.
+        let tol = Tolerance::nmse(1e-10);
+        check(|ctx| {
+            let q = Layout::contiguous().make(ctx, GgmlType::F32, [dk, n_q, n_head, 1], Fill::uniform(seed, -1.0, 1.0));
+            let k = Layout::contiguous().make(ctx, kv_type, [dk, n_kv, heads_kv, 1], Fill::uniform(seed ^ 1, -1.0, 1.0));
+            let v = Layout::contiguous().make(ctx, kv_type, [dv, n_kv, heads_kv, 1], Fill::uniform(seed ^ 2, -1.0, 1.0));
+            let n_past = n_kv - n_q - (seed as usize % 150);
+            let mask = causal_mask(ctx, GgmlType::F16, [n_kv, n_q, 1, 1], n_past, seed ^ 3);
+            let p = FlashAttnParams {
+                scale: 0.125,
+                max_bias: if alibi { 8.0 } else { 0.0 },
+                logit_softcap: softcap,
+            };
+            vec![ctx.flash_attn_ext(q, k, v, Some(mask), p)]
+        }, n_threads, tol)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(16))]
+
+    /// 64 queries or more per head (a prompt) take the grouped path with ggml's tiled
+    /// arithmetic: Q kept f32 (the reference rounds it to K's dot type, hence the
+    /// tolerance with an f16 K), each score one chain over the transposed key tile,
+    /// any key length. Against the f64 reference on 1 to 4 threads.
+    #[test]
+    fn flash_attn_ext_prompt_matches_attention(
+        dk in select(vec![8usize, 40, 64]),
+        n_q in 64usize..=140,
+        extra_kv in 0usize..=400,
+        heads_kv in 1usize..=2,
+        gqa in 1usize..=4,
+        kv_type in select(vec![GgmlType::F32, GgmlType::F16]),
+        seed in st::seed(),
+        n_threads in st::n_threads(),
+    ) {
+        let (n_head, n_kv) = (heads_kv * gqa, n_q + extra_kv);
+        let tol = match kv_type {
+            GgmlType::F32 => Tolerance::nmse(1e-10),
+            _ => Tolerance::nmse(1e-5),
+        };
+        check(|ctx| {
+            let q = Layout::contiguous().make(ctx, GgmlType::F32, [dk, n_q, n_head, 1], Fill::uniform(seed, -1.0, 1.0));
+            let k = Layout::contiguous().make(ctx, kv_type, [dk, n_kv, heads_kv, 1], Fill::uniform(seed ^ 1, -1.0, 1.0));
+            let v = Layout::contiguous().make(ctx, kv_type, [dk, n_kv, heads_kv, 1], Fill::uniform(seed ^ 2, -1.0, 1.0));
+            let mask = causal_mask(ctx, GgmlType::F16, [n_kv, n_q, 1, 1], extra_kv, seed ^ 3);
+            vec![ctx.flash_attn_ext(q, k, v, Some(mask), FlashAttnParams { scale: 0.125, ..Default::default() })]
+        }, n_threads, tol)?;
+    }
+}
+
 /// The kernel reads each query row as a dense slice: a transposed `q` is refused when
 /// the node is built instead of being read wrongly.
 #[test]

@@ -1,6 +1,6 @@
 //! The SIMD row kernels of every level this CPU runs, against the scalar level:
 //! dot products within the accumulation error bound, `mad` within one rounding of
-//! each term, `scale` and the f16 conversions bit-exact.
+//! each term, `scale`, the f16 conversions, softmax rows and SwiGLU bit-exact.
 
 use ggml::cpu::simd::{available_levels, kernels_for, SimdLevel, VecKernels};
 use ggml::testing::config;
@@ -87,6 +87,35 @@ proptest! {
             (k.scale_f32)(&mut got, v);
             (s.scale_f32)(&mut want, v);
             prop_assert_eq!(bits(&got), bits(&want), "{} scale_f32", name);
+        }
+    }
+
+    /// The softmax row (`exp(x - max)` and its f64 sum) and SwiGLU, both on ggml's
+    /// vectorised `expf`, give the scalar level's bits, over the range where the
+    /// exponential underflows to 0, goes subnormal or overflows, and with -inf entries
+    /// (masked scores).
+    #[test]
+    fn soft_max_and_swiglu_match_scalar(
+        vals in proptest::collection::vec(prop_oneof![
+            8 => -120.0f32..100.0,
+            1 => Just(f32::NEG_INFINITY),
+            1 => -200.0f32..-80.0,
+        ], 0..300),
+        g in -3.0f32..3.0,
+        max in -10.0f32..10.0,
+    ) {
+        let s = scalar();
+        let gs = vec![g; vals.len()];
+        for k in levels() {
+            let name = k.level.name();
+            let (mut got, mut want) = (vec![0f32; vals.len()], vec![0f32; vals.len()]);
+            let (sum_got, sum_want) = ((k.soft_max)(&mut got, &vals, max), (s.soft_max)(&mut want, &vals, max));
+            prop_assert_eq!(bits(&got), bits(&want), "{} soft_max", name);
+            prop_assert_eq!(sum_got.to_bits(), sum_want.to_bits(), "{} soft_max sum", name);
+            let finite: Vec<f32> = vals.iter().map(|v| v.max(-150.0)).collect();
+            (k.swiglu)(&mut got, &finite, &gs);
+            (s.swiglu)(&mut want, &finite, &gs);
+            prop_assert_eq!(bits(&got), bits(&want), "{} swiglu", name);
         }
     }
 

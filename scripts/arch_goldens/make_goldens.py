@@ -8,8 +8,11 @@ the architecture's example shape, seed 42); then llama.cpp 0c1e570 gives
   the rows at a few positions, and an FNV-1a hash of every logit's bits),
 - llama-completion's greedy text, and its text with context shift (`-c 64
   --context-shift`) and with Self-Extend (`--grp-attn-n 4 --grp-attn-w 128`), plus the
-  longer runs of EXTRA_RUNS for some cases,
-- llama-perplexity's final estimate on story-a.txt with `-c 64`.
+  longer runs of EXTRA_RUNS for some cases; each also with `-fa off` and with an F32
+  KV cache, whose texts agree with the first up to `stable_bytes` (the rest of a
+  random model's greedy text can hang on near-ties that float rounding decides),
+- llama-perplexity's final estimate on story-a.txt with `-c 64`, and the estimates
+  without flash attention and with an F32 KV cache (`ppl_variants`).
 Writes tests/data/arch_goldens.json; tests/arch_goldens.rs makes the same models and
 checks ours against it (no llama.cpp needed there).
 
@@ -115,6 +118,25 @@ def completion(bin_dir, d, model, args):
     return best
 
 
+PPL_VARIANTS = [("default", []), ("fa_off", ["-fa", "off"]), ("f32_kv", ["-ctk", "f32", "-ctv", "f32"])]
+
+
+def perplexity(bin_dir, d, model, variant):
+    """llama-perplexity's final estimate on story-a.txt with -c 64. The estimate line
+    too can be lost at exit: run until it is there."""
+    ppl_path = os.path.join(d, "ppl.txt")
+    for _ in range(5):
+        with open(ppl_path, "wb") as ppl_out:
+            subprocess.run([os.path.join(bin_dir, "llama-perplexity"), "-m", model, "-f", TEXT,
+                            "-c", "64", "-t", "2", *variant], stdin=subprocess.DEVNULL, stdout=ppl_out,
+                           stderr=subprocess.STDOUT, check=True, timeout=600)
+        with open(ppl_path, "rb") as f:
+            m = re.search(rb"Final estimate: PPL = ([0-9.]+)", f.read())
+        if m:
+            return float(m.group(1))
+    raise RuntimeError(f"no perplexity estimate from {model} {variant}")
+
+
 def run(args, **kw):
     return subprocess.run(args, capture_output=True, check=True, timeout=600, **kw)
 
@@ -134,19 +156,21 @@ def main():
             logits = json.loads(run([dump, model, TEXT, "--n-tokens", "64", "-t", "2",
                                      "--positions", ",".join(map(str, POSITIONS))]).stdout)
             runs = CLI_RUNS + EXTRA_RUNS.get((arch, typ), [])
-            cli = [{"args": a, "stdout_hex": completion(bin_dir, d, model, a).hex()} for a in runs]
-            # The estimate line too can be lost at exit: run until it is there.
-            ppl_path = os.path.join(d, "ppl.txt")
-            m = None
-            for _ in range(5):
-                with open(ppl_path, "wb") as ppl_out:
-                    subprocess.run([os.path.join(bin_dir, "llama-perplexity"), "-m", model, "-f", TEXT,
-                                    "-c", "64", "-t", "2"], stdin=subprocess.DEVNULL, stdout=ppl_out,
-                                   stderr=subprocess.STDOUT, check=True, timeout=600)
-                with open(ppl_path, "rb") as f:
-                    m = re.search(rb"Final estimate: PPL = ([0-9.]+)", f.read())
-                if m:
-                    break
+            cli = []
+            for a in runs:
+                text = completion(bin_dir, d, model, a)
+                # A random model's next tokens are often near-ties: the bytes after
+                # llama.cpp's own texts part (without flash attention, with an F32 KV
+                # cache) depend on float rounding, not on the model, and are not
+                # compared.
+                stable = len(text)
+                for variant in (["-fa", "off"], ["-ctk", "f32", "-ctv", "f32"]):
+                    other = completion(bin_dir, d, model, [*a, *variant])
+                    if other != text:
+                        stable = min(stable, next((i for i, (x, y) in enumerate(zip(text, other))
+                                                   if x != y), min(len(text), len(other))))
+                cli.append({"args": a, "stdout_hex": text.hex(), "stable_bytes": stable})
+            ppl = {name: perplexity(bin_dir, d, model, variant) for name, variant in PPL_VARIANTS}
             cases.append({
                 "arch": arch, "type": typ, "gen_model": gen_args,
                 "tokens": logits["tokens"], "n_vocab": logits["n_vocab"], "fnv64": logits["fnv64"],
@@ -158,9 +182,12 @@ def main():
                 # Stdout as hex bytes: a random model's text need not be UTF-8.
                 "cli": cli,
                 "ppl_args": ["-f", "@S/golden/text/story-a.txt", "-c", "64"],
-                "ppl": float(m.group(1)),
+                "ppl": ppl["default"],
+                # llama.cpp's own estimates without flash attention and with an F32
+                # cache: how far its own float rounding moves the estimate.
+                "ppl_variants": list(ppl.values()),
             })
-            print(f"{arch} {typ} {' '.join(extra)}: ppl {m.group(1).decode()}, fnv {logits['fnv64']}", file=sys.stderr)
+            print(f"{arch} {typ} {' '.join(extra)}: ppl {ppl}, fnv {logits['fnv64']}", file=sys.stderr)
     out = {
         "about": "llama.cpp 0c1e570 (AVX-512 VNNI, no AMX), 2 threads, F16 KV cache, on gen-model's "
                  "example models of each architecture; made by scripts/arch_goldens/make_goldens.py",

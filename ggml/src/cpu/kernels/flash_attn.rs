@@ -1,15 +1,16 @@
-//! `flash_attn_ext`: attention with an online softmax, with ggml's three CPU paths and
-//! their arithmetic:
-//! - tiled (64 or more queries per head, f16/f32 K and V of the same type): Q stays
-//!   f32, tiles of 64 keys are widened to f32, scores and the V accumulation are f32
-//!   matrix products (each element a chain of fused multiply-adds);
-//! - split-KV (one query of one sequence against 512 or more keys, f16/f32 K and V,
-//!   when the node asks for it with `kv_split` > 1): the keys are cut into `kv_split`
-//!   ranges, each range gives a partial (max, sum, output) and the partials are merged;
-//!   ggml does this with one range per thread, so llama sets `kv_split` to its thread
-//!   count;
-//! - one query row at a time otherwise: Q converted to K's `vec_dot_type`, and with an
-//!   f16 V the running output kept in f16.
+//! `flash_attn_ext`: attention with an online softmax. Three paths:
+//! - grouped ([`super::flash_attn_grouped`]): the query heads that share a K/V head
+//!   attend together over widened f32 key and value tiles. It takes what ggml computes
+//!   with its tiled path (64 or more queries per head, f16/f32 K and V of the same
+//!   type), with that path's arithmetic bit for bit, and decoding against 512 keys or
+//!   more, where ggml splits the keys by thread count and its bits depend on it;
+//! - split-KV (one query against 512 or more keys when the grouped path does not take
+//!   the node, a key length that is not a multiple of 16, and `kv_split` > 1): ggml's
+//!   decode path, the keys cut into `kv_split` ranges whose partial (max, sum, output)
+//!   are merged;
+//! - one query row at a time otherwise (short contexts): ggml's arithmetic, bit for
+//!   bit: Q converted to K's `vec_dot_type`, and with an f16 V the running output kept
+//!   in f16.
 //!
 //! Unlike ggml, the work split never depends on thread timing or count: each thread
 //! owns a contiguous range of query rows (or whole key ranges), so a graph gives the
@@ -17,13 +18,12 @@
 
 use half::f16;
 
+use super::flash_attn_grouped as grouped;
 use super::{alibi_slope, work_layout, ComputeParams, ExecNode};
 use crate::types::GgmlType;
 
-/// Queries per tile of the tiled path (ggml's `GGML_FA_TILE_Q`).
+/// Queries per head from which ggml takes its tiled path (`GGML_FA_TILE_Q`).
 const Q_TILE: usize = 64;
-/// Keys per tile of the tiled path (ggml's `GGML_FA_TILE_KV`).
-const KV_TILE: usize = 64;
 
 fn use_tiled(node: &ExecNode) -> bool {
     let (q, k, v) = (
@@ -37,12 +37,12 @@ fn use_tiled(node: &ExecNode) -> bool {
         && q.ne[1] >= Q_TILE
 }
 
-fn per_thread_tiled(node: &ExecNode) -> usize {
-    let (dk, dv) = (
-        node.src1().ne[0],
-        node.src[2].as_ref().expect("flash_attn_ext has v").ne[0],
-    );
-    Q_TILE * dk + 2 * Q_TILE * KV_TILE + Q_TILE * dv + KV_TILE * dv + KV_TILE * dk
+/// The grouped path takes the nodes where ggml's own arithmetic is its tiled one (64
+/// queries or more per head) or depends on its thread count (split-KV decoding, 512
+/// keys or more); short contexts keep ggml's one-row arithmetic, bit for bit.
+fn use_grouped(node: &ExecNode) -> bool {
+    let tiled = use_tiled(node);
+    grouped::applies(node, tiled) && (tiled || node.src1().ne[1] >= SPLIT_KV_MIN)
 }
 
 fn per_thread(node: &ExecNode) -> usize {
@@ -54,8 +54,8 @@ fn per_thread(node: &ExecNode) -> usize {
 }
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
-    if use_tiled(node) {
-        work_layout(0, per_thread_tiled(node), nth)
+    if use_grouped(node) {
+        grouped::work_size(node, nth, use_tiled(node))
     } else if use_split_kv(node) {
         let partials = node.src0().ne[2] * kv_split(node) * partial_len(node) * 4;
         work_layout(partials, per_thread(node), nth)
@@ -71,8 +71,15 @@ pub(super) fn forward(
     max_bias: f32,
     logit_softcap: f32,
 ) {
-    if use_tiled(node) {
-        tiled(params, node, scale, max_bias, logit_softcap)
+    if use_grouped(node) {
+        grouped::forward(
+            params,
+            node,
+            scale,
+            max_bias,
+            logit_softcap,
+            use_tiled(node),
+        )
     } else if use_split_kv(node) {
         split_kv(params, node, scale, max_bias, logit_softcap)
     } else {
@@ -388,147 +395,6 @@ fn split_kv(
     }
 }
 
-/// The tiled path: tiles of up to [`Q_TILE`] query rows of one head against tiles of
-/// [`KV_TILE`] keys.
-fn tiled(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, logit_softcap: f32) {
-    let q = node.src0();
-    let k = node.src1();
-    let v = node.src[2].as_ref().expect("flash_attn_ext has v");
-    let mask = node.src[3].as_ref();
-    let dst = &node.dst;
-    let (dk, dv) = (k.ne[0], v.ne[0]);
-    let n_kv = k.ne[1];
-    let (neq1, neq2, neq3) = (q.ne[1], q.ne[2], q.ne[3]);
-    let (rk2, rk3) = (neq2 / k.ne[2], neq3 / k.ne[3]);
-    let (rv2, rv3) = (neq2 / v.ne[2], neq3 / v.ne[3]);
-    let scale = if logit_softcap != 0.0 {
-        scale / logit_softcap
-    } else {
-        scale
-    };
-    let kern = crate::cpu::simd::kernels();
-    let rows = params.range(neq1 * neq2 * neq3);
-
-    // SAFETY: the scratch area is this thread's; q, k, v and mask rows are inside their
-    // tensors (shapes checked when the node was built) and only read; the dst rows
-    // written belong to this thread's query rows.
-    unsafe {
-        let scratch = params.scratch_f32(0, per_thread_tiled(node));
-        let (q_f32, rest) = scratch.split_at_mut(Q_TILE * dk);
-        let (kq, rest) = rest.split_at_mut(Q_TILE * KV_TILE);
-        let (mask32, rest) = rest.split_at_mut(Q_TILE * KV_TILE);
-        let (vkq, rest) = rest.split_at_mut(Q_TILE * dv);
-        let (v32, k_f32) = rest.split_at_mut(KV_TILE * dv);
-        let mut ir = rows.start;
-        while ir < rows.end {
-            let iq3 = ir / (neq2 * neq1);
-            let iq2 = (ir - iq3 * neq2 * neq1) / neq1;
-            let iq1 = ir - iq3 * neq2 * neq1 - iq2 * neq1;
-            let tile_rows = Q_TILE.min(rows.end - ir).min(neq1 - iq1);
-            let slope = alibi_slope(max_bias, neq2, iq2);
-            let (ik2, ik3) = (iq2 / rk2, iq3 / rk3);
-            let (iv2, iv3) = (iq2 / rv2, iq3 / rv3);
-            let mut s_sum = [0f32; Q_TILE];
-            let mut m_max = [f32::NEG_INFINITY; Q_TILE];
-            vkq.fill(0.0);
-            for tq in 0..tile_rows {
-                q_f32[tq * dk..(tq + 1) * dk].copy_from_slice(q.row_f32(iq1 + tq, iq2, iq3));
-            }
-            let mut ic = 0;
-            while ic < n_kv {
-                let kv_tile = KV_TILE.min(n_kv - ic);
-                if let Some(m) = mask {
-                    let mut can_skip = true;
-                    for tq in 0..tile_rows {
-                        let mrow = m.row_ptr(iq1 + tq, iq2 % m.ne[2], iq3 % m.ne[3]);
-                        for tk in 0..KV_TILE {
-                            let mv = if tk < kv_tile {
-                                slope * mask_value(m.typ, mrow, ic + tk)
-                            } else {
-                                f32::NEG_INFINITY
-                            };
-                            mask32[tq * KV_TILE + tk] = mv;
-                            can_skip &= mv == f32::NEG_INFINITY;
-                        }
-                    }
-                    if can_skip {
-                        ic += KV_TILE;
-                        continue;
-                    }
-                }
-                // K tile transposed to [dk][kv], zero-padded.
-                k_f32.fill(0.0);
-                for tk in 0..kv_tile {
-                    let kp = k.row_ptr(ic + tk, ik2, ik3);
-                    for d in 0..dk {
-                        k_f32[d * KV_TILE + tk] = elem_f32(k.typ, kp, d);
-                    }
-                }
-                kq[..tile_rows * KV_TILE].fill(0.0);
-                (kern.gemm_acc)(kq, q_f32, k_f32, tile_rows, dk, KV_TILE);
-                (kern.scale_f32)(&mut kq[..tile_rows * KV_TILE], scale);
-                if logit_softcap != 0.0 {
-                    for x in &mut kq[..tile_rows * KV_TILE] {
-                        *x = logit_softcap * x.tanh();
-                    }
-                }
-                for tq in 0..tile_rows {
-                    for tk in kv_tile..KV_TILE {
-                        kq[tq * KV_TILE + tk] = f32::NEG_INFINITY;
-                    }
-                }
-                if mask.is_some() {
-                    for (x, m) in kq[..tile_rows * KV_TILE]
-                        .iter_mut()
-                        .zip(&mask32[..tile_rows * KV_TILE])
-                    {
-                        *x += *m;
-                    }
-                }
-                for tq in 0..tile_rows {
-                    let row = &mut kq[tq * KV_TILE..(tq + 1) * KV_TILE];
-                    let tile_max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    if tile_max == f32::NEG_INFINITY {
-                        row.fill(0.0);
-                        continue;
-                    }
-                    let m_old = m_max[tq];
-                    let m_new = m_old.max(tile_max);
-                    if m_new > m_old {
-                        let ms = (m_old - m_new).exp();
-                        (kern.scale_f32)(&mut vkq[tq * dv..(tq + 1) * dv], ms);
-                        s_sum[tq] *= ms;
-                    }
-                    m_max[tq] = m_new;
-                    let src: [f32; KV_TILE] = row.try_into().expect("a KV tile row");
-                    // ggml adds the f64 tile sum to the f32 running sum in f64.
-                    s_sum[tq] = (s_sum[tq] as f64 + (kern.soft_max)(row, &src, m_new)) as f32;
-                }
-                v32.fill(0.0);
-                for tk in 0..kv_tile {
-                    let vp = v.row_ptr(ic + tk, iv2, iv3);
-                    for d in 0..dv {
-                        v32[tk * dv + d] = elem_f32(v.typ, vp, d);
-                    }
-                }
-                (kern.gemm_acc)(vkq, kq, v32, tile_rows, KV_TILE, dv);
-                ic += KV_TILE;
-            }
-            for tq in 0..tile_rows {
-                let inv = if s_sum[tq] == 0.0 {
-                    0.0
-                } else {
-                    1.0 / s_sum[tq]
-                };
-                let out_row = &mut vkq[tq * dv..(tq + 1) * dv];
-                (kern.scale_f32)(out_row, inv);
-                dst.row_f32_mut(iq2, iq1 + tq, iq3).copy_from_slice(out_row);
-            }
-            ir += tile_rows;
-        }
-    }
-}
-
 /// Element `i` of an f16 or f32 mask row.
 ///
 /// # Safety
@@ -543,14 +409,4 @@ unsafe fn mask_value(typ: GgmlType, row: *const u8, i: usize) -> f32 {
             _ => (row as *const f32).add(i).read(),
         }
     }
-}
-
-/// Element `i` of an f16 or f32 row.
-///
-/// # Safety
-/// As [`mask_value`].
-#[inline]
-unsafe fn elem_f32(typ: GgmlType, row: *const u8, i: usize) -> f32 {
-    // SAFETY: this fn's contract is `mask_value`'s.
-    unsafe { mask_value(typ, row, i) }
 }

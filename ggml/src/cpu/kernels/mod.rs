@@ -10,6 +10,7 @@
 mod binary;
 mod copy;
 mod flash_attn;
+mod flash_attn_grouped;
 mod gelu;
 mod gemm_float;
 mod matmul;

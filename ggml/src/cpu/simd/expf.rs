@@ -50,11 +50,17 @@ pub(crate) fn soft_max(y: &mut [f32], x: &[f32], max: f32) -> f64 {
         sum += super::reduce16(&v) as f64;
         i += 16;
     }
-    while i < n {
-        let val = (x[i] - max).exp();
+    soft_max_tail(&mut y[i..n], &x[i..n], max, sum)
+}
+
+/// The leftovers of [`soft_max`] after the groups of 16: the C library's `expf`, each
+/// value added to `sum` in f64 as ggml does; returns the sum.
+#[inline(always)]
+pub(crate) fn soft_max_tail(y: &mut [f32], x: &[f32], max: f32, mut sum: f64) -> f64 {
+    for (y, &x) in y.iter_mut().zip(x) {
+        let val = (x - max).exp();
         sum += val as f64;
-        y[i] = val;
-        i += 1;
+        *y = val;
     }
     sum
 }
@@ -70,8 +76,13 @@ pub(crate) fn swiglu(y: &mut [f32], x: &[f32], g: &[f32]) {
         }
         i += 16;
     }
-    while i < n {
-        y[i] = (x[i] / (1.0 + (-x[i]).exp())) * g[i];
-        i += 1;
+    swiglu_tail(&mut y[i..n], &x[i..n], &g[i..n]);
+}
+
+/// The leftovers of [`swiglu`] after the groups of 16 (the C library's `expf`).
+#[inline(always)]
+pub(crate) fn swiglu_tail(y: &mut [f32], x: &[f32], g: &[f32]) {
+    for ((y, &x), &g) in y.iter_mut().zip(x).zip(g) {
+        *y = (x / (1.0 + (-x).exp())) * g;
     }
 }

@@ -284,6 +284,25 @@ pub(crate) fn vec_dot_f32_tail(mut s: f32, x: &[f32], y: &[f32], np: usize) -> f
     s
 }
 
+/// Asks the CPU to bring the cache lines of `len` bytes at `p` into the cache ahead of
+/// their use (a hint: nothing on CPUs without a prefetch instruction). A prefetch never
+/// faults, so any address may be given.
+#[inline(always)]
+pub(crate) fn prefetch(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..len).step_by(64) {
+        // SAFETY: SSE is part of x86-64; a prefetch reads nothing architecturally and
+        // never faults, whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                p.wrapping_add(off) as *const i8,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
 /// The fixed reduction tree of `_mm512_reduce_add_ps` (halves, quarters, then pairs).
 #[inline]
 pub(crate) fn reduce16(v: &[f32; 16]) -> f32 {

@@ -144,11 +144,11 @@ pub(super) static AVX512: VecKernels = VecKernels {
     },
     soft_max: |y, x, max| {
         // SAFETY: as above.
-        unsafe { soft_max_fma(y, x, max) }
+        unsafe { soft_max_avx512(y, x, max) }
     },
     swiglu: |y, x, g| {
         // SAFETY: as above.
-        unsafe { swiglu_fma(y, x, g) }
+        unsafe { swiglu_avx512(y, x, g) }
     },
 };
 
@@ -1023,6 +1023,86 @@ unsafe fn dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn soft_max_fma(y: &mut [f32], x: &[f32], max: f32) -> f64 {
     super::expf::soft_max(y, x, max)
+}
+
+/// `ggml_v_expf` on 16 lanes with AVX-512: the operations of
+/// [`super::expf::v_expf`] (the same bits), `vscalefps` for `j * 2^n`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn v_expf_avx512(x: __m512) -> __m512 {
+    let r = _mm512_set1_ps(f32::from_bits(0x4b40_0000));
+    let z = _mm512_fmadd_ps(x, _mm512_set1_ps(f32::from_bits(0x3fb8_aa3b)), r);
+    let n = _mm512_sub_ps(z, r);
+    let b = _mm512_fnmadd_ps(
+        n,
+        _mm512_set1_ps(f32::from_bits(0x35bf_be8e)),
+        _mm512_fnmadd_ps(n, _mm512_set1_ps(f32::from_bits(0x3f31_7200)), x),
+    );
+    let u = _mm512_mul_ps(b, b);
+    let c = |bits: u32| _mm512_set1_ps(f32::from_bits(bits));
+    let j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(
+            _mm512_fmadd_ps(c(0x3c07_2010), b, c(0x3d2b_9f17)),
+            u,
+            _mm512_fmadd_ps(c(0x3e2a_af33), b, c(0x3eff_fedb)),
+        ),
+        u,
+        _mm512_fmadd_ps(c(0x3f7f_fff6), b, _mm512_set1_ps(1.0)),
+    );
+    let big = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_abs_ps(n), _mm512_set1_ps(192.0));
+    let scaled = _mm512_scalef_ps(j, n);
+    if big == 0 {
+        return scaled;
+    }
+    // |n| > 192: 0 below, +inf above (as the scalar version).
+    let le0 = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(n, _mm512_setzero_ps());
+    let limit = _mm512_mask_blend_ps(le0, _mm512_set1_ps(f32::INFINITY), _mm512_setzero_ps());
+    _mm512_mask_blend_ps(big, scaled, limit)
+}
+
+/// [`super::expf::soft_max`] with 16 lanes at a time (the same bits).
+///
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn soft_max_avx512(y: &mut [f32], x: &[f32], max: f32) -> f64 {
+    let n = y.len().min(x.len());
+    let mut sum = 0f64;
+    let mut i = 0;
+    let m = _mm512_set1_ps(max);
+    while i + 16 <= n {
+        // SAFETY: lanes i..i + 16 lie inside both slices (the loop bound).
+        unsafe {
+            let v = v_expf_avx512(_mm512_sub_ps(_mm512_loadu_ps(x.as_ptr().add(i)), m));
+            _mm512_storeu_ps(y.as_mut_ptr().add(i), v);
+            sum += reduce512(v) as f64;
+        }
+        i += 16;
+    }
+    super::expf::soft_max_tail(&mut y[i..n], &x[i..n], max, sum)
+}
+
+/// [`super::expf::swiglu`] with 16 lanes at a time (the same bits).
+///
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn swiglu_avx512(y: &mut [f32], x: &[f32], g: &[f32]) {
+    let n = y.len().min(x.len()).min(g.len());
+    let mut i = 0;
+    let one = _mm512_set1_ps(1.0);
+    while i + 16 <= n {
+        // SAFETY: lanes i..i + 16 lie inside the three slices (the loop bound).
+        unsafe {
+            let xv = _mm512_loadu_ps(x.as_ptr().add(i));
+            let e = v_expf_avx512(_mm512_sub_ps(_mm512_setzero_ps(), xv));
+            let silu = _mm512_div_ps(xv, _mm512_add_ps(one, e));
+            let v = _mm512_mul_ps(silu, _mm512_loadu_ps(g.as_ptr().add(i)));
+            _mm512_storeu_ps(y.as_mut_ptr().add(i), v);
+        }
+        i += 16;
+    }
+    super::expf::swiglu_tail(&mut y[i..n], &x[i..n], &g[i..n]);
 }
 
 /// # Safety
