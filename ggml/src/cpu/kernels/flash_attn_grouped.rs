@@ -164,24 +164,20 @@ impl Unit {
             + self.kv_head
     }
 
-    /// The first rows of the unit's keys and values, fetched into the cache ahead of
-    /// their use.
+    /// Asks for key and value row `ic` of this unit's K/V head ahead of its use.
     ///
     /// # Safety
-    /// The node's tensors have the shapes `applies` checked.
-    unsafe fn prefetch_first_tile(&self, node: &ExecNode, l: &Layout) {
+    /// The node's tensors have the shapes `applies` checked; `ic < n_kv`.
+    unsafe fn prefetch_row(&self, node: &ExecNode, l: &Layout, ic: usize) {
         let (k, v) = (node.src1(), v_of(node));
-        let keys = self.keys(l);
         let (ik3, iv3) = (
             self.seq / (l.n_seq / k.ne[3]),
             self.seq / (l.n_seq / v.ne[3]),
         );
-        for ic in keys.start..(keys.start + KV_TILE).min(keys.end) {
-            // SAFETY: key `ic < n_kv`; the rows are only prefetched.
-            unsafe {
-                prefetch(k.row_ptr(ic, self.kv_head, ik3), k.row_size());
-                prefetch(v.row_ptr(ic, self.kv_head, iv3), v.row_size());
-            }
+        // SAFETY: key `ic < n_kv` (this fn's contract); the rows are only prefetched.
+        unsafe {
+            prefetch(k.row_ptr(ic, self.kv_head, ik3), k.row_size());
+            prefetch(v.row_ptr(ic, self.kv_head, iv3), v.row_size());
         }
     }
 
@@ -242,10 +238,8 @@ pub(super) fn forward(
         let mine = params.range(l.n_units());
         for u in mine.clone() {
             let unit = Unit::of(&l, u);
-            if u + 1 < mine.end {
-                Unit::of(&l, u + 1).prefetch_first_tile(node, &l);
-            }
-            let (m, sum, out) = attend_unit(node, &l, &s, unit, scratch);
+            let next = (u + 1 < mine.end).then(|| Unit::of(&l, u + 1));
+            let (m, sum, out) = attend_unit(node, &l, &s, unit, next, scratch);
             let rows = unit.rows(&l).len();
             if l.n_chunks == 1 {
                 for r in 0..rows {
@@ -319,6 +313,7 @@ unsafe fn attend_unit<'s>(
     l: &Layout,
     s: &Settings,
     unit: Unit,
+    next: Option<Unit>,
     scratch: &'s mut [f32],
 ) -> ([f32; ROWS], [f32; ROWS], &'s mut [f32]) {
     let (q, k, v) = (node.src0(), node.src1(), v_of(node));
@@ -408,26 +403,32 @@ unsafe fn attend_unit<'s>(
             ic += n;
             continue;
         }
-        // The next tile's rows come in while this one is computed.
-        for t in ic + n..(ic + 2 * n).min(keys.end) {
-            // SAFETY: key `t < n_kv`; the rows are only prefetched.
-            unsafe {
-                prefetch(k.row_ptr(t, unit.kv_head, ik3), k.row_size());
-                prefetch(v.row_ptr(t, unit.kv_head, iv3), v.row_size());
-            }
-        }
         for t in 0..n {
-            // SAFETY: key and value rows `ic + t < n_kv` of dense-row tensors, only read.
+            // The rows a tile ahead come in while this tile is computed, one row per row
+            // converted (a burst of prefetches stalls), past the unit's end into the
+            // thread's next unit.
+            let ahead = ic + t + KV_TILE;
+            // SAFETY: each prefetched key is below its unit's end, so below n_kv.
             unsafe {
-                k_to_f32(
-                    k.row_bytes(ic + t, unit.kv_head, ik3),
-                    &mut k32[t * dk..][..dk],
-                );
-                v_to_f32(
-                    v.row_bytes(ic + t, unit.kv_head, iv3),
-                    &mut v32[t * dv..][..dv],
-                );
+                if ahead < keys.end {
+                    prefetch(k.row_ptr(ahead, unit.kv_head, ik3), k.row_size());
+                    prefetch(v.row_ptr(ahead, unit.kv_head, iv3), v.row_size());
+                } else if let Some(nu) = next {
+                    let row = nu.keys(l).start + (ahead - keys.end);
+                    if row < nu.keys(l).end {
+                        nu.prefetch_row(node, l, row);
+                    }
+                }
             }
+            // SAFETY: key and value rows `ic + t < n_kv` of dense-row tensors, only read.
+            let (k_row, v_row) = unsafe {
+                (
+                    k.row_bytes(ic + t, unit.kv_head, ik3),
+                    v.row_bytes(ic + t, unit.kv_head, iv3),
+                )
+            };
+            widen(k.typ, k_row, &mut k32[t * dk..][..dk], k_to_f32);
+            widen(v.typ, v_row, &mut v32[t * dv..][..dv], v_to_f32);
         }
         // Rows past the end of the keys take part in the products with weight 0.
         k32[n * dk..].fill(0.0);
@@ -495,6 +496,16 @@ unsafe fn attend_unit<'s>(
         ic += n;
     }
     (m_max, s_sum, out)
+}
+
+/// A K or V row widened to f32: F16 rows straight through the SIMD kernel (the
+/// common cache type, a row per call), others through their type's `to_float`.
+#[inline]
+fn widen(typ: GgmlType, row: &[u8], out: &mut [f32], to_float: crate::types::ToFloatFn) {
+    match (typ, crate::cpu::simd::cast::<f16>(row)) {
+        (GgmlType::F16, Some(h)) if h.len() == out.len() => (kernels().f16_to_f32)(h, out),
+        _ => to_float(row, out),
+    }
 }
 
 /// The first `len` bytes of an f32 area.
