@@ -127,20 +127,35 @@ unsafe fn blk<B: Block>(row: *const u8, i: usize) -> *const u8 {
 
 /// A Q4_0 / Q5_0 / Q8_0 block's 32 quants as signed bytes, as ggml's kernels unpack them.
 pub(super) trait SignedQuants: Block {
+    /// What [`SignedQuants::ux`] adds to every quant: the quants are `ux - BIAS`.
+    const BIAS: u8;
+
     /// # Safety
     /// `xb` points at a whole block; AVX2 enabled in the caller.
     unsafe fn qx(xb: *const u8) -> __m256i;
+
+    /// The block's quants plus [`SignedQuants::BIAS`], as unsigned bytes (the operand
+    /// `vpdpbusd` takes unsigned).
+    ///
+    /// # Safety
+    /// As [`SignedQuants::qx`].
+    unsafe fn ux(xb: *const u8) -> __m256i;
 }
 
 impl SignedQuants for BlockQ4_0 {
+    const BIAS: u8 = 8;
+
     #[inline(always)]
     unsafe fn qx(xb: *const u8) -> __m256i {
         // SAFETY: this fn's `# Safety` contract covers the CPU features and every
         // pointer access below.
-        unsafe {
-            let q = bytes_from_nibbles_32(xb.add(offset_of!(BlockQ4_0, qs)));
-            _mm256_sub_epi8(q, _mm256_set1_epi8(8))
-        }
+        unsafe { _mm256_sub_epi8(Self::ux(xb), _mm256_set1_epi8(8)) }
+    }
+
+    #[inline(always)]
+    unsafe fn ux(xb: *const u8) -> __m256i {
+        // SAFETY: as `qx`.
+        unsafe { bytes_from_nibbles_32(xb.add(offset_of!(BlockQ4_0, qs))) }
     }
 }
 
@@ -156,6 +171,19 @@ impl SignedQuants for BlockQ5_0 {
             _mm256_or_si256(q, _mm256_andnot_si256(bxhi, _mm256_set1_epi8(0xF0u8 as i8)))
         }
     }
+
+    const BIAS: u8 = 16;
+
+    #[inline(always)]
+    unsafe fn ux(xb: *const u8) -> __m256i {
+        // SAFETY: as `qx`.
+        unsafe {
+            let q = bytes_from_nibbles_32(xb.add(offset_of!(BlockQ5_0, qs)));
+            // The fifth bit as 16: the quant plus 16.
+            let bxhi = bytes_from_bits_32(xb.add(offset_of!(BlockQ5_0, qh)));
+            _mm256_or_si256(q, _mm256_and_si256(bxhi, _mm256_set1_epi8(0x10)))
+        }
+    }
 }
 
 impl SignedQuants for BlockQ8_0 {
@@ -165,6 +193,14 @@ impl SignedQuants for BlockQ8_0 {
         // pointer access below.
         unsafe { load256(xb.add(Q8_0_QS)) }
     }
+
+    const BIAS: u8 = 128;
+
+    #[inline(always)]
+    unsafe fn ux(xb: *const u8) -> __m256i {
+        // SAFETY: as `qx`; flipping the sign bit adds 128.
+        unsafe { _mm256_xor_si256(Self::qx(xb), _mm256_set1_epi8(0x80u8 as i8)) }
+    }
 }
 
 impl SignedQuants for BlockIq4Nl {
@@ -173,6 +209,14 @@ impl SignedQuants for BlockIq4Nl {
         // SAFETY: this fn's `# Safety` contract covers the CPU features and every
         // pointer access below.
         unsafe { iq4_lookup(load128(xb.add(offset_of!(BlockIq4Nl, qs)))) }
+    }
+
+    const BIAS: u8 = 128;
+
+    #[inline(always)]
+    unsafe fn ux(xb: *const u8) -> __m256i {
+        // SAFETY: as `qx`; flipping the sign bit adds 128.
+        unsafe { _mm256_xor_si256(Self::qx(xb), _mm256_set1_epi8(0x80u8 as i8)) }
     }
 }
 
@@ -258,7 +302,10 @@ pub(super) unsafe fn x_q8_0_tile<
     // pointer access below.
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); N]; M];
-        for ib in 0..nb {
+        if VNNI {
+            x_q8_0_tile_vnni::<X, M, N>(nb, x, y, &mut acc);
+        }
+        for ib in (0..nb).filter(|_| !VNNI) {
             let yb = y.map(|y| blk::<BlockQ8_0>(y, ib));
             let qy = yb.map(|yb| load256(yb.add(Q8_0_QS)));
             let dy = yb.map(|yb| _mm256_set1_ps(f16_at(yb)));
@@ -276,6 +323,46 @@ pub(super) unsafe fn x_q8_0_tile<
         for (out, acc) in out.iter_mut().zip(acc) {
             for (o, a) in out.iter_mut().zip(acc) {
                 *o = hsum_float_8(a);
+            }
+        }
+    }
+}
+
+/// The VNNI body of [`x_q8_0_tile`]: the same integer lane sums without the two
+/// `vpsignb` per pair. The weights go in unsigned (`ux = q + BIAS`, once per weight
+/// block) and each activation block's lanes start at `-BIAS · Σy` (once per activation
+/// block), so `vpdpbusd` leaves exactly `Σ q·y` per lane, as `mul_sum_i8_pairs_float`
+/// does: the same floats follow, the same bits.
+///
+/// # Safety
+/// As [`x_q8_0_tile`], with AVX-512 VNNI + VL enabled in the caller.
+#[inline(always)]
+unsafe fn x_q8_0_tile_vnni<X: SignedQuants, const M: usize, const N: usize>(
+    nb: usize,
+    x: [*const u8; M],
+    y: [*const u8; N],
+    acc: &mut [[__m256; N]; M],
+) {
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let bias = _mm256_set1_epi8(X::BIAS as i8);
+        for ib in 0..nb {
+            let yb = y.map(|y| blk::<BlockQ8_0>(y, ib));
+            let qy = yb.map(|yb| load256(yb.add(Q8_0_QS)));
+            let dy = yb.map(|yb| _mm256_set1_ps(f16_at(yb)));
+            let start = qy.map(|qy| {
+                let c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, qy);
+                _mm256_sub_epi32(_mm256_setzero_si256(), c)
+            });
+            for (acc, x) in acc.iter_mut().zip(x) {
+                let xb = blk::<X>(x, ib);
+                let (ux, dx) = (X::ux(xb), _mm256_set1_ps(f16_at(xb)));
+                for j in 0..N {
+                    let d = _mm256_mul_ps(dx, dy[j]);
+                    let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(start[j], ux, qy[j]));
+                    acc[j] = _mm256_fmadd_ps(d, q, acc[j]);
+                }
             }
         }
     }
