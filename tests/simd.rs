@@ -202,7 +202,8 @@ proptest! {
     #![proptest_config(config(256))]
 
     /// The register-tiled GEMM block of every level gives, bit for bit, the same
-    /// element as `gemm_dot_f32` of that row pair (tiles and edges of every size).
+    /// element as `gemm_dot_f32` of that row pair (tiles and edges of every size), and
+    /// its f16-row form the same bits as on the widened rows.
     #[test]
     fn gemm_block_equals_gemm_dot_per_element(
         m in 1usize..=13,
@@ -226,6 +227,16 @@ proptest! {
                     let want = (kern.gemm_dot_f32)(&a[i * lda..i * lda + k], &b[j * ldb..j * ldb + k]);
                     prop_assert_eq!(c[i + j * m].to_bits(), want.to_bits(), "{} ({}, {})", kern.level.name(), i, j);
                 }
+            }
+            // With f16 rows in `a` (where the level has that kernel): the f32 block's
+            // bits on the widened rows.
+            if let Some(block_f16) = kern.gemm_block_f16 {
+                let ah: Vec<f16> = a.iter().map(|&x| f16::from_f32(x)).collect();
+                let aw: Vec<f32> = ah.iter().map(|x| x.to_f32()).collect();
+                let (mut got, mut want) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+                block_f16(&GemmBlock { a: &ah, lda, m, b: &b, ldb, n, k, cs_i: 1, cs_j: m }, &mut got);
+                (kern.gemm_block_f32)(&GemmBlock { a: &aw, lda, m, b: &b, ldb, n, k, cs_i: 1, cs_j: m }, &mut want);
+                prop_assert_eq!(bits(&got), bits(&want), "{} gemm_block_f16", kern.level.name());
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `mul_mat` with F32 or F16 weights on batches, where ggml takes its llamafile
 //! (tinyBLAS) path: src1 rows are rounded to the weight type's `vec_dot_type` and
-//! widened to f32 once, F16 weight rows are widened a strip at a time, and blocks of
+//! widened to f32 once, F16 weight rows are widened as the tile loads them
+//! (`VecKernels::gemm_block_f16`; a strip at a time on levels without it), and blocks of
 //! outputs come from register tiles (`VecKernels::gemm_block_f32`) whose per-element
 //! arithmetic is tinyBLAS's. Same bits as one `gemm_dot` per element, far fewer loads.
 
@@ -99,6 +100,33 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                 let mut i0 = rows0.start;
                 while i0 < rows0.end {
                     let m = STRIP.min(rows0.end - i0);
+                    if let (GgmlType::F16, Some(block_f16)) = (s0.typ, kern.gemm_block_f16) {
+                        // Rows of one plane are nb01 bytes apart, a multiple of 2.
+                        let lda = s0.nb[1] / 2;
+                        // SAFETY: weight rows are dense and only read; the m rows of
+                        // this strip lie in the tensor.
+                        let a = unsafe {
+                            let first = s0.row_ptr(i0, i02, i03) as *const f16;
+                            std::slice::from_raw_parts(first, (m - 1) * lda + k)
+                        };
+                        let g = GemmBlock {
+                            a,
+                            lda,
+                            m,
+                            b,
+                            ldb: k,
+                            n,
+                            k,
+                            cs_i: 1,
+                            cs_j: m,
+                        };
+                        block_f16(&g, &mut c_tile[..m * n]);
+                        // SAFETY: dst elements [i0, i0 + m) of these rows belong to this
+                        // thread's weight rows alone.
+                        unsafe { store_tile(dst, &c_tile[..m * n], i0, j0, m, n, i12, i13) };
+                        i0 += m;
+                        continue;
+                    }
                     // SAFETY: weight rows are dense and only read; F32 rows of one
                     // plane are nb01 bytes apart, a multiple of 4 (checked below).
                     let (a, lda): (&[f32], usize) = unsafe {
@@ -128,18 +156,37 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                         cs_j: m,
                     };
                     (kern.gemm_block_f32)(&g, &mut c_tile[..m * n]);
-                    for j in 0..n {
-                        // SAFETY: dst elements [i0, i0 + m) of row j0 + j belong to this
-                        // thread's weight rows alone.
-                        unsafe {
-                            let d = dst.elem_ptr(i0, j0 + j, i12, i13) as *mut f32;
-                            std::ptr::copy_nonoverlapping(c_tile[j * m..].as_ptr(), d, m);
-                        }
-                    }
+                    // SAFETY: as above.
+                    unsafe { store_tile(dst, &c_tile[..m * n], i0, j0, m, n, i12, i13) };
                     i0 += m;
                 }
                 j0 += n;
             }
+        }
+    }
+}
+
+/// Writes an `m`-row, `n`-column output tile (column-major, `m` apart) to the
+/// destination at weight row `i0`, src1 row `j0` of plane `(i12, i13)`.
+///
+/// # Safety
+/// Those destination elements lie in `dst` and belong to the calling thread alone.
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_tile(
+    dst: &super::TView,
+    tile: &[f32],
+    i0: usize,
+    j0: usize,
+    m: usize,
+    n: usize,
+    i12: usize,
+    i13: usize,
+) {
+    for j in 0..n {
+        // SAFETY: this fn's contract.
+        unsafe {
+            let d = dst.elem_ptr(i0, j0 + j, i12, i13) as *mut f32;
+            std::ptr::copy_nonoverlapping(tile[j * m..].as_ptr(), d, m);
         }
     }
 }

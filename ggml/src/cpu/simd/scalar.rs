@@ -21,6 +21,7 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     f32_to_f16,
     gemm_acc,
     gemm_block_f32,
+    gemm_block_f16: None,
     soft_max: super::expf::soft_max,
     swiglu: super::expf::swiglu,
 };

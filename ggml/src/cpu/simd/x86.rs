@@ -65,6 +65,7 @@ pub(super) static AVX2: VecKernels = VecKernels {
         // SAFETY: as above.
         scalar::gemm_block_with(g, c, |x, y| unsafe { gemm_dot_f32_avx2(x, y) })
     },
+    gemm_block_f16: None,
     gemm_acc: |c, a, b, m, k, n| {
         // SAFETY: as above.
         unsafe { gemm_acc_avx2(c, a, b, m, k, n) }
@@ -138,6 +139,11 @@ pub(super) static AVX512: VecKernels = VecKernels {
         // SAFETY: as above; `check` proved every row and output in bounds.
         unsafe { gemm_block_avx512(g, c) }
     },
+    gemm_block_f16: Some(|g, c| {
+        g.check(c);
+        // SAFETY: as above; `check` proved every row and output in bounds.
+        unsafe { gemm_block_avx512(g, c) }
+    }),
     gemm_acc: |c, a, b, m, k, n| {
         // SAFETY: as above.
         unsafe { gemm_acc_avx512(c, a, b, m, k, n) }
@@ -735,6 +741,29 @@ gemm_order_avx2!(gemm_dot_f32_avx2, f32, load16_f32);
 const TILE_M: usize = 4;
 const TILE_N: usize = 6;
 
+/// The element types a tile's `a` rows may have: 16 of them loaded as f32 lanes.
+trait TileRow: Copy {
+    /// # Safety
+    /// The CPU supports AVX-512 F and F16C; `p` is readable for 16 elements.
+    unsafe fn load16(p: *const Self) -> __m512;
+}
+
+impl TileRow for f32 {
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> __m512 {
+        // SAFETY: this fn's contract.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+}
+
+impl TileRow for f16 {
+    #[inline(always)]
+    unsafe fn load16(p: *const f16) -> __m512 {
+        // SAFETY: this fn's contract; widening f16 is exact.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
+    }
+}
+
 /// # Safety
 /// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `a` must be readable for `RM` rows of `k` f32 `lda` apart and `b` for `RN` rows of
 /// `k` f32 `ldb` apart, with `k` a multiple of 16; `c` writable at every
@@ -742,8 +771,8 @@ const TILE_N: usize = 6;
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_tile_avx512<const RM: usize, const RN: usize>(
-    a: *const f32,
+unsafe fn gemm_tile_avx512<A: TileRow, const RM: usize, const RN: usize>(
+    a: *const A,
     lda: usize,
     b: *const f32,
     ldb: usize,
@@ -762,7 +791,7 @@ unsafe fn gemm_tile_avx512<const RM: usize, const RN: usize>(
                 *v = _mm512_loadu_ps(b.add(j * ldb + l));
             }
             for (i, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_loadu_ps(a.add(i * lda + l));
+                let av = A::load16(a.add(i * lda + l));
                 for (acc_ij, &bj) in row.iter_mut().zip(&bv) {
                     *acc_ij = _mm512_fmadd_ps(av, bj, *acc_ij);
                 }
@@ -783,10 +812,10 @@ unsafe fn gemm_tile_avx512<const RM: usize, const RN: usize>(
 /// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. As [`gemm_tile_avx512`] with `RM = mr` (1 to 4) and `RN = nr` (1 to 6).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_tile_dyn_avx512(
+unsafe fn gemm_tile_dyn_avx512<A: TileRow>(
     mr: usize,
     nr: usize,
-    a: *const f32,
+    a: *const A,
     lda: usize,
     b: *const f32,
     ldb: usize,
@@ -809,7 +838,7 @@ unsafe fn gemm_tile_dyn_avx512(
         };
         (@n $m:literal [$($n:literal),*]) => {
             match nr {
-                $($n => gemm_tile_avx512::<$m, $n>(a, lda, b, ldb, k, c, cs_i, cs_j),)*
+                $($n => gemm_tile_avx512::<A, $m, $n>(a, lda, b, ldb, k, c, cs_i, cs_j),)*
                 _ => unreachable!("tile columns"),
             }
         };
@@ -821,7 +850,7 @@ unsafe fn gemm_tile_dyn_avx512(
 /// # Safety
 /// AVX-512 F/BW/VL available; `g.check(c)` passed.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn gemm_block_avx512(g: &super::GemmBlock<'_>, c: &mut [f32]) {
+unsafe fn gemm_block_avx512<A: TileRow>(g: &super::GemmBlock<'_, A>, c: &mut [f32]) {
     // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
     // inside the slices (the loop bounds).
     unsafe {
