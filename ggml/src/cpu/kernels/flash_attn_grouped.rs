@@ -1,14 +1,15 @@
-//! `flash_attn_ext` for a few queries per head (decoding, short batches): the query
-//! heads that share a K/V head (grouped-query attention) attend together, so that each
-//! key and value row is read and widened to f32 once for all of them, and the scores
-//! and the value sums are register-tiled matrix products instead of one dot product
-//! and one axpy per (head, key).
+//! `flash_attn_ext` by K/V head: the query heads that share a K/V head (grouped-query
+//! attention) attend together, so that each key and value row is read and widened to
+//! f32 once for all of them, and the scores and the value sums are register-tiled
+//! matrix products instead of one dot product and one axpy per (head, key). It takes
+//! prompts and decoding at long contexts (see `flash_attn.rs` for the split).
 //!
-//! The work is cut into fixed units, (sequence, K/V head, group of up to [`ROWS`] query
-//! rows, range of [`KV_CHUNK`] keys); each unit keeps an online softmax over tiles of
-//! [`KV_TILE`] keys and leaves a partial (max, sum, output) per row, and the partials of
-//! a row are merged in key order. The units depend on the shapes only, so the bits do
-//! not depend on the thread count.
+//! The work is cut into fixed units (sequence, group of up to [`ROWS`] query rows,
+//! range of about [`KV_CHUNK`] keys, K/V head: in that order, so that a thread, given
+//! a contiguous range of units, walks the cache in memory order); each unit keeps an
+//! online softmax over tiles of [`KV_TILE`] keys and leaves a partial (max, sum,
+//! output) per row, and the partials of a row are merged in key order. The units
+//! depend on the shapes only, so the bits do not depend on the thread count.
 //!
 //! Arithmetic: softmax per tile with ggml's vectorised `expf` (sums in f64 within a
 //! tile), the output accumulated in f32 (`gemm_acc`). With 64 queries or more per head
