@@ -175,11 +175,12 @@ fn forward_tiled<'a>(
     // SAFETY: src0 is 2-D with dense rows (checked when the node was built) and only
     // read.
     let x = |ir0: usize| unsafe { s0.row_bytes(ir0, 0, 0) };
-    let put = |ir0: usize, ir1: usize, v: f32| {
-        let (i11, i12, i13) = s1.row_index(ir1);
+    // `at` is `s1.row_index(ir1)`, worked out once per src1 row rather than per output.
+    let put_at = |ir0: usize, (i11, i12, i13): (usize, usize, usize), v: f32| {
         // SAFETY: dst element (ir0, ir1) is inside dst and belongs to this thread alone.
         unsafe { *(dst.elem_ptr(ir0, i11, i12, i13) as *mut f32) = v };
     };
+    let put = |ir0: usize, ir1: usize, v: f32| put_at(ir0, s1.row_index(ir1), v);
     let mut out = [[0f32; N]; M];
     // Weight blocks outside: each block of weight rows is read from memory once and
     // stays in L1 while every src1 row (from L2) runs through it.
@@ -190,12 +191,13 @@ fn forward_tiled<'a>(
             let mut ir1 = iir1;
             while ir1 + N <= end1 {
                 let ys: [&[u8]; N] = std::array::from_fn(|j| y(ir1 + j));
+                let at: [_; N] = std::array::from_fn(|j| s1.row_index(ir1 + j));
                 let mut ir0 = iir0;
                 while ir0 + M <= end0 {
                     tile(n, &std::array::from_fn(|i| x(ir0 + i)), &ys, &mut out);
                     for (i, row) in out.iter().enumerate() {
-                        for (j, &v) in row.iter().enumerate() {
-                            put(ir0 + i, ir1 + j, v);
+                        for (&v, &at) in row.iter().zip(&at) {
+                            put_at(ir0 + i, at, v);
                         }
                     }
                     ir0 += M;
