@@ -106,18 +106,16 @@ fn ops(c: &mut Criterion) {
         .flat_map(|&op| shapes.map(|(t, kv)| (op, t, kv)))
         .chain([("flash_attn_ext", 1, 4096)]);
     for (op, n_tok, n_kv) in cases {
-        {
-            let (ctx, g, out) = build(op, n_tok, n_kv);
-            group.throughput(Throughput::Elements(ctx.tensor(out).nelements() as u64));
-            for n_threads in [1, 2] {
-                let mut exec = Executor::new(n_threads).unwrap();
-                let name = match n_kv {
-                    N_KV => format!("{op}/n_tok={n_tok}"),
-                    _ => format!("{op}/n_tok={n_tok}/n_kv={n_kv}"),
-                };
-                let id = BenchmarkId::new(name, format!("{n_threads}t"));
-                group.bench_function(id, |b| b.iter(|| exec.compute(&ctx, &g).unwrap()));
-            }
+        let (ctx, g, out) = build(op, n_tok, n_kv);
+        group.throughput(Throughput::Elements(ctx.tensor(out).nelements() as u64));
+        for n_threads in [1, 2] {
+            let mut exec = Executor::new(n_threads).unwrap();
+            let name = match n_kv {
+                N_KV => format!("{op}/n_tok={n_tok}"),
+                _ => format!("{op}/n_tok={n_tok}/n_kv={n_kv}"),
+            };
+            let id = BenchmarkId::new(name, format!("{n_threads}t"));
+            group.bench_function(id, |b| b.iter(|| exec.compute(&ctx, &g).unwrap()));
         }
     }
     group.finish();

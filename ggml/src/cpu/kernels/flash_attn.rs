@@ -39,10 +39,11 @@ fn use_tiled(node: &ExecNode) -> bool {
 
 /// The grouped path takes the nodes where ggml's own arithmetic is its tiled one (64
 /// queries or more per head) or depends on its thread count (split-KV decoding, 512
-/// keys or more); short contexts keep ggml's one-row arithmetic, bit for bit.
-fn use_grouped(node: &ExecNode) -> bool {
+/// keys or more); short contexts keep ggml's one-row arithmetic, bit for bit. Returns
+/// whether ggml's tiled arithmetic applies, or `None` when the node is not grouped.
+fn grouped_mode(node: &ExecNode) -> Option<bool> {
     let tiled = use_tiled(node);
-    grouped::applies(node, tiled) && (tiled || node.src1().ne[1] >= SPLIT_KV_MIN)
+    (grouped::applies(node, tiled) && (tiled || node.src1().ne[1] >= SPLIT_KV_MIN)).then_some(tiled)
 }
 
 fn per_thread(node: &ExecNode) -> usize {
@@ -54,8 +55,8 @@ fn per_thread(node: &ExecNode) -> usize {
 }
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
-    if use_grouped(node) {
-        grouped::work_size(node, nth, use_tiled(node))
+    if let Some(tiled) = grouped_mode(node) {
+        grouped::work_size(node, nth, tiled)
     } else if use_split_kv(node) {
         let partials = node.src0().ne[2] * kv_split(node) * partial_len(node) * 4;
         work_layout(partials, per_thread(node), nth)
@@ -71,15 +72,8 @@ pub(super) fn forward(
     max_bias: f32,
     logit_softcap: f32,
 ) {
-    if use_grouped(node) {
-        grouped::forward(
-            params,
-            node,
-            scale,
-            max_bias,
-            logit_softcap,
-            use_tiled(node),
-        )
+    if let Some(tiled) = grouped_mode(node) {
+        grouped::forward(params, node, scale, max_bias, logit_softcap, tiled)
     } else if use_split_kv(node) {
         split_kv(params, node, scale, max_bias, logit_softcap)
     } else {
@@ -366,32 +360,38 @@ fn split_kv(
         }
         let out = &mut scratch[..dv];
         for h in (ith..n_head).step_by(nth) {
-            let (mut m_final, mut s_final) = (f32::NEG_INFINITY, 0f32);
-            out.fill(0.0);
-            for c in 0..n_chunks {
-                if c * chunk >= n_kv {
-                    continue;
-                }
-                let p = &partials[(h * n_chunks + c) * plen..(h * n_chunks + c + 1) * plen];
-                let (m_chunk, s_chunk) = (p[0], p[1]);
-                if s_chunk == 0.0 {
-                    continue;
-                }
-                let m_new = m_final.max(m_chunk);
-                let scale_old = (m_final - m_new).exp();
-                let scale_new = (m_chunk - m_new).exp();
-                // a*b + c*d, contracted by GCC to fma(a, b, c*d).
-                for (o, &x) in out.iter_mut().zip(&p[2..]) {
-                    *o = o.mul_add(scale_old, x * scale_new);
-                }
-                s_final = s_final.mul_add(scale_old, s_chunk * scale_new);
-                m_final = m_new;
-            }
-            if s_final != 0.0 {
-                (crate::cpu::simd::kernels().scale_f32)(out, 1.0 / s_final);
-            }
+            let parts = (0..n_chunks)
+                .filter(|c| c * chunk < n_kv)
+                .map(|c| &partials[(h * n_chunks + c) * plen..(h * n_chunks + c + 1) * plen]);
+            merge_partials(out, parts);
             node.dst.row_f32_mut(h, 0, 0).copy_from_slice(out);
         }
+    }
+}
+
+/// Merges one query row's partial results over key ranges, each `[max, sum, output..]`
+/// with the output not yet divided by the sum, in the order given, into `out`, divided
+/// by the total sum (zeros when no key counted).
+pub(super) fn merge_partials<'p>(out: &mut [f32], parts: impl Iterator<Item = &'p [f32]>) {
+    let (mut m_final, mut s_final) = (f32::NEG_INFINITY, 0f32);
+    out.fill(0.0);
+    for p in parts {
+        let (m_chunk, s_chunk) = (p[0], p[1]);
+        if s_chunk == 0.0 {
+            continue;
+        }
+        let m_new = m_final.max(m_chunk);
+        let scale_old = (m_final - m_new).exp();
+        let scale_new = (m_chunk - m_new).exp();
+        // a*b + c*d, contracted by GCC to fma(a, b, c*d).
+        for (o, &x) in out.iter_mut().zip(&p[2..]) {
+            *o = o.mul_add(scale_old, x * scale_new);
+        }
+        s_final = s_final.mul_add(scale_old, s_chunk * scale_new);
+        m_final = m_new;
+    }
+    if s_final != 0.0 {
+        (crate::cpu::simd::kernels().scale_f32)(out, 1.0 / s_final);
     }
 }
 

@@ -269,7 +269,7 @@ pub(super) fn forward(
         for flat in (ith..n_rows).step_by(nth) {
             let (r, rest) = (flat % gr, flat / gr);
             let (kv_head, rest) = (rest % l.n_kv_head, rest / l.n_kv_head);
-            let mut unit = Unit {
+            let unit = Unit {
                 seq: rest / l.row_groups,
                 kv_head,
                 row_group: rest % l.row_groups,
@@ -278,25 +278,11 @@ pub(super) fn forward(
             if r >= unit.rows(&l).len() {
                 continue;
             }
-            let (mut m_final, mut s_final) = (f32::NEG_INFINITY, 0f32);
-            out.fill(0.0);
-            for c in 0..l.n_chunks {
-                unit.chunk = c;
-                let p = &partials[(unit.index(&l) * gr + r) * plen..][..plen];
-                let (m_chunk, s_chunk) = (p[0], p[1]);
-                if s_chunk == 0.0 {
-                    continue;
-                }
-                let m_new = m_final.max(m_chunk);
-                let (scale_old, scale_new) = ((m_final - m_new).exp(), (m_chunk - m_new).exp());
-                for (o, &x) in out.iter_mut().zip(&p[2..]) {
-                    *o = o.mul_add(scale_old, x * scale_new);
-                }
-                s_final = s_final.mul_add(scale_old, s_chunk * scale_new);
-                m_final = m_new;
-            }
-            let inv = if s_final == 0.0 { 0.0 } else { 1.0 / s_final };
-            (kernels().scale_f32)(out, inv);
+            let parts = (0..l.n_chunks).map(|chunk| {
+                let u = Unit { chunk, ..unit }.index(&l);
+                &partials[(u * gr + r) * plen..][..plen]
+            });
+            super::flash_attn::merge_partials(out, parts);
             let (i1, i2, i3) = unit.query(&l, unit.row_group * ROWS + r);
             node.dst.row_f32_mut(i2, i1, i3).copy_from_slice(out);
         }
@@ -428,8 +414,8 @@ unsafe fn attend_unit<'s>(
                     v.row_bytes(ic + t, unit.kv_head, iv3),
                 )
             };
-            widen(k.typ, k_row, &mut k32[t * dk..][..dk], k_to_f32);
-            widen(v.typ, v_row, &mut v32[t * dv..][..dv], v_to_f32);
+            k_to_f32(k_row, &mut k32[t * dk..][..dk]);
+            v_to_f32(v_row, &mut v32[t * dv..][..dv]);
         }
         // Rows past the end of the keys take part in the products with weight 0.
         k32[n * dk..].fill(0.0);
@@ -497,16 +483,6 @@ unsafe fn attend_unit<'s>(
         ic += n;
     }
     (m_max, s_sum, out)
-}
-
-/// A K or V row widened to f32: F16 rows straight through the SIMD kernel (the
-/// common cache type, a row per call), others through their type's `to_float`.
-#[inline]
-fn widen(typ: GgmlType, row: &[u8], out: &mut [f32], to_float: crate::types::ToFloatFn) {
-    match (typ, crate::cpu::simd::cast::<f16>(row)) {
-        (GgmlType::F16, Some(h)) if h.len() == out.len() => (kernels().f16_to_f32)(h, out),
-        _ => to_float(row, out),
-    }
 }
 
 /// The first `len` bytes of an f32 area.

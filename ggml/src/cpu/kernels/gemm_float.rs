@@ -32,7 +32,7 @@ fn block_cols(k: usize) -> usize {
 
 fn per_thread(node: &ExecNode) -> usize {
     let k = node.src0().ne[0];
-    let widened = if node.src0().typ == GgmlType::F16 {
+    let widened = if node.src0().typ == GgmlType::F16 && kernels().gemm_block_f16.is_none() {
         STRIP * k
     } else {
         0
@@ -81,7 +81,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     }
 
     let nb = block_cols(k);
-    let (a_strip, c_tile) = if s0.typ == GgmlType::F16 {
+    let (a_strip, c_tile) = if s0.typ == GgmlType::F16 && kern.gemm_block_f16.is_none() {
         rest.split_at_mut(STRIP * k)
     } else {
         rest.split_at_mut(0)
@@ -100,64 +100,52 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                 let mut i0 = rows0.start;
                 while i0 < rows0.end {
                     let m = STRIP.min(rows0.end - i0);
-                    if let (GgmlType::F16, Some(block_f16)) = (s0.typ, kern.gemm_block_f16) {
-                        // Rows of one plane are nb01 bytes apart, a multiple of 2.
-                        let lda = s0.nb[1] / 2;
-                        // SAFETY: weight rows are dense and only read; the m rows of
-                        // this strip lie in the tensor.
-                        let a = unsafe {
-                            let first = s0.row_ptr(i0, i02, i03) as *const f16;
-                            std::slice::from_raw_parts(first, (m - 1) * lda + k)
-                        };
-                        let g = GemmBlock {
-                            a,
-                            lda,
-                            m,
-                            b,
-                            ldb: k,
-                            n,
-                            k,
-                            cs_i: 1,
-                            cs_j: m,
-                        };
-                        block_f16(&g, &mut c_tile[..m * n]);
-                        // SAFETY: dst elements [i0, i0 + m) of these rows belong to this
-                        // thread's weight rows alone.
-                        unsafe { store_tile(dst, &c_tile[..m * n], i0, j0, m, n, i12, i13) };
-                        i0 += m;
-                        continue;
-                    }
-                    // SAFETY: weight rows are dense and only read; F32 rows of one
-                    // plane are nb01 bytes apart, a multiple of 4 (checked below).
-                    let (a, lda): (&[f32], usize) = unsafe {
-                        if s0.typ == GgmlType::F16 {
-                            for r in 0..m {
-                                let src = s0.row_bytes(i0 + r, i02, i03);
-                                let h = std::slice::from_raw_parts(src.as_ptr() as *const f16, k);
-                                (kern.f16_to_f32)(h, &mut a_strip[r * k..(r + 1) * k]);
-                            }
-                            (&a_strip[..m * k], k)
-                        } else {
-                            let lda = s0.nb[1] / 4;
-                            debug_assert_eq!(s0.nb[1] % 4, 0);
-                            let first = s0.row_ptr(i0, i02, i03) as *const f32;
-                            (std::slice::from_raw_parts(first, (m - 1) * lda + k), lda)
+                    let tile = &mut c_tile[..m * n];
+                    match (s0.typ, kern.gemm_block_f16) {
+                        (GgmlType::F16, Some(block_f16)) => {
+                            // Rows of one plane are nb01 bytes apart, a multiple of 2.
+                            let lda = s0.nb[1] / 2;
+                            // SAFETY: weight rows are dense and only read; the m rows
+                            // of this strip lie in the tensor.
+                            let a = unsafe {
+                                let first = s0.row_ptr(i0, i02, i03) as *const f16;
+                                std::slice::from_raw_parts(first, (m - 1) * lda + k)
+                            };
+                            block_f16(&strip_block(a, lda, m, b, n, k), tile);
                         }
-                    };
-                    let g = GemmBlock {
-                        a,
-                        lda,
-                        m,
-                        b,
-                        ldb: k,
-                        n,
-                        k,
-                        cs_i: 1,
-                        cs_j: m,
-                    };
-                    (kern.gemm_block_f32)(&g, &mut c_tile[..m * n]);
-                    // SAFETY: as above.
-                    unsafe { store_tile(dst, &c_tile[..m * n], i0, j0, m, n, i12, i13) };
+                        _ => {
+                            // SAFETY: weight rows are dense and only read; F32 rows of
+                            // one plane are nb01 bytes apart, a multiple of 4 (checked
+                            // below).
+                            let (a, lda): (&[f32], usize) = unsafe {
+                                if s0.typ == GgmlType::F16 {
+                                    for r in 0..m {
+                                        let src = s0.row_bytes(i0 + r, i02, i03);
+                                        let h = std::slice::from_raw_parts(
+                                            src.as_ptr() as *const f16,
+                                            k,
+                                        );
+                                        (kern.f16_to_f32)(h, &mut a_strip[r * k..(r + 1) * k]);
+                                    }
+                                    (&a_strip[..m * k], k)
+                                } else {
+                                    let lda = s0.nb[1] / 4;
+                                    debug_assert_eq!(s0.nb[1] % 4, 0);
+                                    let first = s0.row_ptr(i0, i02, i03) as *const f32;
+                                    (std::slice::from_raw_parts(first, (m - 1) * lda + k), lda)
+                                }
+                            };
+                            (kern.gemm_block_f32)(&strip_block(a, lda, m, b, n, k), tile);
+                        }
+                    }
+                    for j in 0..n {
+                        // SAFETY: dst elements [i0, i0 + m) of row j0 + j belong to this
+                        // thread's weight rows alone.
+                        unsafe {
+                            let d = dst.elem_ptr(i0, j0 + j, i12, i13) as *mut f32;
+                            std::ptr::copy_nonoverlapping(tile[j * m..].as_ptr(), d, m);
+                        }
+                    }
                     i0 += m;
                 }
                 j0 += n;
@@ -166,27 +154,25 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     }
 }
 
-/// Writes an `m`-row, `n`-column output tile (column-major, `m` apart) to the
-/// destination at weight row `i0`, src1 row `j0` of plane `(i12, i13)`.
-///
-/// # Safety
-/// Those destination elements lie in `dst` and belong to the calling thread alone.
-#[allow(clippy::too_many_arguments)]
-unsafe fn store_tile(
-    dst: &super::TView,
-    tile: &[f32],
-    i0: usize,
-    j0: usize,
+/// The block of `m` weight rows (`lda` apart) against `n` src1 rows of `k` values, its
+/// outputs column-major `m` apart.
+fn strip_block<'a, A>(
+    a: &'a [A],
+    lda: usize,
     m: usize,
+    b: &'a [f32],
     n: usize,
-    i12: usize,
-    i13: usize,
-) {
-    for j in 0..n {
-        // SAFETY: this fn's contract.
-        unsafe {
-            let d = dst.elem_ptr(i0, j0 + j, i12, i13) as *mut f32;
-            std::ptr::copy_nonoverlapping(tile[j * m..].as_ptr(), d, m);
-        }
+    k: usize,
+) -> GemmBlock<'a, A> {
+    GemmBlock {
+        a,
+        lda,
+        m,
+        b,
+        ldb: k,
+        n,
+        k,
+        cs_i: 1,
+        cs_j: m,
     }
 }

@@ -302,20 +302,34 @@ pub(super) unsafe fn x_q8_0_tile<
     // pointer access below.
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); N]; M];
-        if VNNI {
-            x_q8_0_tile_vnni::<X, M, N>(nb, x, y, &mut acc);
-        }
-        for ib in (0..nb).filter(|_| !VNNI) {
+        let bias = _mm256_set1_epi8(X::BIAS as i8);
+        for ib in 0..nb {
             let yb = y.map(|y| blk::<BlockQ8_0>(y, ib));
             let qy = yb.map(|yb| load256(yb.add(Q8_0_QS)));
             let dy = yb.map(|yb| _mm256_set1_ps(f16_at(yb)));
+            // With VNNI the weights go in unsigned (`ux = q + BIAS`) and each lane starts
+            // at `-BIAS · Σy`, so `vpdpbusd` leaves exactly `Σ q·y` per lane, as
+            // `mul_sum_i8_pairs_float` does, without its two `vpsignb` per pair.
+            let start = qy.map(|qy| {
+                if VNNI {
+                    let c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, qy);
+                    _mm256_sub_epi32(_mm256_setzero_si256(), c)
+                } else {
+                    _mm256_setzero_si256()
+                }
+            });
             for (acc, x) in acc.iter_mut().zip(x) {
                 let xb = blk::<X>(x, ib);
-                let (qx, dx) = (X::qx(xb), _mm256_set1_ps(f16_at(xb)));
+                let xq = if VNNI { X::ux(xb) } else { X::qx(xb) };
+                let dx = _mm256_set1_ps(f16_at(xb));
                 for j in 0..N {
                     // The broadcast of the product: `x_q8_0`'s `set1(dx * dy)`.
                     let d = _mm256_mul_ps(dx, dy[j]);
-                    let q = mul_sum_i8_pairs_float::<VNNI>(qx, qy[j]);
+                    let q = if VNNI {
+                        _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(start[j], xq, qy[j]))
+                    } else {
+                        mul_sum_i8_pairs_float::<false>(xq, qy[j])
+                    };
                     acc[j] = _mm256_fmadd_ps(d, q, acc[j]);
                 }
             }
@@ -323,46 +337,6 @@ pub(super) unsafe fn x_q8_0_tile<
         for (out, acc) in out.iter_mut().zip(acc) {
             for (o, a) in out.iter_mut().zip(acc) {
                 *o = hsum_float_8(a);
-            }
-        }
-    }
-}
-
-/// The VNNI body of [`x_q8_0_tile`]: the same integer lane sums without the two
-/// `vpsignb` per pair. The weights go in unsigned (`ux = q + BIAS`, once per weight
-/// block) and each activation block's lanes start at `-BIAS · Σy` (once per activation
-/// block), so `vpdpbusd` leaves exactly `Σ q·y` per lane, as `mul_sum_i8_pairs_float`
-/// does: the same floats follow, the same bits.
-///
-/// # Safety
-/// As [`x_q8_0_tile`], with AVX-512 VNNI + VL enabled in the caller.
-#[inline(always)]
-unsafe fn x_q8_0_tile_vnni<X: SignedQuants, const M: usize, const N: usize>(
-    nb: usize,
-    x: [*const u8; M],
-    y: [*const u8; N],
-    acc: &mut [[__m256; N]; M],
-) {
-    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
-    // pointer access below.
-    unsafe {
-        let bias = _mm256_set1_epi8(X::BIAS as i8);
-        for ib in 0..nb {
-            let yb = y.map(|y| blk::<BlockQ8_0>(y, ib));
-            let qy = yb.map(|yb| load256(yb.add(Q8_0_QS)));
-            let dy = yb.map(|yb| _mm256_set1_ps(f16_at(yb)));
-            let start = qy.map(|qy| {
-                let c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, qy);
-                _mm256_sub_epi32(_mm256_setzero_si256(), c)
-            });
-            for (acc, x) in acc.iter_mut().zip(x) {
-                let xb = blk::<X>(x, ib);
-                let (ux, dx) = (X::ux(xb), _mm256_set1_ps(f16_at(xb)));
-                for j in 0..N {
-                    let d = _mm256_mul_ps(dx, dy[j]);
-                    let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(start[j], ux, qy[j]));
-                    acc[j] = _mm256_fmadd_ps(d, q, acc[j]);
-                }
             }
         }
     }
