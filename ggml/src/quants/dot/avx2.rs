@@ -304,20 +304,23 @@ pub(super) unsafe fn x_q8_0_tile<
         let mut acc = [[_mm256_setzero_ps(); N]; M];
         let bias = _mm256_set1_epi8(X::BIAS as i8);
         for ib in 0..nb {
-            let yb = y.map(|y| blk::<BlockQ8_0>(y, ib));
-            let qy = yb.map(|yb| load256(yb.add(Q8_0_QS)));
-            let dy = yb.map(|yb| _mm256_set1_ps(f16_at(yb)));
+            // Plain loops, not `array::map`: a closure does not inherit this function's
+            // CPU features, and the intrinsics inside one are not always inlined.
+            let mut qy = [_mm256_setzero_si256(); N];
+            let mut dy = [_mm256_setzero_ps(); N];
             // With VNNI the weights go in unsigned (`ux = q + BIAS`) and each lane starts
             // at `-BIAS · Σy`, so `vpdpbusd` leaves exactly `Σ q·y` per lane, as
             // `mul_sum_i8_pairs_float` does, without its two `vpsignb` per pair.
-            let start = qy.map(|qy| {
+            let mut start = [_mm256_setzero_si256(); N];
+            for j in 0..N {
+                let yb = blk::<BlockQ8_0>(y[j], ib);
+                qy[j] = load256(yb.add(Q8_0_QS));
+                dy[j] = _mm256_set1_ps(f16_at(yb));
                 if VNNI {
-                    let c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, qy);
-                    _mm256_sub_epi32(_mm256_setzero_si256(), c)
-                } else {
-                    _mm256_setzero_si256()
+                    let c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, qy[j]);
+                    start[j] = _mm256_sub_epi32(_mm256_setzero_si256(), c);
                 }
-            });
+            }
             for (acc, x) in acc.iter_mut().zip(x) {
                 let xb = blk::<X>(x, ib);
                 let xq = if VNNI { X::ux(xb) } else { X::qx(xb) };
