@@ -117,10 +117,18 @@ type Dot = Box<dyn Fn(usize, &[u8], &[u8]) -> f32>;
 /// (mapped) weights, the tiled K-quant kernel for 8 or more rows, else `vec_dot`
 /// (never llamafile's, unlike `mul_mat`).
 fn ggml_dot(typ: GgmlType, k: usize, m: usize, mapped: bool, rows: usize) -> Dot {
-    let path = match batch::route(typ, [k, m, 1, 1], mapped, GgmlType::F32, [k, rows, 1, 1]) {
+    let route = batch::route(
+        typ,
+        [k, m, 1, 1],
+        mapped,
+        GgmlType::F32,
+        [k, rows, 1, 1],
+        false,
+    );
+    let path = match route {
         Some(Route::Repack) => Some(Path::RepackGemv),
         Some(Route::Tiled) => Some(Path::Tiled),
-        None => None,
+        Some(Route::Wide) | None => None,
     };
     match path {
         Some(p) => Box::new(batch::dot_for(typ, p, SimdLevel::Scalar).expect("batch kernel")),

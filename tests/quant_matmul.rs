@@ -3,8 +3,9 @@
 //! that weight and batch (`vec_dot`, llamafile's tinyBLAS_Q0, the tiled K-quant kernel,
 //! or for weights in a file mapping the repacked-weight GEMM/GEMV) with the activation
 //! rows quantized to the `vec_dot_type`, and stays within the type's dot-product budget
-//! of the f64 product of the dequantized weights with the f32 activations. Also
-//! `get_rows` and `cpy` through the quantized types.
+//! of the f64 product of the dequantized weights with the f32 activations. With
+//! `Executor::set_fast_int8`, Q8_0 / Q5_0 batches give the wide int8 GEMM's bits
+//! instead. Also `get_rows` and `cpy` through the quantized types.
 
 mod common;
 
@@ -20,13 +21,14 @@ fn weight_types() -> Vec<GgmlType> {
 }
 
 /// `[M, N, b2]` = `w` (quantized bytes, `[K, M]`; in a file mapping when `mapped`, as
-/// model weights are) times `x` `[K, N, b2]` with `threads` workers.
+/// model weights are) times `x` `[K, N, b2]` with `threads` workers, with the fast
+/// int8 GEMM when `fast`.
 fn mul_mat(
     typ: GgmlType,
     w: &[u8],
     x: &[f32],
     (k, m, n, b2): (usize, usize, usize, usize),
-    mapped: bool,
+    (mapped, fast): (bool, bool),
     threads: usize,
 ) -> Vec<f32> {
     let mut ctx = Context::new();
@@ -36,7 +38,9 @@ fn mul_mat(
     let c = ctx.mul_mat(wt, xt);
     let mut g = Graph::new();
     g.build_forward_expand(&ctx, c);
-    ggml::compute(&ctx, &g, threads).expect("compute");
+    let mut exec = ggml::Executor::new(threads).expect("executor");
+    exec.set_fast_int8(fast);
+    exec.compute(&ctx, &g).expect("compute");
     ctx.get_f32(c).expect("result")
 }
 
@@ -47,12 +51,13 @@ type Dot = Box<dyn Fn(usize, &[u8], &[u8]) -> f32>;
 /// bits), else llamafile's for two or more rows, else `vec_dot`.
 fn ggml_dot(
     typ: GgmlType,
-    mapped: bool,
+    (mapped, fast): (bool, bool),
     (k, m, n, b2): (usize, usize, usize, usize),
     i11: usize,
 ) -> Dot {
     let tr = typ.traits();
-    let route = batch::route(typ, [k, m, 1, 1], mapped, GgmlType::F32, [k, n, b2, 1]);
+    let shape1 = [k, n, b2, 1];
+    let route = batch::route(typ, [k, m, 1, 1], mapped, GgmlType::F32, shape1, fast);
     if let Some(route) = route {
         let path = route.path(i11, n);
         return Box::new(batch::dot_for(typ, path, SimdLevel::Scalar).expect("batch kernel"));
@@ -72,7 +77,8 @@ fn budget(typ: GgmlType) -> f64 {
 }
 
 /// Checks `mul_mat` of every weight type against [`ggml_dot`] and the f64 product.
-fn check_mul_mat(mapped: bool, shapes: &[(usize, usize, usize, usize)]) {
+fn check_mul_mat(opts: (bool, bool), shapes: &[(usize, usize, usize, usize)]) {
+    let mapped = opts.0;
     for typ in weight_types() {
         let tr = typ.traits();
         let vdt = tr.vec_dot_type;
@@ -80,11 +86,11 @@ fn check_mul_mat(mapped: bool, shapes: &[(usize, usize, usize, usize)]) {
             let w = data(typ.id() as u64 * 31 + k as u64, k * m);
             let x = data(m as u64 * 7 + n as u64, k * n * b2);
             let wq = ggml::quants::quantize(typ, &w, k).expect("quantize");
-            let got = mul_mat(typ, &wq, &x, (k, m, n, b2), mapped, 1);
+            let got = mul_mat(typ, &wq, &x, (k, m, n, b2), opts, 1);
             assert_eq!(got.len(), m * n * b2);
             assert_eq!(
                 got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                mul_mat(typ, &wq, &x, (k, m, n, b2), mapped, 3)
+                mul_mat(typ, &wq, &x, (k, m, n, b2), opts, 3)
                     .iter()
                     .map(|v| v.to_bits())
                     .collect::<Vec<_>>(),
@@ -96,7 +102,7 @@ fn check_mul_mat(mapped: bool, shapes: &[(usize, usize, usize, usize)]) {
             let rs = typ.row_size(k);
             let mut max_err = 0f64;
             for col in 0..n * b2 {
-                let dot = ggml_dot(typ, mapped, (k, m, n, b2), col % n);
+                let dot = ggml_dot(typ, opts, (k, m, n, b2), col % n);
                 let xr = &x[col * k..(col + 1) * k];
                 let mut xq = vec![0u8; vdt.row_size(k)];
                 (vdt.traits().from_float.expect("activation quantizer"))(xr, &mut xq);
@@ -128,7 +134,7 @@ fn check_mul_mat(mapped: bool, shapes: &[(usize, usize, usize, usize)]) {
 fn quantized_mul_mat_is_ggmls_dot_and_close_to_f64() {
     // vec_dot (1 row), llamafile (2+ rows), tiled K-quants (8+ rows), odd row counts.
     check_mul_mat(
-        false,
+        (false, false),
         &[
             (256, 7, 1, 1),
             (512, 33, 3, 2),
@@ -143,13 +149,30 @@ fn mapped_weights_take_the_repacked_kernels() {
     // 8-row multiples repack (GEMM for whole groups of 4 src1 rows, GEMV after); 12
     // rows do not, and 20 rows are not a multiple of 8.
     check_mul_mat(
-        true,
+        (true, false),
         &[
             (256, 16, 1, 1),
             (512, 24, 6, 1),
             (256, 8, 9, 2),
             (512, 12, 5, 1),
             (256, 20, 4, 1),
+        ],
+    );
+}
+
+#[test]
+fn fast_int8_takes_the_wide_gemm_for_large_batches() {
+    // Below 16 rows and for other types nothing changes; 16 and more Q8_0 / Q5_0 rows
+    // take the wide kernel (on AVX-512 VNNI CPUs; `ggml_dot` asks the same route),
+    // split across threads by whole tiles of 32 weight rows or by activation rows.
+    check_mul_mat(
+        (false, true),
+        &[
+            (256, 7, 15, 1),
+            (512, 40, 16, 1),
+            (1024, 33, 21, 2),
+            (256, 70, 19, 1),
+            (512, 12, 90, 1),
         ],
     );
 }

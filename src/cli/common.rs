@@ -87,6 +87,8 @@ pub struct CommonParams {
     pub rope_freq_scale: f32,
     /// Full-size cache for the sliding-window layers (`--swa-full`).
     pub swa_full: bool,
+    /// Q8_0 / Q5_0 prompts through the int8 GEMM (`--fast-int8`).
+    pub fast_int8: bool,
 }
 
 impl Default for CommonParams {
@@ -121,6 +123,7 @@ impl Default for CommonParams {
             rope_freq_base: 0.0,
             rope_freq_scale: 0.0,
             swa_full: false,
+            fast_int8: false,
         }
     }
 }
@@ -406,6 +409,11 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
             "use a full-size cache for the sliding-window layers (default: the window only)",
             |p| p.as_mut().swa_full = true,
         ),
+        Opt::flag(
+            &["--fast-int8"],
+            "Q8_0/Q5_0 prompts through the int8 VNNI GEMM: about 2x faster, logits not bit-identical to llama.cpp's",
+            |p| p.as_mut().fast_int8 = true,
+        ),
         Opt::flag(&["-sp", "--special"], "print special tokens", |p| p.as_mut().special = true),
         Opt::flag(&["-v", "--verbose"], "print debug logs (context shifts, Self-Extend steps)", |p| {
             p.as_mut().verbose = true
@@ -473,6 +481,7 @@ impl CommonParams {
             rope_freq_scale: self.rope_freq_scale,
             div_shift: self.div_shift,
             swa_full: self.swa_full,
+            fast_int8: self.fast_int8,
             self_extend: self
                 .self_extend
                 .and_then(|(g, w)| llama::graph::self_extend::SelfExtendParams::new(g, w).ok()),

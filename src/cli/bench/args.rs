@@ -90,6 +90,9 @@ pub struct Params {
     pub details: bool,
     /// Buffer size for the memcpy bandwidth measurement in MiB (`--membw-mib`, 0: skip).
     pub membw_mib: usize,
+    /// The wide int8 GEMM for Q8_0 / Q5_0 prompts in every test (`--fast-int8`, not in
+    /// llama.cpp's tool; see `ggml::Executor::set_fast_int8`).
+    pub fast_int8: bool,
     /// Exact Self-Extend in every test (`--self-extend G,W`, not in llama.cpp's tool):
     /// the cost of the bi-level attention against the same tests without it.
     pub self_extend: Option<llama::graph::self_extend::SelfExtendParams>,
@@ -119,6 +122,7 @@ impl Default for Params {
             profile: false,
             details: true,
             membw_mib: 256,
+            fast_int8: false,
             self_extend: None,
         }
     }
@@ -362,6 +366,11 @@ pub fn options() -> Vec<Opt<Params>> {
                 p.self_extend = Some(parse_self_extend(v.text()?)?);
                 Ok(())
             },
+        ),
+        Opt::flag(
+            &["--fast-int8"],
+            "Q8_0/Q5_0 prompts through the int8 VNNI GEMM in every test (faster; not llama.cpp's float order)",
+            |p| p.fast_int8 = true,
         ),
         Opt::value(&["-fa", "--flash-attn"], "on|off|auto", "flash attention (default: auto = on)", |p, v| {
             p.flash_attn.extend(list(v, flash_attn_value)?);

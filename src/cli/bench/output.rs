@@ -233,6 +233,7 @@ fn md_column(field: &str) -> (&'static str, i32) {
         "type_k" => ("type_k", 6),
         "type_v" => ("type_v", 6),
         "flash_attn" => ("fa", 3),
+        "fast_int8" => ("fast_int8", 9),
         "test" => ("test", 15),
         "t/s" => ("t/s", 20),
         _ => ("?", 10),
@@ -294,6 +295,9 @@ impl Printer {
         if p.flash_attn != [FlashAttn::Auto] {
             fields.push("flash_attn");
         }
+        if p.fast_int8 {
+            fields.push("fast_int8");
+        }
         fields.push("test");
         fields.push("t/s");
         Printer {
@@ -345,6 +349,7 @@ impl Printer {
                         "type_k" => i.type_k.name().into(),
                         "type_v" => i.type_v.name().into(),
                         "flash_attn" => fa_int(i.flash_attn).to_string(),
+                        "fast_int8" => u8::from(i.fast_int8).to_string(),
                         "test" => t.name(),
                         "t/s" => format!("{:.2} ± {:.2}", t.avg_ts(), t.stdev_ts()),
                         _ => String::new(),
@@ -467,6 +472,7 @@ mod tests {
                 type_v: GgmlType::F16,
                 n_threads: 2,
                 flash_attn: FlashAttn::Auto,
+                fast_int8: false,
             },
             test_time: "2026-01-01T00:00:00Z".into(),
             samples_ns: samples.to_vec(),

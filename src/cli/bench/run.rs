@@ -42,6 +42,8 @@ pub struct Instance {
     pub n_threads: usize,
     /// Flash attention.
     pub flash_attn: FlashAttn,
+    /// The wide int8 GEMM for Q8_0 / Q5_0 prompts (`--fast-int8`).
+    pub fast_int8: bool,
 }
 
 /// The tests, in llama.cpp's order (`get_cmd_params_instances`): by model, batch,
@@ -68,6 +70,7 @@ pub fn instances(p: &Params) -> Vec<Instance> {
                                         type_v: tv,
                                         n_threads: nt,
                                         flash_attn: fa,
+                                        fast_int8: p.fast_int8,
                                     };
                                     out.extend(
                                         p.n_prompt.iter().filter(|&&n| n > 0).map(|&n| inst(n, 0)),
@@ -176,6 +179,7 @@ fn run_test(
         type_v: inst.type_v,
         flash_attn: inst.flash_attn != FlashAttn::Off && p.self_extend.is_none(),
         self_extend: p.self_extend,
+        fast_int8: inst.fast_int8,
         ..Default::default()
     };
     let mut ctx = LlamaContext::new(Arc::clone(model), &cp).map_err(CliError::Context)?;

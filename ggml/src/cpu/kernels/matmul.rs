@@ -105,7 +105,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         }
     }
 
-    if let Some(route) = super::matmul_batch::route(s0, s1) {
+    if let Some(route) = super::matmul_batch::route(params, s0, s1) {
         // SAFETY: as in the loop below.
         let y = |ir1: usize| unsafe { src1_row(params, s1, convert, rs1, ir1) };
         super::matmul_batch::forward(params, node, route, &y);

@@ -17,8 +17,8 @@ thread_local! {
 const GEMV_ROWS: usize = 2;
 
 /// Where the node goes, if it goes to the batch kernels (see [`batch::route`]).
-pub(super) fn route(s0: &TView, s1: &TView) -> Option<Route> {
-    batch::route(s0.typ, s0.ne, s0.mapped, s1.typ, s1.ne)
+pub(super) fn route(params: &ComputeParams, s0: &TView, s1: &TView) -> Option<Route> {
+    batch::route(s0.typ, s0.ne, s0.mapped, s1.typ, s1.ne, params.fast_int8)
 }
 
 /// This thread's share of the node; `y(ir1)` is src1 row `ir1` in the weight's

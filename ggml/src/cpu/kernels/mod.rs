@@ -290,6 +290,9 @@ pub(crate) struct ComputeParams<'a> {
     pub wsize: usize,
     pub barrier: &'a Barrier,
     pub error: &'a Mutex<Option<Error>>,
+    /// [`crate::Executor::set_fast_int8`]: Q8_0 / Q5_0 batches may take the wide int8
+    /// GEMM, whose float order is not llama.cpp's.
+    pub fast_int8: bool,
 }
 
 impl ComputeParams<'_> {
@@ -516,6 +519,7 @@ mod tests {
             wsize: wdata.len(),
             barrier,
             error,
+            fast_int8: false,
         }
     }
 

@@ -201,11 +201,13 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
             s0.mapped,
             s1.typ,
             [s1.ne[0], expert_rows.len(), 1, 1],
+            false,
         );
         let path = match route {
             Some(Route::Repack) => Some(Path::RepackGemv),
             Some(Route::Tiled) => Some(Path::Tiled),
-            None => None,
+            // ggml's `mul_mat_id` takes `vec_dot` for these types, and so do we.
+            Some(Route::Wide) | None => None,
         };
         let expert = Expert {
             node,

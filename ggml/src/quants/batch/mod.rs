@@ -5,7 +5,10 @@
 //! - [`Path::RepackGemm`] / [`Path::RepackGemv`]: the kernels of `ggml-cpu/repack.cpp`
 //!   for weights that llama.cpp repacked at load time (Q4_0, IQ4_NL, Q4_K, Q2_K);
 //! - [`Path::Tiled`]: the K-quant kernel of `ggml-cpu/tiled/` (Q2_K … Q6_K, IQ4_XS)
-//!   for batches of 8 or more rows.
+//!   for batches of 8 or more rows;
+//! - [`Path::Wide`]: ours, not llama.cpp's: Q8_0 and Q5_0 prompts, which llama.cpp
+//!   gives to llamafile's tinyBLAS_Q0, through the wide VNNI kernel with the repack
+//!   kernels' float chain (where the CPU has AVX-512 VNNI).
 //!
 //! Each computes one output as exact integer sums over fixed chunks of the row,
 //! combined by a short chain of float operations; only that chain (and the chunking)
@@ -45,6 +48,9 @@ pub enum Path {
     RepackGemv,
     /// `ggml_compute_forward_mul_mat_tiled`.
     Tiled,
+    /// The wide VNNI kernel for the 32-element types llama.cpp runs through
+    /// tinyBLAS_Q0 ([`wide_takes`]): per block `acc = fma(f32(Σ q·a), d·dy, acc)`.
+    Wide,
 }
 
 /// Which family of kernels a `mul_mat` node goes to (see [`route`]).
@@ -54,6 +60,8 @@ pub enum Route {
     Repack,
     /// The tiled K-quant kernel.
     Tiled,
+    /// The wide kernel for Q8_0 / Q5_0 batches ([`Path::Wide`]).
+    Wide,
 }
 
 impl Route {
@@ -61,6 +69,7 @@ impl Route {
     pub fn path(self, i11: usize, ne11: usize) -> Path {
         match self {
             Route::Tiled => Path::Tiled,
+            Route::Wide => Path::Wide,
             Route::Repack if i11 < ne11 - ne11 % 4 => Path::RepackGemm,
             Route::Repack => Path::RepackGemv,
         }
@@ -74,6 +83,16 @@ pub fn repacks(typ: GgmlType, ne1: usize) -> bool {
     use GgmlType as T;
     matches!(typ, T::Q4_0 | T::IQ4_NL | T::Q4_K | T::Q2_K) && ne1.is_multiple_of(8)
 }
+
+/// Whether [`Path::Wide`] takes weights of `typ`: the 32-element types whose batches
+/// llama.cpp gives to tinyBLAS_Q0 and whose values fit a byte with a bias.
+pub fn wide_takes(typ: GgmlType) -> bool {
+    matches!(typ, GgmlType::Q8_0 | GgmlType::Q5_0)
+}
+
+/// `src1` rows from which a [`wide_takes`] type leaves tinyBLAS_Q0 for the wide
+/// kernel: below it, laying out a wide tile costs more than its rows save.
+pub const WIDE_MIN_ROWS: usize = 16;
 
 /// Whether `ggml-cpu/tiled` handles weights of `typ` (of the types we implement).
 pub fn tiles(typ: GgmlType) -> bool {
@@ -92,20 +111,28 @@ pub fn tiles(typ: GgmlType) -> bool {
 ///
 /// In llama.cpp's order: repacked weights (2-D, `src1` F32 and at most 3-D) always go
 /// to their kernels, whatever the batch; then the tiled kernel takes batches of 8 or
-/// more `src1` rows (`ne1[1] >= 8`) of F32 or Q8_K.
+/// more `src1` rows (`ne1[1] >= 8`) of F32 or Q8_K. Ours on top, when `fast_int8`
+/// ([`crate::Executor::set_fast_int8`]): batches of [`WIDE_MIN_ROWS`] or more F32 rows
+/// times [`wide_takes`] weights go to [`Route::Wide`] where this process's SIMD level
+/// has the wide kernel.
 pub fn route(
     typ: GgmlType,
     ne0: [usize; 4],
     mapped: bool,
     src1_typ: GgmlType,
     ne1: [usize; 4],
+    fast_int8: bool,
 ) -> Option<Route> {
     let two_d = ne0[2] == 1 && ne0[3] == 1;
     if mapped && two_d && repacks(typ, ne0[1]) && src1_typ == GgmlType::F32 && ne1[3] == 1 {
         return Some(Route::Repack);
     }
     let src1_ok = matches!(src1_typ, GgmlType::F32 | GgmlType::Q8_K);
-    (tiles(typ) && src1_ok && ne1[1] >= 8).then_some(Route::Tiled)
+    if tiles(typ) && src1_ok && ne1[1] >= 8 {
+        return Some(Route::Tiled);
+    }
+    let wide = fast_int8 && wide_takes(typ) && src1_typ == GgmlType::F32 && ne1[1] >= WIDE_MIN_ROWS;
+    (wide && kernels().wide.is_some()).then_some(Route::Wide)
 }
 
 /// Whether the unpacked values of `typ` can be negative (all but the types with mins).
@@ -115,7 +142,7 @@ fn has_signed_values(typ: GgmlType) -> bool {
 
 /// Whether `typ` has scales below the block's `d` (all but the 32-element types).
 fn has_scales(typ: GgmlType) -> bool {
-    !matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL)
+    typ.blck_size() != 32
 }
 
 /// The chunking and float chain of `path` for weights of `typ`.
@@ -125,6 +152,7 @@ pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
     let ok = match path {
         Path::Tiled => tiles(typ),
         Path::RepackGemm | Path::RepackGemv => repacks(typ, 0),
+        Path::Wide => wide_takes(typ),
     };
     if !ok {
         return None;
@@ -538,6 +566,8 @@ mod tests {
         for typ in crate::quants::types().filter(|&t| wide::shape(t).is_some()) {
             let path = if tiles(typ) {
                 Path::Tiled
+            } else if wide_takes(typ) {
+                Path::Wide
             } else {
                 Path::RepackGemm
             };
@@ -605,7 +635,7 @@ mod tests {
     #[test]
     fn every_level_unpacks_the_same_bytes() {
         let mut s = 0x1234_5678_9abc_def0u64;
-        for typ in crate::quants::types().filter(|&t| tiles(t) || repacks(t, 0)) {
+        for typ in crate::quants::types().filter(|&t| tiles(t) || repacks(t, 0) || wide_takes(t)) {
             let n = 512;
             let rows: Vec<Vec<u8>> = (0..3)
                 .map(|_| {

@@ -7,7 +7,7 @@ use std::mem::offset_of;
 
 use crate::quants::blocks::*;
 use crate::quants::k_quants::{k4_codes, q2k_codes, q3k_values, q5k_codes, q6k_values};
-use crate::quants::legacy::nibbles;
+use crate::quants::legacy::{nibbles, q5_quant};
 use crate::types::GgmlType;
 
 /// Elements per scale in [`Unpacked`].
@@ -80,6 +80,8 @@ impl Unpacked {
         unsafe {
             match typ {
                 T::Q4_0 => self.fill_rows::<V, BlockQ4_0>(rows),
+                T::Q5_0 => self.fill_rows::<V, BlockQ5_0>(rows),
+                T::Q8_0 => self.fill_rows::<V, BlockQ8_0>(rows),
                 T::IQ4_NL => self.fill_rows::<V, BlockIq4Nl>(rows),
                 T::Q2_K => self.fill_rows::<V, BlockQ2K>(rows),
                 T::Q3_K => self.fill_rows::<V, BlockQ3K>(rows),
@@ -265,10 +267,43 @@ impl Unpack for BlockQ4_0 {
 
     #[inline(always)]
     fn scales_of(b: &[u8]) -> Scales {
-        Scales {
-            d: field::<F16Le>(b, 0).get(),
-            ..Scales::default()
+        d_only(b)
+    }
+}
+
+/// The scales of a 32-element block that has only `d`, at its start.
+#[inline(always)]
+fn d_only(b: &[u8]) -> Scales {
+    Scales {
+        d: field::<F16Le>(b, 0).get(),
+        ..Scales::default()
+    }
+}
+
+impl Unpack for BlockQ5_0 {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        let qh = u32::from_le_bytes(self.qh);
+        for (j, q) in q[..32].iter_mut().enumerate() {
+            *q = (q5_quant(&self.qs, qh, j) - 16) as i8;
         }
+    }
+
+    #[inline(always)]
+    fn scales_of(b: &[u8]) -> Scales {
+        d_only(b)
+    }
+}
+
+impl Unpack for BlockQ8_0 {
+    #[inline(always)]
+    fn values(&self, q: &mut [i8]) {
+        q[..32].copy_from_slice(&self.qs);
+    }
+
+    #[inline(always)]
+    fn scales_of(b: &[u8]) -> Scales {
+        d_only(b)
     }
 }
 
@@ -280,10 +315,7 @@ impl Unpack for BlockIq4Nl {
 
     #[inline(always)]
     fn scales_of(b: &[u8]) -> Scales {
-        Scales {
-            d: field::<F16Le>(b, 0).get(),
-            ..Scales::default()
-        }
+        d_only(b)
     }
 }
 
@@ -412,6 +444,8 @@ mod tests {
     fn unpacked_integers_are_the_dequantized_values() {
         for typ in [
             GgmlType::Q4_0,
+            GgmlType::Q5_0,
+            GgmlType::Q8_0,
             GgmlType::IQ4_NL,
             GgmlType::Q2_K,
             GgmlType::Q3_K,

@@ -79,6 +79,8 @@ pub(crate) fn shape(typ: GgmlType) -> Option<Shape> {
     let (bias, subw) = match typ {
         // Codes `c` stand for `c - 8`: the bias turns the value back into its code.
         T::Q4_0 => (8, 32),
+        T::Q5_0 => (16, 32),
+        T::Q8_0 => (128, 32),
         T::IQ4_NL => (128, 32),
         T::Q2_K => (0, 16),
         T::Q3_K => (4, 16),
@@ -136,6 +138,8 @@ impl WideTile {
         unsafe {
             match typ {
                 T::Q4_0 => self.fill_blocks::<V, X, BlockQ4_0>(p, sh, n, rows),
+                T::Q5_0 => self.fill_blocks::<V, X, BlockQ5_0>(p, sh, n, rows),
+                T::Q8_0 => self.fill_blocks::<V, X, BlockQ8_0>(p, sh, n, rows),
                 T::IQ4_NL => self.fill_blocks::<V, X, BlockIq4Nl>(p, sh, n, rows),
                 T::Q2_K => self.fill_blocks::<V, X, BlockQ2K>(p, sh, n, rows),
                 T::Q3_K => self.fill_blocks::<V, X, BlockQ3K>(p, sh, n, rows),
@@ -366,6 +370,8 @@ mod tests {
     fn wide_tiles_hold_the_unpacked_integers() {
         for typ in [
             GgmlType::Q4_0,
+            GgmlType::Q5_0,
+            GgmlType::Q8_0,
             GgmlType::Q4_K,
             GgmlType::Q6_K,
             GgmlType::Q2_K,
@@ -384,8 +390,10 @@ mod tests {
             for (i, u) in parts.iter_mut().enumerate() {
                 u.fill(typ, n, &refs[i * TILE..(i + 1) * TILE]);
             }
-            let p = super::super::plan(typ, super::super::Path::Tiled)
-                .or_else(|| super::super::plan(typ, super::super::Path::RepackGemm))
+            use super::super::{plan, Path};
+            let p = plan(typ, Path::Tiled)
+                .or_else(|| plan(typ, Path::RepackGemm))
+                .or_else(|| plan(typ, Path::Wide))
                 .expect("plan");
             let sh = shape(typ).expect("shape");
             let mut t = WideTile::default();
