@@ -112,9 +112,9 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode, p: &RopeParams) {
             let dp = dst.row_ptr(i1, i2, i3);
             match s0.typ {
                 GgmlType::F32 => {
-                    rotate::<f32>(sp as *const f32, dp as *mut f32, cache, n_dims, p.mode, ne0)
+                    rotate_row::<f32>(sp as *const f32, dp as *mut f32, cache, n_dims, p.mode, ne0)
                 }
-                _ => rotate::<half::f16>(
+                _ => rotate_row::<half::f16>(
                     sp as *const half::f16,
                     dp as *mut half::f16,
                     cache,
@@ -150,10 +150,52 @@ impl Elem for half::f16 {
     }
 }
 
+/// [`rotate`] compiled with FMA where the CPU has it: without the feature each
+/// `mul_add` is a call into libm's `fmaf` (same bits, several times slower).
+///
+/// # Safety
+/// As [`rotate`].
+unsafe fn rotate_row<T: Elem>(
+    src: *const T,
+    dst: *mut T,
+    cache: &[f32],
+    n_dims: usize,
+    mode: RopeMode,
+    ne0: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::simd::kernels().level != crate::cpu::simd::SimdLevel::Scalar {
+        // SAFETY: every x86 SIMD level includes FMA (checked when it was picked); the
+        // rows are as `rotate` needs (this fn's contract).
+        return unsafe { rotate_fma(src, dst, cache, n_dims, mode, ne0) };
+    }
+    // SAFETY: this fn's contract.
+    unsafe { rotate(src, dst, cache, n_dims, mode, ne0) }
+}
+
+/// [`rotate`] with FMA enabled.
+///
+/// # Safety
+/// As [`rotate`]; the CPU has FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn rotate_fma<T: Elem>(
+    src: *const T,
+    dst: *mut T,
+    cache: &[f32],
+    n_dims: usize,
+    mode: RopeMode,
+    ne0: usize,
+) {
+    // SAFETY: this fn's contract.
+    unsafe { rotate(src, dst, cache, n_dims, mode, ne0) }
+}
+
 /// Rotates the first `n_dims` values of one row and copies the rest.
 ///
 /// # Safety
 /// `src` and `dst` point at rows of `ne0` elements (possibly the same row).
+#[inline(always)]
 unsafe fn rotate<T: Elem>(
     src: *const T,
     dst: *mut T,
