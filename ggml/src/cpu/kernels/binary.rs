@@ -5,13 +5,18 @@ use crate::op::Op;
 use crate::types::GgmlType;
 
 pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
+    // One monomorphised loop per operation: through a function pointer every element
+    // would be an indirect call, and nothing would be vectorised.
+    match node.op {
+        Op::Add => forward_with(params, node, |a, b| a + b),
+        Op::Sub => forward_with(params, node, |a, b| a - b),
+        Op::Mul => forward_with(params, node, |a, b| a * b),
+        _ => forward_with(params, node, |a, b| a / b),
+    }
+}
+
+fn forward_with<F: Fn(f32, f32) -> f32 + Copy>(params: &ComputeParams, node: &ExecNode, f: F) {
     let (s0, s1, dst) = (node.src0(), node.src1(), &node.dst);
-    let f: fn(f32, f32) -> f32 = match node.op {
-        Op::Add => |a, b| a + b,
-        Op::Sub => |a, b| a - b,
-        Op::Mul => |a, b| a * b,
-        _ => |a, b| a / b,
-    };
     let ne0 = dst.ne[0];
     let ne10 = s1.ne[0];
     let all_f32 = [s0.typ, s1.typ, dst.typ]
@@ -48,8 +53,8 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
 }
 
 /// `d[i] = f(a[i], b[i % b.len()])`, with `a = d` when `a` is `None`.
-#[inline]
-fn apply(d: &mut [f32], a: Option<&[f32]>, b: &[f32], f: fn(f32, f32) -> f32) {
+#[inline(always)]
+fn apply<F: Fn(f32, f32) -> f32 + Copy>(d: &mut [f32], a: Option<&[f32]>, b: &[f32], f: F) {
     let nb = b.len();
     if nb == d.len() {
         match a {
