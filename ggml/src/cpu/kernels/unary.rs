@@ -73,8 +73,34 @@ fn apply(op: Op, typ: GgmlType, x: &mut [f32]) {
 pub(super) fn glu(params: &ComputeParams, node: &ExecNode, op: GluOp, swapped: bool) {
     let dst = &node.dst;
     let nc = dst.ne[0];
+    // Separate gate and up rows in f32 that dst does not overlap: straight from the
+    // sources into dst, without the copies through scratch.
+    let direct = node.src[1].as_ref().filter(|s1| {
+        let s0 = node.src0();
+        [s0.typ, s1.typ, dst.typ]
+            .iter()
+            .all(|&t| t == GgmlType::F32)
+            && s0.dense_rows()
+            && s1.dense_rows()
+            && dst.dense_rows()
+            && !s0.overlaps(dst)
+            && !s1.overlaps(dst)
+    });
     for r in params.range(dst.nrows()) {
         let (i1, i2, i3) = dst.row_index(r);
+        if let Some(s1) = direct {
+            // SAFETY: this thread owns dst row r, which overlaps neither source (checked
+            // above); the sources are only read.
+            unsafe {
+                let (g, u) = (node.src0().row_f32(i1, i2, i3), s1.row_f32(i1, i2, i3));
+                let y = dst.row_f32_mut(i1, i2, i3);
+                match op {
+                    GluOp::SwiGlu => (crate::cpu::simd::kernels().swiglu)(y, g, u),
+                    GluOp::GeGlu => geglu_row(GgmlType::F32, y, g, u),
+                }
+            }
+            continue;
+        }
         // SAFETY: this thread owns dst row r; the sources are read into scratch first.
         unsafe {
             let scratch = params.scratch_f32(0, 3 * nc);
