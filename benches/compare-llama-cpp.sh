@@ -26,6 +26,9 @@
 #                         vendored llama.cpp's llama-bench in DIR/build (AVX-512 on, AMX off);
 #                         otherwise $LLAMA_CPP_BIN (default /work/ref/llama.cpp/build/bin)
 #   --out DIR             keep the raw JSON of every run here (default: a temp dir)
+#   --fast-int8           also run our prompt tests with --fast-int8 (Q8_0/Q5_0 prompts
+#                         through the int8 GEMM, not llama.cpp's float order): two more
+#                         columns
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,12 +50,14 @@ build_cpp=""
 out_dir=""
 extra=()
 set_p=0 set_n=0 set_r=0 set_presets=0
+fast=0
 
 die() { echo "compare-llama-cpp: $*" >&2; exit 1; }
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quick) quick=1 ;;
+        --fast-int8) fast=1 ;;
         --presets) presets=$2; set_presets=1; shift ;;
         --types) types=$2; shift ;;
         -p) n_prompt=$2; set_p=1; shift ;;
@@ -184,6 +189,12 @@ for m in "${models[@]}"; do
         echo "compare-llama-cpp: $name round $round/$rounds: ours" >&2
         "$our_bench" -m "$m" "${common[@]}" > "$out_dir/$name.$round.ours.json" 2> "$out_dir/$name.$round.ours.log" \
             || die "llama-bench failed on $m (see $out_dir/$name.$round.ours.log)"
+        if [[ $fast == 1 ]]; then
+            echo "compare-llama-cpp: $name round $round/$rounds: ours, --fast-int8 prompts" >&2
+            "$our_bench" -m "$m" -p "$n_prompt" -n 0 -r "$reps" -t "$threads" -o json --fast-int8 "${extra[@]}" \
+                > "$out_dir/$name.$round.fast.json" 2>> "$out_dir/$name.$round.ours.log" \
+                || die "llama-bench --fast-int8 failed on $m"
+        fi
         if [[ $depth -gt 0 ]]; then
             deep=(-p 0 -n "$n_gen" -d "$depth" -r "$reps" -t "$threads" -o json "${extra[@]}")
             echo "compare-llama-cpp: $name round $round/$rounds: tg$n_gen at depth $depth" >&2
@@ -223,14 +234,19 @@ builds = set()
 rows = []
 for m in models:
     name = os.path.basename(m)[:-5]
-    cpp, ours = runs(name, "llama.cpp"), runs(name, "ours")
+    cpp, ours, fast = runs(name, "llama.cpp"), runs(name, "ours"), runs(name, "fast")
     mean = lambda v: sum(v) / len(v) if v else float("nan")
     for key in cpp:
         c, c_sd = mean(cpp[key]["ts"]), mean(cpp[key]["sd"])
         builds.add(cpp[key]["build"])
         o = ours.get(key, {"ts": [], "sd": []})
         o, o_sd = mean(o["ts"]), mean(o["sd"])
-        rows.append((name, key[0], key[1], f"{c:.2f} ± {c_sd:.2f}", f"{o:.2f} ± {o_sd:.2f}", o / c if c else float("nan")))
+        f = fast.get(key)
+        fcols = ("", "")
+        if f:
+            fm, f_sd = mean(f["ts"]), mean(f["sd"])
+            fcols = (f"{fm:.2f} ± {f_sd:.2f}", f"{fm / c:.2f}" if c else "nan")
+        rows.append((name, key[0], key[1], f"{c:.2f} ± {c_sd:.2f}", f"{o:.2f} ± {o_sd:.2f}", o / c if c else float("nan"), fcols))
 
 print(f"# llamars vs llama.cpp: {now}")
 print()
@@ -239,10 +255,19 @@ print(f"llama.cpp: {', '.join(sorted(builds))}; llamars: {commit}")
 print("t/s: mean ± stddev over the repetitions (averaged over rounds); ratio of the means")
 print("models: gen-model's random weights of the preset's shape; '-lq': quantized from its F32 file by llama.cpp's llama-quantize")
 print()
-print(f"| {'model':<24} | {'test':>10} | {'threads':>7} | {'llama.cpp t/s':>20} | {'ours t/s':>20} | {'ours/llama.cpp':>14} |")
-print(f"| {'-' * 24} | {'-' * 9}: | {'-' * 6}: | {'-' * 19}: | {'-' * 19}: | {'-' * 13}: |")
-for name, test, th, c, o, r in rows:
-    print(f"| {name:<24} | {test:>10} | {th:>7} | {c:>20} | {o:>20} | {r:>14.2f} |")
+has_fast = any(fc[0] for *_, fc in rows)
+head = f"| {'model':<24} | {'test':>10} | {'threads':>7} | {'llama.cpp t/s':>20} | {'ours t/s':>20} | {'ours/llama.cpp':>14} |"
+rule = f"| {'-' * 24} | {'-' * 9}: | {'-' * 6}: | {'-' * 19}: | {'-' * 19}: | {'-' * 13}: |"
+if has_fast:
+    head += f" {'ours --fast-int8 t/s':>20} | {'fast/llama.cpp':>14} |"
+    rule += f" {'-' * 19}: | {'-' * 13}: |"
+print(head)
+print(rule)
+for name, test, th, c, o, r, fc in rows:
+    line = f"| {name:<24} | {test:>10} | {th:>7} | {c:>20} | {o:>20} | {r:>14.2f} |"
+    if has_fast:
+        line += f" {fc[0]:>20} | {fc[1]:>14} |"
+    print(line)
 print()
 print(f"raw results: {out_dir}")
 EOF
