@@ -241,3 +241,29 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// `gemm_acc` of every level (register blocks of rows × vectors, masked or scalar
+    /// edges) gives the scalar chain's bits: each output one FMA chain over `k` in
+    /// order, added to what `c` held.
+    #[test]
+    fn gemm_acc_matches_scalar(
+        m in 1usize..=11,
+        n in 1usize..=80,
+        k in 1usize..=70,
+        seed in any::<u64>(),
+    ) {
+        let mut r = ggml::testing::Rng::new(seed);
+        let mut rand = |len: usize| -> Vec<f32> { (0..len).map(|_| r.unit() as f32 * 2.0 - 1.0).collect() };
+        let (a, b, c0) = (rand(m * k), rand(k * n), rand(m * n));
+        let mut want = c0.clone();
+        (scalar().gemm_acc)(&mut want, &a, &b, m, k, n);
+        for kern in levels() {
+            let mut got = c0.clone();
+            (kern.gemm_acc)(&mut got, &a, &b, m, k, n);
+            prop_assert_eq!(bits(&got), bits(&want), "{} {}x{}x{}", kern.level.name(), m, k, n);
+        }
+    }
+}

@@ -478,33 +478,90 @@ unsafe fn f32_to_f16_avx512(x: &[f32], y: &mut [f16]) {
     }
 }
 
+// `gemm_acc`: every output is one chain of FMAs over `k` in order (ggml's
+// `simd_gemm`), so blocks of `RM` rows × `RN` vectors of outputs run side by side
+// as independent chains: the same bits, without waiting on each FMA's latency.
+
 /// # Safety
 /// The CPU supports AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemm_acc_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
+    assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
+    let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
+    let full = n / 8 * 8;
+    let mut i = 0;
+    // SAFETY: the CPU has the features (this fn's contract); every block stays inside
+    // rows `i .. i + RM < m` and columns `j .. j + 8 * RN <= full`, within the slices
+    // (checked above).
     unsafe {
-        assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
-        let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
-        for i in 0..m {
+        while i + 4 <= m {
             let mut j = 0;
-            while j + 8 <= n {
-                let mut acc = _mm256_loadu_ps(cp.add(i * n + j));
-                for kk in 0..k {
-                    let av = _mm256_set1_ps(*ap.add(i * k + kk));
-                    acc = _mm256_fmadd_ps(av, _mm256_loadu_ps(bp.add(kk * n + j)), acc);
-                }
-                _mm256_storeu_ps(cp.add(i * n + j), acc);
+            while j + 16 <= full {
+                gemm_acc_block_avx2::<4, 2>(cp, ap, bp, (i, j), k, n);
+                j += 16;
+            }
+            if j < full {
+                gemm_acc_block_avx2::<4, 1>(cp, ap, bp, (i, j), k, n);
+            }
+            i += 4;
+        }
+        while i < m {
+            let mut j = 0;
+            while j < full {
+                gemm_acc_block_avx2::<1, 1>(cp, ap, bp, (i, j), k, n);
                 j += 8;
             }
-            while j < n {
-                let mut acc = *cp.add(i * n + j);
-                for kk in 0..k {
-                    acc = (*ap.add(i * k + kk)).mul_add(*bp.add(kk * n + j), acc);
+            i += 1;
+        }
+    }
+    for i in 0..m {
+        for j in full..n {
+            let mut acc = c[i * n + j];
+            for kk in 0..k {
+                acc = a[i * k + kk].mul_add(b[kk * n + j], acc);
+            }
+            c[i * n + j] = acc;
+        }
+    }
+}
+
+/// `RM` rows × `RN` 8-lane vectors of `gemm_acc`'s outputs from `(i0, j0)`.
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA; the block lies inside `c` (`m × n`), its rows of
+/// `a` (`m × k`) and its columns of `b` (`k × n`).
+#[inline(always)]
+unsafe fn gemm_acc_block_avx2<const RM: usize, const RN: usize>(
+    cp: *mut f32,
+    ap: *const f32,
+    bp: *const f32,
+    (i0, j0): (usize, usize),
+    k: usize,
+    n: usize,
+) {
+    // SAFETY: this fn's contract.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); RN]; RM];
+        for r in 0..RM {
+            for v in 0..RN {
+                acc[r][v] = _mm256_loadu_ps(cp.add((i0 + r) * n + j0 + 8 * v));
+            }
+        }
+        for kk in 0..k {
+            let mut bv = [_mm256_setzero_ps(); RN];
+            for v in 0..RN {
+                bv[v] = _mm256_loadu_ps(bp.add(kk * n + j0 + 8 * v));
+            }
+            for r in 0..RM {
+                let av = _mm256_set1_ps(*ap.add((i0 + r) * k + kk));
+                for v in 0..RN {
+                    acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
                 }
-                *cp.add(i * n + j) = acc;
-                j += 1;
+            }
+        }
+        for r in 0..RM {
+            for v in 0..RN {
+                _mm256_storeu_ps(cp.add((i0 + r) * n + j0 + 8 * v), acc[r][v]);
             }
         }
     }
@@ -514,27 +571,87 @@ unsafe fn gemm_acc_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize,
 /// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn gemm_acc_avx512(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
+    assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
+    let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
+    // Vectors of 16 columns, the last one masked.
+    let nv = n.div_ceil(16);
+    let mask = |v: usize| -> __mmask16 {
+        let cols = (n - 16 * v).min(16);
+        ((1u32 << cols) - 1) as u16
+    };
+    // SAFETY: the CPU has the features (this fn's contract); every block stays inside
+    // rows `i .. i + RM <= m` and the masked columns of vectors `v .. v + RN <= nv`,
+    // within the slices (checked above).
     unsafe {
-        assert!(c.len() >= m * n && a.len() >= m * k && b.len() >= k * n);
-        let (cp, ap, bp) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
-        for i in 0..m {
-            let mut j = 0;
-            while j < n {
-                let cols = (n - j).min(16);
-                let mask: __mmask16 = if cols == 16 {
-                    0xffff
-                } else {
-                    ((1u32 << cols) - 1) as u16
-                };
-                let mut acc = _mm512_maskz_loadu_ps(mask, cp.add(i * n + j));
-                for kk in 0..k {
-                    let av = _mm512_set1_ps(*ap.add(i * k + kk));
-                    acc = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mask, bp.add(kk * n + j)), acc);
+        let mut i = 0;
+        while i < m {
+            let rows = (m - i).min(4);
+            let mut v = 0;
+            while v < nv {
+                let vecs = (nv - v).min(4);
+                let masks = [
+                    mask(v),
+                    mask((v + 1).min(nv - 1)),
+                    mask((v + 2).min(nv - 1)),
+                    mask((v + 3).min(nv - 1)),
+                ];
+                let at = (i, v * 16);
+                match (rows, vecs) {
+                    (4, 4) => gemm_acc_block_avx512::<4, 4>(cp, ap, bp, at, k, n, masks),
+                    (4, 3) => gemm_acc_block_avx512::<4, 3>(cp, ap, bp, at, k, n, masks),
+                    (4, 2) => gemm_acc_block_avx512::<4, 2>(cp, ap, bp, at, k, n, masks),
+                    (4, _) => gemm_acc_block_avx512::<4, 1>(cp, ap, bp, at, k, n, masks),
+                    (_, 4) => gemm_acc_block_avx512::<1, 4>(cp, ap, bp, at, k, n, masks),
+                    (_, 3) => gemm_acc_block_avx512::<1, 3>(cp, ap, bp, at, k, n, masks),
+                    (_, 2) => gemm_acc_block_avx512::<1, 2>(cp, ap, bp, at, k, n, masks),
+                    _ => gemm_acc_block_avx512::<1, 1>(cp, ap, bp, at, k, n, masks),
                 }
-                _mm512_mask_storeu_ps(cp.add(i * n + j), mask, acc);
-                j += 16;
+                v += vecs;
+            }
+            i += if rows == 4 { 4 } else { 1 };
+        }
+    }
+}
+
+/// `RM` rows × `RN` 16-lane vectors of `gemm_acc`'s outputs from `(i0, j0)`, vector
+/// `v` under `masks[v]`.
+///
+/// # Safety
+/// The CPU supports AVX-512 F; the block's masked lanes lie inside `c` (`m × n`), its
+/// rows of `a` (`m × k`) and its columns of `b` (`k × n`).
+#[inline(always)]
+unsafe fn gemm_acc_block_avx512<const RM: usize, const RN: usize>(
+    cp: *mut f32,
+    ap: *const f32,
+    bp: *const f32,
+    (i0, j0): (usize, usize),
+    k: usize,
+    n: usize,
+    masks: [__mmask16; 4],
+) {
+    // SAFETY: this fn's contract.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); RN]; RM];
+        for r in 0..RM {
+            for v in 0..RN {
+                acc[r][v] = _mm512_maskz_loadu_ps(masks[v], cp.add((i0 + r) * n + j0 + 16 * v));
+            }
+        }
+        for kk in 0..k {
+            let mut bv = [_mm512_setzero_ps(); RN];
+            for v in 0..RN {
+                bv[v] = _mm512_maskz_loadu_ps(masks[v], bp.add(kk * n + j0 + 16 * v));
+            }
+            for r in 0..RM {
+                let av = _mm512_set1_ps(*ap.add((i0 + r) * k + kk));
+                for v in 0..RN {
+                    acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+                }
+            }
+        }
+        for r in 0..RM {
+            for v in 0..RN {
+                _mm512_mask_storeu_ps(cp.add((i0 + r) * n + j0 + 16 * v), masks[v], acc[r][v]);
             }
         }
     }
