@@ -156,6 +156,8 @@ fn mapped_weights_take_the_repacked_kernels() {
             (256, 8, 9, 2),
             (512, 12, 5, 1),
             (256, 20, 4, 1),
+            // Rows of three slabs (1024, 1024, 256 elements).
+            (2304, 32, 9, 1),
         ],
     );
 }
@@ -173,6 +175,8 @@ fn fast_int8_takes_the_wide_gemm_for_large_batches() {
             (1024, 33, 21, 2),
             (256, 70, 19, 1),
             (512, 12, 90, 1),
+            // Three slabs of 1024 elements per row, the last one short.
+            (2304, 40, 17, 1),
         ],
     );
 }

@@ -115,19 +115,14 @@ pub(super) fn forward<'a>(
                     for (run, p) in &runs {
                         for j in run.clone() {
                             let (i11, i12, i13) = s1.row_index(ir1 + j);
-                            let out = ws.acc[j].outputs(p);
                             // SAFETY: dst elements (iir0 .. end0, i11, i12, i13) are
                             // adjacent (dst rows are dense), inside dst, and belong to
                             // this thread alone.
-                            unsafe {
+                            let out = unsafe {
                                 let d = dst.elem_ptr(iir0, i11, i12, i13) as *mut f32;
-                                if end0 - iir0 == WIDE {
-                                    // A copy of known length: no call into `memcpy`.
-                                    (d as *mut [f32; WIDE]).write_unaligned(out);
-                                } else {
-                                    std::ptr::copy_nonoverlapping(out.as_ptr(), d, end0 - iir0);
-                                }
-                            }
+                                std::slice::from_raw_parts_mut(d, end0 - iir0)
+                            };
+                            ws.acc[j].store(p, out);
                         }
                     }
                 }

@@ -269,7 +269,8 @@ fn wide_fill_avx512(
 }
 
 /// A wide tile kernel: adds the slab `t` (elements `k0 .. k0 + t.n` of its rows) into
-/// `acc[j]` for activation row `cols.a[j]`.
+/// `acc[j]` for activation row `cols.a[j]`; the first slab (`k0 == 0`) replaces what
+/// `acc[j]` held.
 pub(crate) type WideKernel = fn(&Plan, Shape, &WideTile, k0: usize, WideCols, &mut [WideAcc]);
 
 #[cfg(target_arch = "x86_64")]
@@ -333,7 +334,7 @@ impl WideScratch {
     ) {
         let sh = wide::shape(typ).expect("prepared for a wide type");
         let (blck, size) = (typ.blck_size(), typ.type_size());
-        self.acc.clear();
+        // Kept from tile to tile: the kernels start each tile's first slab from zero.
         self.acc.resize(a.len(), WideAcc::default());
         for k0 in (0..n).step_by(SLAB) {
             let len = SLAB.min(n - k0);

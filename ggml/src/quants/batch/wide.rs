@@ -358,6 +358,17 @@ impl WideAcc {
         // SAFETY: `f32` lanes need no CPU features.
         std::array::from_fn(|i| unsafe { super::recipe::finish(p, self.acc[i], self.accm[i]) })
     }
+
+    /// Writes the outputs of the first `out.len()` rows (at most [`WIDE`]) into `out`:
+    /// [`WideAcc::outputs`] without the copy through an array.
+    #[inline]
+    pub fn store(&self, p: &Plan, out: &mut [f32]) {
+        let rows = self.acc.iter().zip(&self.accm);
+        for (o, (&acc, &accm)) in out.iter_mut().zip(rows) {
+            // SAFETY: `f32` lanes need no CPU features.
+            *o = unsafe { super::recipe::finish(p, acc, accm) };
+        }
+    }
 }
 
 #[cfg(test)]

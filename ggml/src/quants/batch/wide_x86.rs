@@ -235,10 +235,13 @@ unsafe fn run<
         let fzero = F16x(_mm512_setzero_ps());
         let mut sum = [[fzero; H]; C];
         let mut summ = [[fzero; H]; C];
-        for c in 0..C {
-            for h in 0..H {
-                sum[c][h] = F16x(_mm512_loadu_ps(acc[c].acc.as_ptr().add(16 * h)));
-                summ[c][h] = F16x(_mm512_loadu_ps(acc[c].accm.as_ptr().add(16 * h)));
+        // The first slab starts from zero: the sums of an earlier tile may be there.
+        if k0 > 0 {
+            for c in 0..C {
+                for h in 0..H {
+                    sum[c][h] = F16x(_mm512_loadu_ps(acc[c].acc.as_ptr().add(16 * h)));
+                    summ[c][h] = F16x(_mm512_loadu_ps(acc[c].accm.as_ptr().add(16 * h)));
+                }
             }
         }
         let qw = t.qw.as_ptr();
