@@ -422,11 +422,7 @@ unsafe fn attend_unit<'s>(
         v32[n * dv..].fill(0.0);
         if l.tiled {
             // The key tile transposed to [dk][KV_TILE]: each score a chain over dk.
-            for t in 0..KV_TILE {
-                for d in 0..dk {
-                    kt[d * KV_TILE + t] = k32[t * dk + d];
-                }
-            }
+            transpose_keys(k32, dk, kt);
             kq[..nr * KV_TILE].fill(0.0);
             (kern.gemm_acc)(kq, qbuf, kt, nr, dk, KV_TILE);
         } else {
@@ -483,6 +479,36 @@ unsafe fn attend_unit<'s>(
         ic += n;
     }
     (m_max, s_sum, out)
+}
+
+/// `kt[d * KV_TILE + t] = k32[t * dk + d]` for the [`KV_TILE`] keys of a tile, in
+/// 8 × 8 blocks of fixed size (no bounds checks inside, the blocks stay in L1).
+fn transpose_keys(k32: &[f32], dk: usize, kt: &mut [f32]) {
+    const B: usize = 8;
+    const _: () = assert!(KV_TILE.is_multiple_of(B));
+    let (k32, kt) = (&k32[..KV_TILE * dk], &mut kt[..KV_TILE * dk]);
+    let d_full = dk / B * B;
+    for t0 in (0..KV_TILE).step_by(B) {
+        for d0 in (0..d_full).step_by(B) {
+            let mut blk = [[0f32; B]; B];
+            for (t, row) in blk.iter_mut().enumerate() {
+                row.copy_from_slice(&k32[(t0 + t) * dk + d0..][..B]);
+            }
+            for d in 0..B {
+                let out: &mut [f32; B] = (&mut kt[(d0 + d) * KV_TILE + t0..][..B])
+                    .try_into()
+                    .expect("8 keys");
+                for (t, o) in out.iter_mut().enumerate() {
+                    *o = blk[t][d];
+                }
+            }
+        }
+        for d in d_full..dk {
+            for t in t0..t0 + B {
+                kt[d * KV_TILE + t] = k32[t * dk + d];
+            }
+        }
+    }
 }
 
 /// The first `len` bytes of an f32 area.
