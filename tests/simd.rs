@@ -228,14 +228,18 @@ proptest! {
                     prop_assert_eq!(c[i + j * m].to_bits(), want.to_bits(), "{} ({}, {})", kern.level.name(), i, j);
                 }
             }
-            // With f16 rows in `a` (where the level has that kernel): the f32 block's
-            // bits on the widened rows.
+            // With f16 rows in `a` and `b` (where the level has that kernel): the f32
+            // block's bits on the widened rows.
             if let Some(block_f16) = kern.gemm_block_f16 {
-                let ah: Vec<f16> = a.iter().map(|&x| f16::from_f32(x)).collect();
-                let aw: Vec<f32> = ah.iter().map(|x| x.to_f32()).collect();
+                let half = |v: &[f32]| -> (Vec<f16>, Vec<f32>) {
+                    let h: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
+                    let w = h.iter().map(|x| x.to_f32()).collect();
+                    (h, w)
+                };
+                let ((ah, aw), (bh, bw)) = (half(&a), half(&b));
                 let (mut got, mut want) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
-                block_f16(&GemmBlock { a: &ah, lda, m, b: &b, ldb, n, k, cs_i: 1, cs_j: m }, &mut got);
-                (kern.gemm_block_f32)(&GemmBlock { a: &aw, lda, m, b: &b, ldb, n, k, cs_i: 1, cs_j: m }, &mut want);
+                block_f16(&GemmBlock { a: &ah, lda, m, b: &bh, ldb, n, k, cs_i: 1, cs_j: m }, &mut got);
+                (kern.gemm_block_f32)(&GemmBlock { a: &aw, lda, m, b: &bw, ldb, n, k, cs_i: 1, cs_j: m }, &mut want);
                 prop_assert_eq!(bits(&got), bits(&want), "{} gemm_block_f16", kern.level.name());
             }
         }

@@ -1,7 +1,8 @@
 //! `mul_mat` with F32 or F16 weights on batches, where ggml takes its llamafile
-//! (tinyBLAS) path: src1 rows are rounded to the weight type's `vec_dot_type` and
-//! widened to f32 once, F16 weight rows are widened as the tile loads them
-//! (`VecKernels::gemm_block_f16`; a strip at a time on levels without it), and blocks of
+//! (tinyBLAS) path: src1 rows are rounded to the weight type's `vec_dot_type` once
+//! (kept as f16 for F16 weights where the level's tiles widen both operands as they
+//! load them, `VecKernels::gemm_block_f16`; else widened to f32, with F16 weights
+//! widened a strip at a time), and blocks of
 //! outputs come from register tiles (`VecKernels::gemm_block_f32`) whose per-element
 //! arithmetic is tinyBLAS's. Same bits as one `gemm_dot` per element, far fewer loads.
 
@@ -14,8 +15,11 @@ use crate::types::GgmlType;
 /// Weight rows widened and multiplied together against each block of src1 rows.
 const STRIP: usize = 8;
 
-/// Bytes of src1 rows (as f32) one block aims to keep in the L2 cache.
-const BLOCK_BYTES: usize = 512 * 1024;
+/// Bytes of src1 rows one block aims to keep in the caches (L2 and L3): the weight
+/// rows are read from memory once per block. 512 KiB to 8 MiB measure within a few
+/// percent of each other at Qwen2-0.5B and Llama-1B shapes; below, the weights are
+/// read too often at K = 8192.
+const BLOCK_BYTES: usize = 2048 * 1024;
 
 /// Whether this path computes the node: F32/F16 weights where ggml would use tinyBLAS.
 pub(super) fn applies(node: &ExecNode) -> bool {
@@ -25,9 +29,24 @@ pub(super) fn applies(node: &ExecNode) -> bool {
         && super::matmul::gemm_dot(s0, s1).is_some()
 }
 
-/// src1 rows per block for rows of `k` values.
-fn block_cols(k: usize) -> usize {
-    (BLOCK_BYTES / (k * 4)).clamp(6, 1024) / 6 * 6
+/// Whether src1 stays in f16 for the tiles (F16 weights on a level whose tiles widen
+/// both operands).
+fn f16_rows(node: &ExecNode) -> bool {
+    node.src0().typ == GgmlType::F16 && kernels().gemm_block_f16.is_some()
+}
+
+/// src1 rows per block for rows of `k` values of `elem` bytes.
+fn block_cols(k: usize, elem: usize) -> usize {
+    (BLOCK_BYTES / (k * elem)).clamp(6, 1024) / 6 * 6
+}
+
+/// Bytes of each src1 value in the shared area.
+fn src1_elem(node: &ExecNode) -> usize {
+    if f16_rows(node) {
+        2
+    } else {
+        4
+    }
 }
 
 fn per_thread(node: &ExecNode) -> usize {
@@ -37,13 +56,18 @@ fn per_thread(node: &ExecNode) -> usize {
     } else {
         0
     };
-    // Widened weight strip, the output tile, and a row of f16 for rounding src1.
-    widened + STRIP * block_cols(k) + k.div_ceil(2)
+    // Widened weight strip, the output tile, a row of f32 for loading src1 and one of
+    // f16 for rounding it.
+    widened + STRIP * block_cols(k, src1_elem(node)) + k + k.div_ceil(2)
 }
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
     let s1 = node.src1();
-    work_layout(s1.nrows() * s1.ne[0] * 4, per_thread(node), nth)
+    work_layout(
+        s1.nrows() * s1.ne[0] * src1_elem(node),
+        per_thread(node),
+        nth,
+    )
 }
 
 pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
@@ -51,24 +75,36 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     let k = s0.ne[0];
     let nrows1 = s1.nrows();
     let kern = kernels();
-    let shared = nrows1 * k * 4;
+    let keep_f16 = f16_rows(node);
+    let shared = nrows1 * k * src1_elem(node);
 
-    // SAFETY: the shared area holds nrows1 rows of k f32 (work_size); each thread
-    // writes only its own rows before the barrier, and all threads only read them
-    // after it. The per-thread scratch is this thread's.
-    let (src1_f32, scratch) = unsafe {
-        (
-            params.shared_f32_mut(nrows1 * k),
-            params.scratch_f32(shared, per_thread(node)),
-        )
+    // SAFETY: the shared area holds nrows1 rows of k f32, or of k f16 when `keep_f16`
+    // (work_size); each thread writes only its own rows before the barrier, and all
+    // threads only read them after it. The per-thread scratch is this thread's.
+    let (src1_f32, src1_f16, scratch) = unsafe {
+        let (f32s, f16s) = if keep_f16 {
+            let p = params.shared_f32_mut((nrows1 * k).div_ceil(2)).as_mut_ptr() as *mut f16;
+            (&mut [][..], std::slice::from_raw_parts_mut(p, nrows1 * k))
+        } else {
+            (params.shared_f32_mut(nrows1 * k), &mut [][..])
+        };
+        (f32s, f16s, params.scratch_f32(shared, per_thread(node)))
     };
     let (rest, round) = scratch.split_at_mut(scratch.len() - k.div_ceil(2));
+    let (rest, load) = rest.split_at_mut(rest.len() - k);
     for r in params.range(nrows1) {
         let (i11, i12, i13) = s1.row_index(r);
-        let row = &mut src1_f32[r * k..(r + 1) * k];
+        let row = if keep_f16 {
+            &mut load[..]
+        } else {
+            &mut src1_f32[r * k..(r + 1) * k]
+        };
         // SAFETY: src1 rows are only read; `row` has ne10 = k values.
         unsafe { s1.load_row_f32(i11, i12, i13, row) };
-        if s0.typ == GgmlType::F16 && s1.typ != GgmlType::F16 {
+        if keep_f16 {
+            // ggml converts src1 to f16 for F16 weights; the tiles read those values.
+            (kern.f32_to_f16)(row, &mut src1_f16[r * k..(r + 1) * k]);
+        } else if s0.typ == GgmlType::F16 && s1.typ != GgmlType::F16 {
             // ggml converts src1 to f16 for F16 weights: keep exactly those values.
             // SAFETY: `round` holds k/2 f32, room for k f16.
             let h = unsafe { std::slice::from_raw_parts_mut(round.as_mut_ptr() as *mut f16, k) };
@@ -80,7 +116,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         return;
     }
 
-    let nb = block_cols(k);
+    let nb = block_cols(k, src1_elem(node));
     let (a_strip, c_tile) = if s0.typ == GgmlType::F16 && kern.gemm_block_f16.is_none() {
         rest.split_at_mut(STRIP * k)
     } else {
@@ -96,7 +132,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
             let mut j0 = 0;
             while j0 < ne11 {
                 let n = nb.min(ne11 - j0);
-                let b = &src1_f32[(plane + j0) * k..(plane + j0 + n) * k];
+                let cols = (plane + j0) * k..(plane + j0 + n) * k;
                 let mut i0 = rows0.start;
                 while i0 < rows0.end {
                     let m = STRIP.min(rows0.end - i0);
@@ -111,6 +147,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                                 let first = s0.row_ptr(i0, i02, i03) as *const f16;
                                 std::slice::from_raw_parts(first, (m - 1) * lda + k)
                             };
+                            let b = &src1_f16[cols.clone()];
                             block_f16(&strip_block(a, lda, m, b, n, k), tile);
                         }
                         _ => {
@@ -135,6 +172,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                                     (std::slice::from_raw_parts(first, (m - 1) * lda + k), lda)
                                 }
                             };
+                            let b = &src1_f32[cols.clone()];
                             (kern.gemm_block_f32)(&strip_block(a, lda, m, b, n, k), tile);
                         }
                     }
@@ -156,14 +194,14 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
 
 /// The block of `m` weight rows (`lda` apart) against `n` src1 rows of `k` values, its
 /// outputs column-major `m` apart.
-fn strip_block<'a, A>(
+fn strip_block<'a, A, B>(
     a: &'a [A],
     lda: usize,
     m: usize,
-    b: &'a [f32],
+    b: &'a [B],
     n: usize,
     k: usize,
-) -> GemmBlock<'a, A> {
+) -> GemmBlock<'a, A, B> {
     GemmBlock {
         a,
         lda,

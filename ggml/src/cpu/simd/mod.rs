@@ -123,14 +123,15 @@ pub struct VecKernels {
     /// A block of tinyBLAS-order dot products over f32 rows, each element with exactly
     /// `gemm_dot_f32`'s arithmetic (see [`GemmBlock`]).
     pub gemm_block_f32: fn(&GemmBlock<'_>, &mut [f32]),
-    /// [`VecKernels::gemm_block_f32`] with f16 rows in `a`, widened as they are loaded:
-    /// the bits of `gemm_block_f32` on the widened rows, without a widened copy. `None`
-    /// where the level has no such kernel (callers widen the rows themselves).
+    /// [`VecKernels::gemm_block_f32`] with f16 rows in `a` and `b`, widened as they are
+    /// loaded: the bits of `gemm_block_f32` on the widened rows, without a widened copy
+    /// and with half the bytes to read. `None` where the level has no such kernel
+    /// (callers widen the rows themselves).
     pub gemm_block_f16: Option<GemmBlockF16Fn>,
 }
 
 /// See [`VecKernels::gemm_block_f16`].
-pub type GemmBlockF16Fn = fn(&GemmBlock<'_, f16>, &mut [f32]);
+pub type GemmBlockF16Fn = fn(&GemmBlock<'_, f16, f16>, &mut [f32]);
 
 /// `gemm_acc(c, a, b, m, k, n)`: see [`VecKernels::gemm_acc`].
 pub type GemmAccFn = fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize);
@@ -139,7 +140,7 @@ pub type GemmAccFn = fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize,
 /// gemm_dot_f32(a[i * lda..][..k], b[j * ldb..][..k])` for `i < m`, `j < n`. `k` must
 /// be a multiple of 16; the slices must hold every row and output addressed (the
 /// kernels assert it).
-pub struct GemmBlock<'a, A = f32> {
+pub struct GemmBlock<'a, A = f32, B = f32> {
     /// `m` rows of `a`, `lda` apart.
     pub a: &'a [A],
     /// Distance between rows of `a`.
@@ -147,7 +148,7 @@ pub struct GemmBlock<'a, A = f32> {
     /// Rows of `a`.
     pub m: usize,
     /// `n` rows of `b`, `ldb` apart.
-    pub b: &'a [f32],
+    pub b: &'a [B],
     /// Distance between rows of `b`.
     pub ldb: usize,
     /// Rows of `b`.
@@ -160,7 +161,7 @@ pub struct GemmBlock<'a, A = f32> {
     pub cs_j: usize,
 }
 
-impl<A> GemmBlock<'_, A> {
+impl<A, B> GemmBlock<'_, A, B> {
     /// Panics unless every row and output the block addresses lies in the slices.
     pub(crate) fn check(&self, c: &[f32]) {
         let last = |rows: usize, ld: usize| {

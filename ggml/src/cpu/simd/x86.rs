@@ -882,16 +882,16 @@ impl TileRow for f16 {
 }
 
 /// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `a` must be readable for `RM` rows of `k` f32 `lda` apart and `b` for `RN` rows of
-/// `k` f32 `ldb` apart, with `k` a multiple of 16; `c` writable at every
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `a` must be readable for `RM` rows of `k` elements `lda` apart and `b` for `RN` rows of
+/// `k` elements `ldb` apart, with `k` a multiple of 16; `c` writable at every
 /// `i * cs_i + j * cs_j` for `i < RM`, `j < RN`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_tile_avx512<A: TileRow, const RM: usize, const RN: usize>(
+unsafe fn gemm_tile_avx512<A: TileRow, B: TileRow, const RM: usize, const RN: usize>(
     a: *const A,
     lda: usize,
-    b: *const f32,
+    b: *const B,
     ldb: usize,
     k: usize,
     c: *mut f32,
@@ -905,7 +905,7 @@ unsafe fn gemm_tile_avx512<A: TileRow, const RM: usize, const RN: usize>(
         while l < k {
             let mut bv = [_mm512_setzero_ps(); RN];
             for (j, v) in bv.iter_mut().enumerate() {
-                *v = _mm512_loadu_ps(b.add(j * ldb + l));
+                *v = B::load16(b.add(j * ldb + l));
             }
             for (i, row) in acc.iter_mut().enumerate() {
                 let av = A::load16(a.add(i * lda + l));
@@ -929,12 +929,12 @@ unsafe fn gemm_tile_avx512<A: TileRow, const RM: usize, const RN: usize>(
 /// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. As [`gemm_tile_avx512`] with `RM = mr` (1 to 4) and `RN = nr` (1 to 6).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_tile_dyn_avx512<A: TileRow>(
+unsafe fn gemm_tile_dyn_avx512<A: TileRow, B: TileRow>(
     mr: usize,
     nr: usize,
     a: *const A,
     lda: usize,
-    b: *const f32,
+    b: *const B,
     ldb: usize,
     k: usize,
     c: *mut f32,
@@ -955,7 +955,7 @@ unsafe fn gemm_tile_dyn_avx512<A: TileRow>(
         };
         (@n $m:literal [$($n:literal),*]) => {
             match nr {
-                $($n => gemm_tile_avx512::<A, $m, $n>(a, lda, b, ldb, k, c, cs_i, cs_j),)*
+                $($n => gemm_tile_avx512::<A, B, $m, $n>(a, lda, b, ldb, k, c, cs_i, cs_j),)*
                 _ => unreachable!("tile columns"),
             }
         };
@@ -967,7 +967,7 @@ unsafe fn gemm_tile_dyn_avx512<A: TileRow>(
 /// # Safety
 /// AVX-512 F/BW/VL available; `g.check(c)` passed.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn gemm_block_avx512<A: TileRow>(g: &super::GemmBlock<'_, A>, c: &mut [f32]) {
+unsafe fn gemm_block_avx512<A: TileRow, B: TileRow>(g: &super::GemmBlock<'_, A, B>, c: &mut [f32]) {
     // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
     // inside the slices (the loop bounds).
     unsafe {
