@@ -128,12 +128,53 @@ fn mul_mat(c: &mut Criterion) {
     }
 }
 
+/// The int8 GEMM against this CPU's int8 peak, one thread: `int8/peak` runs
+/// independent `vpdpbusd` chains (byte multiply-adds per second), `int8/gemm` the
+/// prompt `mul_mat`s that take the wide VNNI tiles (Q4_0 and Q4_K from a file mapping,
+/// Q8_0 with `set_fast_int8`) at Llama-1B's FFN shape, K x M = 2048 x 8192, N = 512,
+/// in the same unit: their ratio is the fraction of the peak the GEMM reaches.
+fn int8(c: &mut Criterion) {
+    const ROUNDS: usize = 1 << 16;
+    let mut group = c.benchmark_group("int8");
+    if ggml::quants::batch::int8_peak_probe(1, 1).is_some() {
+        let macs = ROUNDS * ggml::quants::batch::INT8_PEAK_MACS_PER_ROUND;
+        group.throughput(Throughput::Elements(macs as u64));
+        group.bench_function("peak", |b| {
+            b.iter(|| ggml::quants::batch::int8_peak_probe(ROUNDS, std::hint::black_box(3)))
+        });
+    }
+    let (k, m, n) = (2048, 8192, 512);
+    for (typ, mapped, fast) in [
+        (GgmlType::Q4_0, true, false),
+        (GgmlType::Q4_K, true, false),
+        (GgmlType::Q8_0, false, true),
+        (GgmlType::Q8_0, false, false),
+    ] {
+        let mut ctx = Context::new();
+        let bytes = ggml::quants::quantize(typ, &data(3, k * m), k).expect("quantize");
+        let wt = weights(&mut ctx, typ, (k, m), &bytes, mapped);
+        let xt = ctx.new_tensor_2d(GgmlType::F32, k, n);
+        ctx.set_f32(xt, &data(4, k * n)).expect("activations");
+        let out = ctx.mul_mat(wt, xt);
+        let mut graph = Graph::new();
+        graph.build_forward_expand(&ctx, out);
+        group.throughput(Throughput::Elements((k * m * n) as u64));
+        let mut exec = Executor::new(1).expect("executor");
+        exec.set_fast_int8(fast);
+        let name = format!("gemm/{typ}{}", if fast { "/fast-int8" } else { "" });
+        group.bench_function(name, |b| {
+            b.iter(|| exec.compute(&ctx, &graph).expect("compute"))
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(200))
         .measurement_time(Duration::from_millis(500));
-    targets = vec_dot, mul_mat
+    targets = vec_dot, mul_mat, int8
 }
 criterion_main!(benches);

@@ -300,6 +300,23 @@ fn wide_vnni(p: &Plan, sh: Shape, t: &WideTile, k0: usize, cols: WideCols, acc: 
     unsafe { wide_x86::tile_wide(p, sh, t, k0, cols, acc) }
 }
 
+/// Byte multiply-adds one call of [`int8_peak_probe`] does per round.
+pub const INT8_PEAK_MACS_PER_ROUND: usize = 16 * 64;
+
+/// Runs `rounds` rounds of independent `vpdpbusd` chains ([`INT8_PEAK_MACS_PER_ROUND`]
+/// byte multiply-adds each) and returns a value that depends on all of them: timed,
+/// this CPU's int8 peak per core, for the benchmark that sets the wide kernel against
+/// it. `None` where the CPU has no AVX-512 VNNI.
+pub fn int8_peak_probe(rounds: usize, seed: i32) -> Option<i32> {
+    #[cfg(target_arch = "x86_64")]
+    if crate::quants::dot::has_avx512_vnni() && SimdLevel::Avx512.is_available() {
+        // SAFETY: AVX-512 F and VNNI were detected just above.
+        return Some(unsafe { wide_x86::vnni_peak(rounds, seed) });
+    }
+    let _ = (rounds, seed);
+    None
+}
+
 /// The buffers of the wide path, reused from call to call.
 #[derive(Default)]
 pub(crate) struct WideScratch {
