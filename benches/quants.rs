@@ -87,6 +87,24 @@ fn weights(
         .expect("mapped weights")
 }
 
+/// A graph of one `mul_mat`: `[k, m]` weights of `typ` (from `quantize`'s `bytes`, in a
+/// file mapping when `mapped`) times `n` f32 rows.
+fn mul_mat_graph(
+    typ: GgmlType,
+    (k, m, n): (usize, usize, usize),
+    bytes: &[u8],
+    mapped: bool,
+) -> (Context, Graph) {
+    let mut ctx = Context::new();
+    let wt = weights(&mut ctx, typ, (k, m), bytes, mapped);
+    let xt = ctx.new_tensor_2d(GgmlType::F32, k, n);
+    ctx.set_f32(xt, &data(4, k * n)).expect("activations");
+    let out = ctx.mul_mat(wt, xt);
+    let mut graph = Graph::new();
+    graph.build_forward_expand(&ctx, out);
+    (ctx, graph)
+}
+
 fn mul_mat(c: &mut Criterion) {
     let mut types = vec![GgmlType::F32];
     types.extend(weight_types());
@@ -100,15 +118,8 @@ fn mul_mat(c: &mut Criterion) {
         });
         for (typ, mapped) in cases {
             for &(k, m) in shapes(typ) {
-                let w = data(3, k * m);
-                let mut ctx = Context::new();
-                let bytes = ggml::quants::quantize(typ, &w, k).expect("quantize");
-                let wt = weights(&mut ctx, typ, (k, m), &bytes, mapped);
-                let xt = ctx.new_tensor_2d(GgmlType::F32, k, n);
-                ctx.set_f32(xt, &data(4, k * n)).expect("activations");
-                let out = ctx.mul_mat(wt, xt);
-                let mut graph = Graph::new();
-                graph.build_forward_expand(&ctx, out);
+                let bytes = ggml::quants::quantize(typ, &data(3, k * m), k).expect("quantize");
+                let (ctx, graph) = mul_mat_graph(typ, (k, m, n), &bytes, mapped);
                 group.throughput(if n == 1 {
                     Throughput::Bytes(bytes.len() as u64)
                 } else {
@@ -150,14 +161,8 @@ fn int8(c: &mut Criterion) {
         (GgmlType::Q8_0, false, true),
         (GgmlType::Q8_0, false, false),
     ] {
-        let mut ctx = Context::new();
         let bytes = ggml::quants::quantize(typ, &data(3, k * m), k).expect("quantize");
-        let wt = weights(&mut ctx, typ, (k, m), &bytes, mapped);
-        let xt = ctx.new_tensor_2d(GgmlType::F32, k, n);
-        ctx.set_f32(xt, &data(4, k * n)).expect("activations");
-        let out = ctx.mul_mat(wt, xt);
-        let mut graph = Graph::new();
-        graph.build_forward_expand(&ctx, out);
+        let (ctx, graph) = mul_mat_graph(typ, (k, m, n), &bytes, mapped);
         group.throughput(Throughput::Elements((k * m * n) as u64));
         let mut exec = Executor::new(1).expect("executor");
         exec.set_fast_int8(fast);

@@ -530,6 +530,8 @@ unsafe fn gemm_acc_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize,
 /// # Safety
 /// The CPU supports AVX2 and FMA; the block lies inside `c` (`m × n`), its rows of
 /// `a` (`m × k`) and its columns of `b` (`k × n`).
+// Index loops: the same indices walk several register arrays at once.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn gemm_acc_block_avx2<const RM: usize, const RN: usize>(
     cp: *mut f32,
@@ -619,6 +621,8 @@ unsafe fn gemm_acc_avx512(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usiz
 /// # Safety
 /// The CPU supports AVX-512 F; the block's masked lanes lie inside `c` (`m × n`), its
 /// rows of `a` (`m × k`) and its columns of `b` (`k × n`).
+// Index loops: the same indices walk several register arrays at once.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn gemm_acc_block_avx512<const RM: usize, const RN: usize>(
     cp: *mut f32,
