@@ -271,3 +271,39 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// The bf16 tile block of every level that has one gives, bit for bit, each
+    /// element's `gemm_dot_bf16` (one `vdpbf16ps` chain, its reduction), for tiles and
+    /// edges of every size.
+    #[test]
+    fn gemm_block_bf16_equals_gemm_dot_per_element(
+        m in 1usize..=9,
+        n in 1usize..=14,
+        k32 in 1usize..=5,
+        pad in 0usize..3,
+        seed in any::<u64>(),
+    ) {
+        use ggml::cpu::simd::GemmBlock;
+        let k = 32 * k32;
+        let (lda, ldb) = (k + pad, k + 3 * pad);
+        let mut r = ggml::testing::Rng::new(seed);
+        let mut rand = |len: usize| -> Vec<bf16> {
+            (0..len).map(|_| bf16::from_f32(r.unit() as f32 * 4.0 - 2.0)).collect()
+        };
+        let (a, b) = (rand(m * lda), rand(n * ldb));
+        for kern in levels() {
+            let Some(block) = kern.gemm_block_bf16 else { continue };
+            let mut c = vec![f32::NAN; m * n];
+            block(&GemmBlock { a: &a, lda, m, b: &b, ldb, n, k, cs_i: n, cs_j: 1 }, &mut c);
+            for i in 0..m {
+                for j in 0..n {
+                    let want = (kern.gemm_dot_bf16)(&a[i * lda..i * lda + k], &b[j * ldb..j * ldb + k]);
+                    prop_assert_eq!(c[i * n + j].to_bits(), want.to_bits(), "{} ({}, {})", kern.level.name(), i, j);
+                }
+            }
+        }
+    }
+}

@@ -6,7 +6,7 @@
 //! outputs come from register tiles (`VecKernels::gemm_block_f32`) whose per-element
 //! arithmetic is tinyBLAS's. Same bits as one `gemm_dot` per element, far fewer loads.
 
-use half::f16;
+use half::{bf16, f16};
 
 use super::{work_layout, ComputeParams, ExecNode};
 use crate::cpu::simd::{kernels, GemmBlock};
@@ -21,18 +21,26 @@ const STRIP: usize = 8;
 /// read too often at K = 8192.
 const BLOCK_BYTES: usize = 2048 * 1024;
 
-/// Whether this path computes the node: F32/F16 weights where ggml would use tinyBLAS.
+/// Whether this path computes the node: F32/F16 weights where ggml would use tinyBLAS,
+/// and BF16 weights there on levels with bf16 tiles.
 pub(super) fn applies(node: &ExecNode) -> bool {
     let (s0, s1) = (node.src0(), node.src1());
-    matches!(s0.typ, GgmlType::F32 | GgmlType::F16)
-        && s0.dense_rows()
-        && super::matmul::gemm_dot(s0, s1).is_some()
+    let typ_ok = match s0.typ {
+        GgmlType::F32 | GgmlType::F16 => true,
+        GgmlType::BF16 => kernels().gemm_block_bf16.is_some(),
+        _ => false,
+    };
+    typ_ok && s0.dense_rows() && super::matmul::gemm_dot(s0, s1).is_some()
 }
 
-/// Whether src1 stays in f16 for the tiles (F16 weights on a level whose tiles widen
-/// both operands).
+/// Whether src1 stays in 16 bits for the tiles: F16 weights on a level whose tiles
+/// widen both operands, and BF16 weights (whose tiles take bf16 pairs).
 fn f16_rows(node: &ExecNode) -> bool {
-    node.src0().typ == GgmlType::F16 && kernels().gemm_block_f16.is_some()
+    match node.src0().typ {
+        GgmlType::F16 => kernels().gemm_block_f16.is_some(),
+        GgmlType::BF16 => true,
+        _ => false,
+    }
 }
 
 /// src1 rows per block for rows of `k` values of `elem` bytes.
@@ -101,7 +109,19 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         };
         // SAFETY: src1 rows are only read; `row` has ne10 = k values.
         unsafe { s1.load_row_f32(i11, i12, i13, row) };
-        if keep_f16 {
+        if keep_f16 && s0.typ == GgmlType::BF16 {
+            // ggml converts src1 to bf16 for BF16 weights (`vec_dot_type`), with its
+            // rounding; the tiles read those values.
+            let to_bf16 = GgmlType::BF16
+                .traits()
+                .from_float
+                .expect("bf16 has from_float");
+            // SAFETY: the f16 row is k 2-byte values, k bf16 in bytes.
+            let out = unsafe {
+                std::slice::from_raw_parts_mut(src1_f16[r * k..].as_mut_ptr() as *mut u8, 2 * k)
+            };
+            to_bf16(row, out);
+        } else if keep_f16 {
             // ggml converts src1 to f16 for F16 weights; the tiles read those values.
             (kern.f32_to_f16)(row, &mut src1_f16[r * k..(r + 1) * k]);
         } else if s0.typ == GgmlType::F16 && s1.typ != GgmlType::F16 {
@@ -138,6 +158,23 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                     let m = STRIP.min(rows0.end - i0);
                     let tile = &mut c_tile[..m * n];
                     match (s0.typ, kern.gemm_block_f16) {
+                        (GgmlType::BF16, _) => {
+                            let block_bf16 = kern.gemm_block_bf16.expect("checked by applies");
+                            // SAFETY: weight rows are dense and only read, nb01 bytes
+                            // apart (a multiple of 2); the m rows of this strip lie in
+                            // the tensor; src1's 2-byte values are bf16 here.
+                            let (a, lda, b) = unsafe {
+                                let lda = s0.nb[1] / 2;
+                                let first = s0.row_ptr(i0, i02, i03) as *const bf16;
+                                let b = &src1_f16[cols.clone()];
+                                (
+                                    std::slice::from_raw_parts(first, (m - 1) * lda + k),
+                                    lda,
+                                    std::slice::from_raw_parts(b.as_ptr() as *const bf16, b.len()),
+                                )
+                            };
+                            block_bf16(&strip_block(a, lda, m, b, n, k), tile);
+                        }
                         (GgmlType::F16, Some(block_f16)) => {
                             // Rows of one plane are nb01 bytes apart, a multiple of 2.
                             let lda = s0.nb[1] / 2;

@@ -128,7 +128,15 @@ pub struct VecKernels {
     /// and with half the bytes to read. `None` where the level has no such kernel
     /// (callers widen the rows themselves).
     pub gemm_block_f16: Option<GemmBlockF16Fn>,
+    /// A block of tinyBLAS-order bf16 dot products, each element with exactly
+    /// `gemm_dot_bf16`'s arithmetic (`k` a multiple of 32): `vdpbf16ps` where the CPU
+    /// has AVX-512 BF16, its emulation otherwise. `None` where the level has no such
+    /// kernel (callers take `gemm_dot_bf16` per element).
+    pub gemm_block_bf16: Option<GemmBlockBf16Fn>,
 }
+
+/// See [`VecKernels::gemm_block_bf16`].
+pub type GemmBlockBf16Fn = fn(&GemmBlock<'_, bf16, bf16>, &mut [f32]);
 
 /// See [`VecKernels::gemm_block_f16`].
 pub type GemmBlockF16Fn = fn(&GemmBlock<'_, f16, f16>, &mut [f32]);

@@ -28,6 +28,7 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     gemm_acc: scalar::gemm_acc,
     gemm_block_f32: scalar::gemm_block_f32,
     gemm_block_f16: None,
+    gemm_block_bf16: None,
     soft_max: super::expf::soft_max,
     swiglu: super::expf::swiglu,
 };

@@ -66,6 +66,7 @@ pub(super) static AVX2: VecKernels = VecKernels {
         scalar::gemm_block_with(g, c, |x, y| unsafe { gemm_dot_f32_avx2(x, y) })
     },
     gemm_block_f16: None,
+    gemm_block_bf16: None,
     gemm_acc: |c, a, b, m, k, n| {
         // SAFETY: as above.
         unsafe { gemm_acc_avx2(c, a, b, m, k, n) }
@@ -144,6 +145,7 @@ pub(super) static AVX512: VecKernels = VecKernels {
         // SAFETY: as above; `check` proved every row and output in bounds.
         unsafe { gemm_block_avx512(g, c) }
     }),
+    gemm_block_bf16: Some(gemm_block_bf16_avx512),
     gemm_acc: |c, a, b, m, k, n| {
         // SAFETY: as above.
         unsafe { gemm_acc_avx512(c, a, b, m, k, n) }
@@ -862,7 +864,33 @@ gemm_order_avx2!(gemm_dot_f32_avx2, f32, load16_f32);
 const TILE_M: usize = 4;
 const TILE_N: usize = 6;
 
-/// The element types a tile's `a` rows may have: 16 of them loaded as f32 lanes.
+/// How a tile advances each of its accumulators: `STEP` elements of an `a` row and a
+/// `b` row at a time.
+trait TileStep {
+    /// Elements of `a`'s rows.
+    type A;
+    /// Elements of `b`'s rows.
+    type B;
+    /// What one load of `STEP` elements gives.
+    type Reg: Copy;
+    /// Elements per step (the row length must be a multiple).
+    const STEP: usize;
+    /// # Safety
+    /// The CPU has the step's features; `p` is readable for `STEP` elements.
+    unsafe fn load_a(p: *const Self::A) -> Self::Reg;
+    /// # Safety
+    /// As [`TileStep::load_a`].
+    unsafe fn load_b(p: *const Self::B) -> Self::Reg;
+    /// # Safety
+    /// The CPU has the step's features.
+    unsafe fn step(acc: __m512, a: Self::Reg, b: Self::Reg) -> __m512;
+}
+
+/// f32 or f16 rows widened to 16 f32 lanes as they load, one FMA per step: tinyBLAS's
+/// f32 and f16 order.
+struct FmaStep<A, B>(std::marker::PhantomData<(A, B)>);
+
+/// The element types an FMA tile's rows may have: 16 of them loaded as f32 lanes.
 trait TileRow: Copy {
     /// # Safety
     /// The CPU supports AVX-512 F and F16C; `p` is readable for 16 elements.
@@ -885,17 +913,75 @@ impl TileRow for f16 {
     }
 }
 
+impl<A: TileRow, B: TileRow> TileStep for FmaStep<A, B> {
+    type A = A;
+    type B = B;
+    type Reg = __m512;
+    const STEP: usize = 16;
+    #[inline(always)]
+    unsafe fn load_a(p: *const A) -> __m512 {
+        // SAFETY: this fn's contract.
+        unsafe { A::load16(p) }
+    }
+    #[inline(always)]
+    unsafe fn load_b(p: *const B) -> __m512 {
+        // SAFETY: this fn's contract.
+        unsafe { B::load16(p) }
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m512, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: this fn's contract.
+        unsafe { _mm512_fmadd_ps(a, b, acc) }
+    }
+}
+
+/// bf16 rows, 32 elements a step through `vdpbf16ps` (`HW`: the instruction itself,
+/// which needs AVX-512 BF16; else its two fused multiply-adds, the same bits):
+/// tinyBLAS's bf16 order.
+struct Bf16Step<const HW: bool>;
+
+impl<const HW: bool> TileStep for Bf16Step<HW> {
+    type A = bf16;
+    type B = bf16;
+    type Reg = __m512i;
+    const STEP: usize = 32;
+    #[inline(always)]
+    unsafe fn load_a(p: *const bf16) -> __m512i {
+        // SAFETY: this fn's contract.
+        unsafe { _mm512_loadu_si512(p as *const __m512i) }
+    }
+    #[inline(always)]
+    unsafe fn load_b(p: *const bf16) -> __m512i {
+        // SAFETY: this fn's contract.
+        unsafe { _mm512_loadu_si512(p as *const __m512i) }
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m512, a: __m512i, b: __m512i) -> __m512 {
+        // SAFETY: this fn's contract (with `HW`, the caller has AVX-512 BF16).
+        unsafe {
+            if HW {
+                _mm512_dpbf16_ps(
+                    acc,
+                    std::mem::transmute::<__m512i, __m512bh>(a),
+                    std::mem::transmute::<__m512i, __m512bh>(b),
+                )
+            } else {
+                dpbf16_emulated(acc, a, b)
+            }
+        }
+    }
+}
+
 /// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `a` must be readable for `RM` rows of `k` elements `lda` apart and `b` for `RN` rows of
-/// `k` elements `ldb` apart, with `k` a multiple of 16; `c` writable at every
-/// `i * cs_i + j * cs_j` for `i < RM`, `j < RN`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+/// The CPU has the features of `S`; `a` must be readable for `RM` rows of `k` elements
+/// `lda` apart and `b` for `RN` rows of `k` elements `ldb` apart, with `k` a multiple
+/// of `S::STEP`; `c` writable at every `i * cs_i + j * cs_j` for `i < RM`, `j < RN`.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_tile_avx512<A: TileRow, B: TileRow, const RM: usize, const RN: usize>(
-    a: *const A,
+unsafe fn gemm_tile_avx512<S: TileStep, const RM: usize, const RN: usize>(
+    a: *const S::A,
     lda: usize,
-    b: *const B,
+    b: *const S::B,
     ldb: usize,
     k: usize,
     c: *mut f32,
@@ -907,17 +993,17 @@ unsafe fn gemm_tile_avx512<A: TileRow, B: TileRow, const RM: usize, const RN: us
         let mut acc = [[_mm512_setzero_ps(); RN]; RM];
         let mut l = 0;
         while l < k {
-            let mut bv = [_mm512_setzero_ps(); RN];
+            let mut bv = [S::load_b(b); RN];
             for (j, v) in bv.iter_mut().enumerate() {
-                *v = B::load16(b.add(j * ldb + l));
+                *v = S::load_b(b.add(j * ldb + l));
             }
             for (i, row) in acc.iter_mut().enumerate() {
-                let av = A::load16(a.add(i * lda + l));
+                let av = S::load_a(a.add(i * lda + l));
                 for (acc_ij, &bj) in row.iter_mut().zip(&bv) {
-                    *acc_ij = _mm512_fmadd_ps(av, bj, *acc_ij);
+                    *acc_ij = S::step(*acc_ij, av, bj);
                 }
             }
-            l += 16;
+            l += S::STEP;
         }
         for (i, row) in acc.iter().enumerate() {
             for (j, &v) in row.iter().enumerate() {
@@ -930,15 +1016,15 @@ unsafe fn gemm_tile_avx512<A: TileRow, B: TileRow, const RM: usize, const RN: us
 /// Calls the tile kernel for `mr` (1..=4) rows and `nr` (1..=6) columns.
 ///
 /// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. As [`gemm_tile_avx512`] with `RM = mr` (1 to 4) and `RN = nr` (1 to 6).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+/// As [`gemm_tile_avx512`] with `RM = mr` (1 to 4) and `RN = nr` (1 to 6).
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_tile_dyn_avx512<A: TileRow, B: TileRow>(
+unsafe fn gemm_tile_dyn_avx512<S: TileStep>(
     mr: usize,
     nr: usize,
-    a: *const A,
+    a: *const S::A,
     lda: usize,
-    b: *const B,
+    b: *const S::B,
     ldb: usize,
     k: usize,
     c: *mut f32,
@@ -959,7 +1045,7 @@ unsafe fn gemm_tile_dyn_avx512<A: TileRow, B: TileRow>(
         };
         (@n $m:literal [$($n:literal),*]) => {
             match nr {
-                $($n => gemm_tile_avx512::<A, B, $m, $n>(a, lda, b, ldb, k, c, cs_i, cs_j),)*
+                $($n => gemm_tile_avx512::<S, $m, $n>(a, lda, b, ldb, k, c, cs_i, cs_j),)*
                 _ => unreachable!("tile columns"),
             }
         };
@@ -968,10 +1054,13 @@ unsafe fn gemm_tile_dyn_avx512<A: TileRow, B: TileRow>(
     }
 }
 
+/// A [`super::GemmBlock`] in register tiles of up to `TILE_M × TILE_N` outputs.
+///
 /// # Safety
-/// AVX-512 F/BW/VL available; `g.check(c)` passed.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn gemm_block_avx512<A: TileRow, B: TileRow>(g: &super::GemmBlock<'_, A, B>, c: &mut [f32]) {
+/// The CPU has the features of `S`; `g.check(c)` passed and `g.k` is a multiple of
+/// `S::STEP`.
+#[inline(always)]
+unsafe fn gemm_block_tiles<S: TileStep>(g: &super::GemmBlock<'_, S::A, S::B>, c: &mut [f32]) {
     // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
     // inside the slices (the loop bounds).
     unsafe {
@@ -982,7 +1071,7 @@ unsafe fn gemm_block_avx512<A: TileRow, B: TileRow>(g: &super::GemmBlock<'_, A, 
             let mut j = 0;
             while j < g.n {
                 let nr = TILE_N.min(g.n - j);
-                gemm_tile_dyn_avx512(
+                gemm_tile_dyn_avx512::<S>(
                     mr,
                     nr,
                     ap.add(i * g.lda),
@@ -1000,6 +1089,52 @@ unsafe fn gemm_block_avx512<A: TileRow, B: TileRow>(g: &super::GemmBlock<'_, A, 
         }
     }
 }
+
+/// # Safety
+/// AVX-512 F/BW/VL available; `g.check(c)` passed.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn gemm_block_avx512<A: TileRow, B: TileRow>(g: &super::GemmBlock<'_, A, B>, c: &mut [f32]) {
+    // SAFETY: this fn's contract; FMA steps need only these features.
+    unsafe { gemm_block_tiles::<FmaStep<A, B>>(g, c) }
+}
+
+/// # Safety
+/// AVX-512 F/BW/VL available; `g.check(c)` passed and `g.k` is a multiple of 32.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn gemm_block_bf16_emulated(g: &super::GemmBlock<'_, bf16, bf16>, c: &mut [f32]) {
+    // SAFETY: this fn's contract; the emulated steps need only these features.
+    unsafe { gemm_block_tiles::<Bf16Step<false>>(g, c) }
+}
+
+/// # Safety
+/// AVX-512 F/BW/VL and AVX-512 BF16 available; `g.check(c)` passed and `g.k` is a
+/// multiple of 32.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")]
+unsafe fn gemm_block_bf16_hw(g: &super::GemmBlock<'_, bf16, bf16>, c: &mut [f32]) {
+    // SAFETY: this fn's contract covers `vdpbf16ps`.
+    unsafe { gemm_block_tiles::<Bf16Step<true>>(g, c) }
+}
+
+/// [`super::VecKernels::gemm_block_bf16`] at the AVX-512 level: the instruction where
+/// the CPU has it.
+fn gemm_block_bf16_avx512(g: &super::GemmBlock<'_, bf16, bf16>, c: &mut [f32]) {
+    g.check(c);
+    assert!(
+        g.k.is_multiple_of(32),
+        "bf16 gemm block: k = {} is not a multiple of 32",
+        g.k
+    );
+    // SAFETY: this kernel table is only handed out on the AVX-512 level; `check` and the
+    // assert above proved the rows, outputs and row length; BF16 was detected for `hw`.
+    unsafe {
+        if has_bf16() {
+            gemm_block_bf16_hw(g, c)
+        } else {
+            gemm_block_bf16_emulated(g, c)
+        }
+    }
+}
+
 gemm_order_avx2!(gemm_dot_f16_avx2, f16, load16_f16);
 gemm_order_avx512!(gemm_dot_f32_avx512, f32, _mm512_loadu_ps);
 gemm_order_avx512!(gemm_dot_f16_avx512, f16, load_f16x16);
@@ -1093,6 +1228,19 @@ unsafe fn dpbf16_512(acc: __m512, x: *const bf16, y: *const bf16) -> __m512 {
         if has_bf16() {
             return dpbf16_hw(acc, xv, yv);
         }
+        dpbf16_emulated(acc, xv, yv)
+    }
+}
+
+/// `vdpbf16ps` as two fused multiply-adds on each lane's bf16 pair, the odd element's
+/// product first (exact products, so the same bits as the instruction).
+///
+/// # Safety
+/// The CPU supports AVX-512 F and FMA.
+#[inline(always)]
+unsafe fn dpbf16_emulated(acc: __m512, xv: __m512i, yv: __m512i) -> __m512 {
+    // SAFETY: register operations only (this fn's contract).
+    unsafe {
         let hi_mask = _mm512_set1_epi32(0xffff_0000u32 as i32);
         let xo = _mm512_castsi512_ps(_mm512_and_si512(xv, hi_mask));
         let yo = _mm512_castsi512_ps(_mm512_and_si512(yv, hi_mask));
