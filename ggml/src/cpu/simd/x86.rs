@@ -1213,25 +1213,6 @@ unsafe fn dot_bf16_avx2(x: &[bf16], y: &[bf16]) -> f32 {
     }
 }
 
-/// One `vdpbf16ps` step: the real instruction when the CPU has AVX-512 BF16, else the
-/// same two fused multiply-adds.
-///
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `x` and `y` must be readable for 32 bf16 each.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn dpbf16_512(acc: __m512, x: *const bf16, y: *const bf16) -> __m512 {
-    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
-    unsafe {
-        let xv = _mm512_loadu_si512(x as *const __m512i);
-        let yv = _mm512_loadu_si512(y as *const __m512i);
-        if has_bf16() {
-            return dpbf16_hw(acc, xv, yv);
-        }
-        dpbf16_emulated(acc, xv, yv)
-    }
-}
-
 /// `vdpbf16ps` as two fused multiply-adds on each lane's bf16 pair, the odd element's
 /// product first (exact products, so the same bits as the instruction).
 ///
@@ -1255,53 +1236,54 @@ fn has_bf16() -> bool {
     *HAS.get_or_init(|| is_x86_feature_detected!("avx512bf16"))
 }
 
+/// tinyBLAS's bf16 dot product with `Bf16Step<HW>` steps: one accumulator over steps
+/// of 32, then the reduction tree.
+///
 /// # Safety
-/// The CPU supports AVX-512 F and AVX-512 BF16.
-#[inline]
-#[target_feature(enable = "avx512bf16,avx512f")]
-unsafe fn dpbf16_hw(acc: __m512, x: __m512i, y: __m512i) -> __m512 {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        _mm512_dpbf16_ps(
-            acc,
-            std::mem::transmute::<__m512i, __m512bh>(x),
-            std::mem::transmute::<__m512i, __m512bh>(y),
-        )
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn gemm_dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
+/// The CPU has AVX-512 F/BW/VL and FMA (and AVX-512 BF16 with `HW`).
+#[inline(always)]
+unsafe fn gemm_dot_bf16_with<const HW: bool>(x: &[bf16], y: &[bf16]) -> f32 {
+    // SAFETY: this fn's contract; loads stay inside the slices (the loop bounds).
     unsafe {
         let n = x.len().min(y.len());
         let mut acc = _mm512_setzero_ps();
         let mut i = 0;
         while i + 32 <= n {
-            acc = dpbf16_512(acc, x.as_ptr().add(i), y.as_ptr().add(i));
+            let (xv, yv) = (
+                Bf16Step::<HW>::load_a(x.as_ptr().add(i)),
+                Bf16Step::<HW>::load_b(y.as_ptr().add(i)),
+            );
+            acc = Bf16Step::<HW>::step(acc, xv, yv);
             i += 32;
         }
         reduce512(acc)
     }
 }
 
+/// `ggml_vec_dot_bf16` with `Bf16Step<HW>` steps: two accumulators over steps of 64,
+/// their reductions and the leftovers summed in f64.
+///
 /// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
+/// As [`gemm_dot_bf16_with`].
+#[inline(always)]
+unsafe fn dot_bf16_with<const HW: bool>(x: &[bf16], y: &[bf16]) -> f32 {
+    // SAFETY: this fn's contract; loads stay inside the slices (the loop bounds).
     unsafe {
         let n = x.len().min(y.len());
         let (mut c1, mut c2) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        type S<const HW: bool> = Bf16Step<HW>;
         let mut i = 0;
         while i + 64 <= n {
-            c1 = dpbf16_512(c1, x.as_ptr().add(i), y.as_ptr().add(i));
-            c2 = dpbf16_512(c2, x.as_ptr().add(i + 32), y.as_ptr().add(i + 32));
+            let (x1, y1) = (
+                S::<HW>::load_a(x.as_ptr().add(i)),
+                S::<HW>::load_b(y.as_ptr().add(i)),
+            );
+            let (x2, y2) = (
+                S::<HW>::load_a(x.as_ptr().add(i + 32)),
+                S::<HW>::load_b(y.as_ptr().add(i + 32)),
+            );
+            c1 = Bf16Step::<HW>::step(c1, x1, y1);
+            c2 = Bf16Step::<HW>::step(c2, x2, y2);
             i += 64;
         }
         let mut s = reduce512(c1) as f64;
@@ -1311,6 +1293,53 @@ unsafe fn dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
             i += 1;
         }
         s as f32
+    }
+}
+
+/// The bf16 dot products compiled twice, with and without AVX-512 BF16: the choice is
+/// made once per row, and `vdpbf16ps` sits inline in the loop.
+macro_rules! bf16_dots {
+    ($($name:ident, $with:ident, $feat:literal, $hw:literal;)*) => {$(
+        /// # Safety
+        /// The CPU has the features this function enables.
+        #[target_feature(enable = $feat)]
+        unsafe fn $name(x: &[bf16], y: &[bf16]) -> f32 {
+            // SAFETY: this fn's contract.
+            unsafe { $with::<$hw>(x, y) }
+        }
+    )*};
+}
+
+bf16_dots! {
+    gemm_dot_bf16_hw, gemm_dot_bf16_with, "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c", true;
+    gemm_dot_bf16_emulated, gemm_dot_bf16_with, "avx512f,avx512bw,avx512vl,avx2,fma,f16c", false;
+    dot_bf16_hw, dot_bf16_with, "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c", true;
+    dot_bf16_emulated, dot_bf16_with, "avx512f,avx512bw,avx512vl,avx2,fma,f16c", false;
+}
+
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
+unsafe fn gemm_dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
+    // SAFETY: this fn's contract; BF16 was detected for the `hw` version.
+    unsafe {
+        if has_bf16() {
+            gemm_dot_bf16_hw(x, y)
+        } else {
+            gemm_dot_bf16_emulated(x, y)
+        }
+    }
+}
+
+/// # Safety
+/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
+unsafe fn dot_bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
+    // SAFETY: this fn's contract; BF16 was detected for the `hw` version.
+    unsafe {
+        if has_bf16() {
+            dot_bf16_hw(x, y)
+        } else {
+            dot_bf16_emulated(x, y)
+        }
     }
 }
 
