@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::recipe::{chunk_step, Lanes, Plan};
+use super::recipe::{chunk_step, Act, Lanes, Plan};
 use super::wide::{interleave_from, Interleave, Rows, Shape, WideAcc, WideCols, WideTile, WIDE};
 use super::x86::Avx2Values;
 use crate::types::GgmlType;
@@ -230,7 +230,14 @@ unsafe fn run<
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
-        let (ablk, asize, qoff) = p.act.layout();
+        // The shapes with scales are the K-quants (Q8_K activations), the others take
+        // Q8_0: as constants, the block arithmetic below is shifts, not divisions.
+        let (ablk, asize, qoff) = if SCALED {
+            Act::Q8K.layout()
+        } else {
+            Act::Q8_0.layout()
+        };
+        debug_assert_eq!((ablk, asize, qoff), p.act.layout());
         let zero = _mm512_setzero_si512();
         let fzero = F16x(_mm512_setzero_ps());
         let mut sum = [[fzero; H]; C];
