@@ -315,7 +315,7 @@ pub(super) unsafe fn x_q8_0_tile<
             for j in 0..N {
                 let yb = blk::<BlockQ8_0>(y[j], ib);
                 qy[j] = load256(yb.add(Q8_0_QS));
-                dy[j] = _mm256_set1_ps(f16_at(yb));
+                dy[j] = f16_splat8(yb);
                 if VNNI {
                     let c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, qy[j]);
                     start[j] = _mm256_sub_epi32(_mm256_setzero_si256(), c);
@@ -324,7 +324,7 @@ pub(super) unsafe fn x_q8_0_tile<
             for (acc, x) in acc.iter_mut().zip(x) {
                 let xb = blk::<X>(x, ib);
                 let xq = if VNNI { X::ux(xb) } else { X::qx(xb) };
-                let dx = _mm256_set1_ps(f16_at(xb));
+                let dx = f16_splat8(xb);
                 for j in 0..N {
                     // The broadcast of the product: `x_q8_0`'s `set1(dx * dy)`.
                     let d = _mm256_mul_ps(dx, dy[j]);
@@ -343,6 +343,17 @@ pub(super) unsafe fn x_q8_0_tile<
             }
         }
     }
+}
+
+/// The f16 at `p` in all 8 lanes, converted by F16C from a broadcast (exact, as the
+/// table lookup; no scalar table access per block in the tile's loop).
+///
+/// # Safety
+/// `p` readable for 2 bytes; AVX2 and F16C enabled in the caller.
+#[inline(always)]
+unsafe fn f16_splat8(p: *const u8) -> __m256 {
+    // SAFETY: this fn's contract.
+    unsafe { _mm256_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned())) }
 }
 
 /// A `GemmTileFn` for [`x_q8_0_tile`] on weights `$x`, like `entry!`.
