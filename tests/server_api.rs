@@ -430,7 +430,9 @@ fn a_full_queue_answers_503() {
     ]) else {
         return;
     };
-    let long = json!({"prompt": "Once upon a time", "n_predict": 400, "ignore_eos": true});
+    // Long enough to outlast the 200 ms below however fast the kernels get (400 tokens
+    // of this model took 130 ms once prompts and rope sped up).
+    let long = json!({"prompt": "Once upon a time", "n_predict": 4000, "ignore_eos": true});
     std::thread::scope(|sc| {
         let a = sc.spawn(|| s.post("/completion", &long));
         // Wait for the first to run, then fill the one waiting place.
