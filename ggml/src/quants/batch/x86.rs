@@ -8,7 +8,7 @@ use std::arch::x86_64::*;
 use super::recipe::{act_block, chunk_step, Acc, Act, Lanes, Plan};
 use super::unpack::{min_at, ScalarValues, Unpack, Unpacked, Values, SUB, TILE};
 use crate::quants::blocks::*;
-use crate::quants::dot::f16_at;
+use crate::quants::dot::{bytes_from_bits_32, bytes_from_nibbles_32, f16_at};
 use crate::types::GgmlType;
 
 /// Eight f32 lanes: a tile's outputs for one activation row.
@@ -444,29 +444,12 @@ impl Values for Avx2Values {
                 T::IQ4_NL => nibbles_lut(b.add(offset_of!(BlockIq4Nl, qs)), kvalues, q),
                 T::Q8_0 => st(q, ld(b.add(offset_of!(BlockQ8_0, qs)))),
                 T::Q5_0 => {
-                    let identity =
-                        _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-                    nibbles_lut(b.add(offset_of!(BlockQ5_0, qs)), identity, q);
-                    let qh = (b.add(offset_of!(BlockQ5_0, qh)) as *const i32).read_unaligned();
-                    // Byte j of the fifth bits' vector: 0x10 where bit j of `qh` is set.
-                    let spread = _mm256_shuffle_epi8(
-                        _mm256_set1_epi32(qh),
-                        _mm256_setr_epi64x(
-                            0,
-                            0x0101_0101_0101_0101,
-                            0x0202_0202_0202_0202,
-                            0x0303_0303_0303_0303,
-                        ),
-                    );
-                    let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
-                    let set =
-                        _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1));
-                    let high = _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-                    let v = _mm256_sub_epi8(
-                        _mm256_or_si256(ld(q as *const u8), high),
-                        _mm256_set1_epi8(16),
-                    );
-                    st(q, v);
+                    // The codes (nibble plus 16 where the fifth bit is set) minus 16.
+                    let lo = bytes_from_nibbles_32(b.add(offset_of!(BlockQ5_0, qs)));
+                    let fifth = bytes_from_bits_32(b.add(offset_of!(BlockQ5_0, qh)));
+                    let codes =
+                        _mm256_or_si256(lo, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
+                    st(q, _mm256_sub_epi8(codes, _mm256_set1_epi8(16)));
                 }
                 T::IQ4_XS => {
                     for ib in 0..8 {

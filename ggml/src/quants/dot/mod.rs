@@ -12,7 +12,7 @@ mod scalar;
 mod x86;
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::f16_at;
+pub(crate) use x86::{bytes_from_bits_32, bytes_from_nibbles_32, f16_at};
 
 use crate::cpu::simd::SimdLevel;
 use crate::types::{GgmlType, VecDotFn};

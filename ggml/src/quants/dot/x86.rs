@@ -108,7 +108,7 @@ pub(super) unsafe fn set_m128i(hi: __m128i, lo: __m128i) -> __m256i {
 /// # Safety
 /// `p` must be readable for 16 bytes; the caller must be compiled with AVX2 enabled.
 #[inline(always)]
-pub(super) unsafe fn bytes_from_nibbles_32(p: *const u8) -> __m256i {
+pub(crate) unsafe fn bytes_from_nibbles_32(p: *const u8) -> __m256i {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
@@ -123,7 +123,7 @@ pub(super) unsafe fn bytes_from_nibbles_32(p: *const u8) -> __m256i {
 /// # Safety
 /// `p` must be readable for 4 bytes; the caller must be compiled with AVX2 enabled.
 #[inline(always)]
-pub(super) unsafe fn bytes_from_bits_32(p: *const u8) -> __m256i {
+pub(crate) unsafe fn bytes_from_bits_32(p: *const u8) -> __m256i {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
