@@ -94,6 +94,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode, p: &RopeParams) {
         .map(|f| unsafe { std::slice::from_raw_parts(f.data as *const f32, f.ne[0]) });
     let ne0 = dst.ne[0];
     let n_dims = p.n_dims;
+    let (rotate_f32, rotate_f16) = (rotate_for::<f32>(), rotate_for::<half::f16>());
     let mut last_i2 = usize::MAX;
     for r in params.range(dst.nrows()) {
         let (i1, i2, i3) = dst.row_index(r);
@@ -112,9 +113,9 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode, p: &RopeParams) {
             let dp = dst.row_ptr(i1, i2, i3);
             match s0.typ {
                 GgmlType::F32 => {
-                    rotate_row::<f32>(sp as *const f32, dp as *mut f32, cache, n_dims, p.mode, ne0)
+                    rotate_f32(sp as *const f32, dp as *mut f32, cache, n_dims, p.mode, ne0)
                 }
-                _ => rotate_row::<half::f16>(
+                _ => rotate_f16(
                     sp as *const half::f16,
                     dp as *mut half::f16,
                     cache,
@@ -150,27 +151,18 @@ impl Elem for half::f16 {
     }
 }
 
+/// [`rotate`]'s signature.
+type RotateFn<T> = unsafe fn(*const T, *mut T, &[f32], usize, RopeMode, usize);
+
 /// [`rotate`] compiled with FMA where the CPU has it: without the feature each
 /// `mul_add` is a call into libm's `fmaf` (same bits, several times slower).
-///
-/// # Safety
-/// As [`rotate`].
-unsafe fn rotate_row<T: Elem>(
-    src: *const T,
-    dst: *mut T,
-    cache: &[f32],
-    n_dims: usize,
-    mode: RopeMode,
-    ne0: usize,
-) {
+fn rotate_for<T: Elem>() -> RotateFn<T> {
+    // Every x86 SIMD level includes FMA (checked when it was picked).
     #[cfg(target_arch = "x86_64")]
     if crate::cpu::simd::kernels().level != crate::cpu::simd::SimdLevel::Scalar {
-        // SAFETY: every x86 SIMD level includes FMA (checked when it was picked); the
-        // rows are as `rotate` needs (this fn's contract).
-        return unsafe { rotate_fma(src, dst, cache, n_dims, mode, ne0) };
+        return rotate_fma::<T>;
     }
-    // SAFETY: this fn's contract.
-    unsafe { rotate(src, dst, cache, n_dims, mode, ne0) }
+    rotate::<T>
 }
 
 /// [`rotate`] with FMA enabled.
