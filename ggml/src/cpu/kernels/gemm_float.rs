@@ -35,7 +35,7 @@ pub(super) fn applies(node: &ExecNode) -> bool {
 
 /// Whether src1 stays in 16 bits for the tiles: F16 weights on a level whose tiles
 /// widen both operands, and BF16 weights (whose tiles take bf16 pairs).
-fn f16_rows(node: &ExecNode) -> bool {
+fn half_rows(node: &ExecNode) -> bool {
     match node.src0().typ {
         GgmlType::F16 => kernels().gemm_block_f16.is_some(),
         GgmlType::BF16 => true,
@@ -50,7 +50,7 @@ fn block_cols(k: usize, elem: usize) -> usize {
 
 /// Bytes of each src1 value in the shared area.
 fn src1_elem(node: &ExecNode) -> usize {
-    if f16_rows(node) {
+    if half_rows(node) {
         2
     } else {
         4
@@ -83,14 +83,15 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     let k = s0.ne[0];
     let nrows1 = s1.nrows();
     let kern = kernels();
-    let keep_f16 = f16_rows(node);
+    let keep_half = half_rows(node);
     let shared = nrows1 * k * src1_elem(node);
 
-    // SAFETY: the shared area holds nrows1 rows of k f32, or of k f16 when `keep_f16`
+    // `src1_half` holds f16 values, or the bits of bf16 ones for BF16 weights.
+    // SAFETY: the shared area holds nrows1 rows of k f32, or of k f16 when `keep_half`
     // (work_size); each thread writes only its own rows before the barrier, and all
     // threads only read them after it. The per-thread scratch is this thread's.
-    let (src1_f32, src1_f16, scratch) = unsafe {
-        let (f32s, f16s) = if keep_f16 {
+    let (src1_f32, src1_half, scratch) = unsafe {
+        let (f32s, f16s) = if keep_half {
             let p = params.shared_f32_mut((nrows1 * k).div_ceil(2)).as_mut_ptr() as *mut f16;
             (&mut [][..], std::slice::from_raw_parts_mut(p, nrows1 * k))
         } else {
@@ -100,30 +101,30 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     };
     let (rest, round) = scratch.split_at_mut(scratch.len() - k.div_ceil(2));
     let (rest, load) = rest.split_at_mut(rest.len() - k);
+    let to_bf16 = GgmlType::BF16
+        .traits()
+        .from_float
+        .expect("bf16 has from_float");
     for r in params.range(nrows1) {
         let (i11, i12, i13) = s1.row_index(r);
-        let row = if keep_f16 {
+        let row = if keep_half {
             &mut load[..]
         } else {
             &mut src1_f32[r * k..(r + 1) * k]
         };
         // SAFETY: src1 rows are only read; `row` has ne10 = k values.
         unsafe { s1.load_row_f32(i11, i12, i13, row) };
-        if keep_f16 && s0.typ == GgmlType::BF16 {
+        if keep_half && s0.typ == GgmlType::BF16 {
             // ggml converts src1 to bf16 for BF16 weights (`vec_dot_type`), with its
             // rounding; the tiles read those values.
-            let to_bf16 = GgmlType::BF16
-                .traits()
-                .from_float
-                .expect("bf16 has from_float");
             // SAFETY: the f16 row is k 2-byte values, k bf16 in bytes.
             let out = unsafe {
-                std::slice::from_raw_parts_mut(src1_f16[r * k..].as_mut_ptr() as *mut u8, 2 * k)
+                std::slice::from_raw_parts_mut(src1_half[r * k..].as_mut_ptr() as *mut u8, 2 * k)
             };
             to_bf16(row, out);
-        } else if keep_f16 {
+        } else if keep_half {
             // ggml converts src1 to f16 for F16 weights; the tiles read those values.
-            (kern.f32_to_f16)(row, &mut src1_f16[r * k..(r + 1) * k]);
+            (kern.f32_to_f16)(row, &mut src1_half[r * k..(r + 1) * k]);
         } else if s0.typ == GgmlType::F16 && s1.typ != GgmlType::F16 {
             // ggml converts src1 to f16 for F16 weights: keep exactly those values.
             // SAFETY: `round` holds k/2 f32, room for k f16.
@@ -166,7 +167,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                             let (a, lda, b) = unsafe {
                                 let lda = s0.nb[1] / 2;
                                 let first = s0.row_ptr(i0, i02, i03) as *const bf16;
-                                let b = &src1_f16[cols.clone()];
+                                let b = &src1_half[cols.clone()];
                                 (
                                     std::slice::from_raw_parts(first, (m - 1) * lda + k),
                                     lda,
@@ -184,7 +185,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
                                 let first = s0.row_ptr(i0, i02, i03) as *const f16;
                                 std::slice::from_raw_parts(first, (m - 1) * lda + k)
                             };
-                            let b = &src1_f16[cols.clone()];
+                            let b = &src1_half[cols.clone()];
                             block_f16(&strip_block(a, lda, m, b, n, k), tile);
                         }
                         _ => {
