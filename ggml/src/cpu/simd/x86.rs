@@ -991,9 +991,12 @@ unsafe fn gemm_tile_avx512<S: TileStep, const RM: usize, const RN: usize>(
     // SAFETY: the CPU features and the pointers are as this fn's contract requires.
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); RN]; RM];
+        // A value to start the array of `b` vectors with (a step has no zero); every
+        // element is loaded again below before it is used.
+        let filler = S::load_b(b);
         let mut l = 0;
         while l < k {
-            let mut bv = [S::load_b(b); RN];
+            let mut bv = [filler; RN];
             for (j, v) in bv.iter_mut().enumerate() {
                 *v = S::load_b(b.add(j * ldb + l));
             }
