@@ -141,7 +141,7 @@ fn mul_mat(c: &mut Criterion) {
 
 /// The int8 GEMM against this CPU's int8 peak, one thread: `int8/peak` runs
 /// independent `vpdpbusd` chains (byte multiply-adds per second), `int8/gemm` the
-/// prompt `mul_mat`s that take the wide VNNI tiles (Q4_0 and Q4_K from a file mapping,
+/// prompt `mul_mat`s that take the wide VNNI tiles (Q4_0, Q4_K and Q6_K from a file mapping,
 /// Q8_0 with `set_fast_int8`) at Llama-1B's FFN shape, K x M = 2048 x 8192, N = 512,
 /// in the same unit: their ratio is the fraction of the peak the GEMM reaches.
 fn int8(c: &mut Criterion) {
@@ -158,6 +158,7 @@ fn int8(c: &mut Criterion) {
     for (typ, mapped, fast) in [
         (GgmlType::Q4_0, true, false),
         (GgmlType::Q4_K, true, false),
+        (GgmlType::Q6_K, true, false),
         (GgmlType::Q8_0, false, true),
         (GgmlType::Q8_0, false, false),
     ] {

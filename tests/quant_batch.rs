@@ -58,11 +58,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Every level's batch kernel has the scalar kernel's bits, for whole and partial
-    /// tiles of weight rows and runs of activation rows.
+    /// tiles of weight rows and runs of activation rows, rows of one slab and of two
+    /// (up to 1280 elements: the sums carried from slab to slab).
     #[test]
     fn batch_kernels_agree_across_levels(
         ci in 0..batch_cases().len(),
-        nb in 1usize..=3,
+        nb in 1usize..=5,
         (nw, na) in (1usize..=11, 1usize..=6),
         seed in any::<u64>(),
     ) {

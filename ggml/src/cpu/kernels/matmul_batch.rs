@@ -103,15 +103,21 @@ pub(super) fn forward<'a>(
                 } else {
                     range0.clone()
                 };
-                let mut rows: [&[u8]; WIDE] = [&[]; WIDE];
-                for iir0 in range0.clone().step_by(WIDE) {
-                    let end0 = (iir0 + WIDE).min(range0.end);
-                    for (row, r) in rows.iter_mut().zip(iir0..end0) {
+                let src0_rows = |rows: &mut [&'a [u8]; WIDE], from: usize, to: usize| {
+                    for (row, r) in rows.iter_mut().zip(from..to) {
                         // SAFETY: src0 rows are dense (checked when the node was built)
                         // and only read.
                         *row = unsafe { s0.row_bytes(r, i02, i03) };
                     }
-                    ws.tile(wide, s0.typ, n, &rows[..end0 - iir0], &acts, &runs);
+                    to.saturating_sub(from)
+                };
+                let (mut rows, mut next): ([&[u8]; WIDE], [&[u8]; WIDE]) =
+                    ([&[]; WIDE], [&[]; WIDE]);
+                for iir0 in range0.clone().step_by(WIDE) {
+                    let end0 = (iir0 + WIDE).min(range0.end);
+                    let nw = src0_rows(&mut rows, iir0, end0);
+                    let nn = src0_rows(&mut next, end0, (end0 + WIDE).min(range0.end));
+                    ws.tile(wide, s0.typ, n, &rows[..nw], &next[..nn], &acts, &runs);
                     for (run, p) in &runs {
                         for j in run.clone() {
                             let (i11, i12, i13) = s1.row_index(ir1 + j);

@@ -183,6 +183,9 @@ pub(crate) type Kernel = fn(&Plan, &Unpacked, k0: usize, a: &[&[u8]], acc: &mut 
 /// cache while every activation row runs through it.
 pub(crate) const SLAB: usize = 1024;
 
+/// Elements of the weight rows in one wide tile slab ([`WideScratch::tile`]).
+const WIDE_SLAB: usize = 1024;
+
 /// Panics unless `w` is a tile of whole blocks and chunks, every row of `a` holds its
 /// elements, and `acc` has a state for each row of `a`.
 fn check(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &[Acc]) {
@@ -340,12 +343,16 @@ impl WideScratch {
     /// Runs up to [`WIDE`] weight rows `w` of `n` elements of `typ` against the
     /// prepared activation rows, each run `(rows, plan)` of them with its plan, slab
     /// by slab; leaves the sums in [`WideScratch::acc`] (one per prepared row).
+    /// `next`: the rows of the tile that comes after this one (may be empty), whose
+    /// first slab is fetched into the cache while the last slab of `w` runs.
+    #[allow(clippy::too_many_arguments)]
     pub fn tile(
         &mut self,
         (fill, wide): (WideFill, WideKernel),
         typ: GgmlType,
         n: usize,
         w: &[&[u8]],
+        next: &[&[u8]],
         a: &[&[u8]],
         runs: &[(std::ops::Range<usize>, Plan)],
     ) {
@@ -353,14 +360,28 @@ impl WideScratch {
         let (blck, size) = (typ.blck_size(), typ.type_size());
         // Kept from tile to tile: the kernels start each tile's first slab from zero.
         self.acc.resize(a.len(), WideAcc::default());
-        for k0 in (0..n).step_by(SLAB) {
-            let len = SLAB.min(n - k0);
+        for k0 in (0..n).step_by(WIDE_SLAB) {
+            let len = WIDE_SLAB.min(n - k0);
             let at = k0 / blck * size;
             let mut rows: [&[u8]; WIDE] = [&[]; WIDE];
             for (row, w) in rows.iter_mut().zip(w) {
                 *row = &w[at..];
             }
             fill(&mut self.tile, &runs[0].1, sh, typ, len, &rows[..w.len()]);
+            // The rows' next slab (or the next tile's first), fetched while the kernel
+            // runs: 16-32 rows are as many short streams, which the hardware
+            // prefetcher does not run ahead into, and the fill would wait on memory.
+            let (ahead, from): (&[&[u8]], usize) = if k0 + WIDE_SLAB < n {
+                (w, (k0 + WIDE_SLAB) / blck * size)
+            } else {
+                (next, 0)
+            };
+            let bytes = WIDE_SLAB.min(n) / blck * size;
+            for row in ahead {
+                if let Some(r) = row.get(from..) {
+                    crate::cpu::simd::prefetch(r.as_ptr(), bytes.min(r.len()));
+                }
+            }
             for (run, p) in runs {
                 let cols = WideCols {
                     a: &a[run.clone()],
@@ -496,7 +517,7 @@ pub fn products_for(typ: GgmlType, path: Path, level: SimdLevel) -> Option<Produ
         if let Some(wide) = k.wide.filter(|_| s.prepare(typ, &p, n, a)) {
             let runs = [(0..a.len(), p)];
             for (t, rows) in w.chunks(WIDE).enumerate() {
-                s.tile(wide, typ, n, rows, a, &runs);
+                s.tile(wide, typ, n, rows, &[], a, &runs);
                 for (r, acc) in s.acc.iter().enumerate() {
                     let at = r * w.len() + t * WIDE;
                     res[at..at + rows.len()].copy_from_slice(&acc.outputs(&p)[..rows.len()]);

@@ -334,8 +334,10 @@ pub(crate) struct WideCols<'a> {
     pub j0: usize,
 }
 
-/// The running sums of one activation row against a wide tile's rows.
+/// The running sums of one activation row against a wide tile's rows (aligned so
+/// that a kernel may read and write them as whole vectors).
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
 pub(crate) struct WideAcc {
     /// `acc` of each row.
     pub acc: [f32; WIDE],

@@ -136,14 +136,13 @@ impl Lanes for F16x {
     }
 }
 
-/// One activation row as the kernel reads it.
+/// The prepared values of the first of a group of activation rows ([`super::wide::WideActs`]);
+/// those of the group's row `c` lie `c` rows of `ncorr` / `ndy` further on.
 #[derive(Clone, Copy)]
-struct Col {
-    /// The row's blocks.
-    a: *const u8,
-    /// Its `-bias · Σ a` per `subw` elements ([`WideActs::corr`]).
+struct Prepared {
+    /// Its `-bias · Σ a` per `subw` elements ([`super::wide::WideActs::corr`]).
     corr: *const i32,
-    /// Its block scales ([`WideActs::dy`]).
+    /// Its block scales ([`super::wide::WideActs::dy`]).
     dy: *const f32,
 }
 
@@ -169,35 +168,71 @@ pub(super) unsafe fn tile_wide(
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
-        let col = |j: usize| Col {
-            a: a[j].as_ptr(),
+        let col = |j: usize| Prepared {
             corr: acts.corr.as_ptr().add((j0 + j) * acts.ncorr),
             dy: acts.dy.as_ptr().add((j0 + j) * acts.ndy),
         };
-        // The shapes of the types there are (`wide::shape`), each with its loops fixed.
+        let strides = (acts.ncorr, acts.ndy);
+        // The shapes and chunks there are (`wide::shape`, `batch::plan`), each with its
+        // loops fixed at compile time.
         macro_rules! go {
-            ($subw:literal, $scaled:literal, $min:literal, $biased:literal, $r:literal) => {{
+            ($subw:literal, $chunk:literal, $scaled:literal, $min:literal, $biased:literal, $r:literal) => {{
                 const R: usize = $r;
                 let mut j = 0;
                 while j + R <= a.len() {
-                    let cols: [Col; R] = std::array::from_fn(|i| col(j + i));
+                    let rows: [*const u8; R] = std::array::from_fn(|i| a[j + i].as_ptr());
                     let acc: &mut [WideAcc; R] = (&mut acc[j..j + R]).try_into().unwrap();
-                    run::<R, $subw, $scaled, $min, $biased>(p, t, k0, &cols, acc);
+                    run::<R, $subw, $chunk, $scaled, $min, $biased>(
+                        p,
+                        t,
+                        k0,
+                        rows,
+                        col(j),
+                        strides,
+                        acc,
+                    );
                     j += R;
                 }
                 while j < a.len() {
                     let acc: &mut [WideAcc; 1] = (&mut acc[j..j + 1]).try_into().unwrap();
-                    run::<1, $subw, $scaled, $min, $biased>(p, t, k0, &[col(j)], acc);
+                    let rows = [a[j].as_ptr()];
+                    run::<1, $subw, $chunk, $scaled, $min, $biased>(
+                        p,
+                        t,
+                        k0,
+                        rows,
+                        col(j),
+                        strides,
+                        acc,
+                    );
                     j += 1;
                 }
             }};
         }
-        match (sh.subw, p.scaled, p.has_min, sh.bias != 0) {
-            (32, false, false, true) => go!(32, false, false, true, 4),
-            (32, true, true, false) => go!(32, true, true, false, 3),
-            (16, true, true, false) => go!(16, true, true, false, 3),
-            (16, true, false, true) => go!(16, true, false, true, 3),
-            (32, true, false, true) => go!(32, true, false, true, 3),
+        match (sh.subw, p.chunk, p.scaled, p.has_min, sh.bias != 0) {
+            (32, 32, false, false, true) => {
+                // The 32-element types: one block per chunk, the loop of `run_q0`.
+                const R: usize = 4;
+                let mut j = 0;
+                debug_assert_eq!(acts.ncorr, acts.ndy);
+                while j + R <= a.len() {
+                    let rows: [*const u8; R] = std::array::from_fn(|i| a[j + i].as_ptr());
+                    let acc: &mut [WideAcc; R] = (&mut acc[j..j + R]).try_into().unwrap();
+                    run_q0::<R>(p, t, k0, rows, col(j), acts.ndy, acc);
+                    j += R;
+                }
+                while j < a.len() {
+                    let acc: &mut [WideAcc; 1] = (&mut acc[j..j + 1]).try_into().unwrap();
+                    run_q0::<1>(p, t, k0, [a[j].as_ptr()], col(j), acts.ndy, acc);
+                    j += 1;
+                }
+            }
+            (32, 64, true, true, false) => go!(32, 64, true, true, false, 4),
+            (32, 256, true, true, false) => go!(32, 256, true, true, false, 4),
+            (16, 128, true, true, false) => go!(16, 128, true, true, false, 4),
+            (16, 256, true, true, false) => go!(16, 256, true, true, false, 4),
+            (16, 256, true, false, true) => go!(16, 256, true, false, true, 4),
+            (32, 256, true, false, true) => go!(32, 256, true, false, true, 4),
             _ => unreachable!("wide kernel: no shape {sh:?} for {p:?}"),
         }
     }
@@ -205,6 +240,138 @@ pub(super) unsafe fn tile_wide(
 
 /// Vectors per wide tile row group: the tile's rows are `H` 16-lane halves.
 const H: usize = WIDE / 16;
+
+/// The sums of `C` activation rows so far: zero for the first slab (`k0 == 0`; an
+/// earlier tile's sums may be in `acc`), else what `acc` holds.
+///
+/// # Safety
+/// AVX-512 F enabled in the caller.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn load_sums<const C: usize>(k0: usize, acc: &[WideAcc; C]) -> [[[F16x; H]; C]; 2] {
+    // SAFETY: AVX-512 F is enabled (this fn's contract); each load is inside an
+    // accumulator of `WIDE` floats.
+    unsafe {
+        let mut s = [[[F16x(_mm512_setzero_ps()); H]; C]; 2];
+        if k0 > 0 {
+            for c in 0..C {
+                for h in 0..H {
+                    s[0][c][h] = F16x(_mm512_loadu_ps(acc[c].acc.as_ptr().add(16 * h)));
+                    s[1][c][h] = F16x(_mm512_loadu_ps(acc[c].accm.as_ptr().add(16 * h)));
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Writes the sums of `C` activation rows back to `acc`.
+///
+/// # Safety
+/// AVX-512 F enabled in the caller.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn store_sums<const C: usize>(s: &[[[F16x; H]; C]; 2], acc: &mut [WideAcc; C]) {
+    // SAFETY: AVX-512 F is enabled (this fn's contract); each store is inside an
+    // accumulator of `WIDE` floats.
+    unsafe {
+        for c in 0..C {
+            for h in 0..H {
+                _mm512_storeu_ps(acc[c].acc.as_mut_ptr().add(16 * h), s[0][c][h].0);
+                _mm512_storeu_ps(acc[c].accm.as_mut_ptr().add(16 * h), s[1][c][h].0);
+            }
+        }
+    }
+}
+
+/// [`tile_wide`] for `C` activation rows of a 32-element type (one `d` per block,
+/// no scales or mins, biased values; Q8_0 activations): per block, each sum starts
+/// from the row's bias correction and takes the block's 8 groups of 4 elements, then
+/// [`chunk_step`]. One flat loop over the blocks with running pointers, so that the
+/// loop body is the `vpdpbusd`s, their loads and the float steps.
+///
+/// `rows`: the activation rows; `first`: the first row's blocks and prepared values,
+/// those of row `c` being `stride` corrections and block scales further on (for these
+/// types a row has one of each per block), which keeps the loop's pointers in
+/// registers.
+///
+/// # Safety
+/// As [`tile_wide`]; the plan is a 32-element type's (`chunk == group == 32`, no
+/// scales, no mins).
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn run_q0<const C: usize>(
+    p: &Plan,
+    t: &WideTile,
+    k0: usize,
+    rows: [*const u8; C],
+    first: Prepared,
+    stride: usize,
+    acc: &mut [WideAcc; C],
+) {
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let (ablk, asize, qoff) = Act::Q8_0.layout();
+        debug_assert!(p.act == Act::Q8_0 && p.chunk == ablk && p.group == ablk);
+        debug_assert!(!p.scaled && !p.has_min);
+        // The plan's float chain with what is known here as constants.
+        let p = &Plan {
+            group: ablk,
+            chunk: ablk,
+            has_min: false,
+            scaled: false,
+            ..*p
+        };
+        let [mut sum, mut summ] = load_sums(k0, acc);
+        let zero = _mm512_setzero_si512();
+        let b0 = k0 / ablk;
+        let mut a: [*const u8; C] = std::array::from_fn(|c| rows[c].add(b0 * asize + qoff));
+        let (corr, dy) = (first.corr.add(b0), first.dy.add(b0));
+        let mut qw = t.qw.as_ptr();
+        let mut d = t.d.as_ptr();
+        for b in 0..t.n / ablk {
+            let mut ds = [[zero; H]; C];
+            for c in 0..C {
+                ds[c] = [_mm512_set1_epi32(*corr.add(c * stride + b)); H];
+            }
+            for g in 0..ablk / 4 {
+                let mut w = [zero; H];
+                for h in 0..H {
+                    w[h] = _mm512_loadu_si512(qw.add(WIDE * 4 * g + 64 * h) as *const __m512i);
+                }
+                for c in 0..C {
+                    let x = _mm512_set1_epi32((a[c].add(4 * g) as *const i32).read_unaligned());
+                    for h in 0..H {
+                        ds[c][h] = _mm512_dpbusd_epi32(ds[c][h], w[h], x);
+                    }
+                }
+            }
+            for h in 0..H {
+                let dw = F16x(_mm512_loadu_ps(d.add(16 * h)));
+                for c in 0..C {
+                    let y = F16x(_mm512_set1_ps(*dy.add(c * stride + b)));
+                    chunk_step(
+                        p,
+                        ds[c][h],
+                        zero,
+                        dw,
+                        dw,
+                        y,
+                        &mut sum[c][h],
+                        &mut summ[c][h],
+                    );
+                }
+            }
+            for a in a.iter_mut() {
+                *a = a.add(asize);
+            }
+            qw = qw.add(WIDE * ablk);
+            d = d.add(WIDE);
+        }
+        store_sums(&[sum, summ], acc);
+    }
+}
 
 /// [`tile_wide`] for `C` activation rows of a shape with `SUBW` elements per scale.
 ///
@@ -217,6 +384,7 @@ const H: usize = WIDE / 16;
 unsafe fn run<
     const C: usize,
     const SUBW: usize,
+    const CHUNK: usize,
     const SCALED: bool,
     const MIN: bool,
     const BIASED: bool,
@@ -224,7 +392,9 @@ unsafe fn run<
     p: &Plan,
     t: &WideTile,
     k0: usize,
-    cols: &[Col; C],
+    rows: [*const u8; C],
+    first: Prepared,
+    (scorr, sdy): (usize, usize),
     acc: &mut [WideAcc; C],
 ) {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
@@ -238,6 +408,10 @@ unsafe fn run<
             Act::Q8_0.layout()
         };
         debug_assert_eq!((ablk, asize, qoff), p.act.layout());
+        debug_assert_eq!(CHUNK, p.chunk);
+        // The weight blocks: 256 elements for the K-quants, else 32.
+        let group = if SCALED { 256 } else { 32 };
+        debug_assert_eq!(group, p.group);
         let zero = _mm512_setzero_si512();
         let fzero = F16x(_mm512_setzero_ps());
         let mut sum = [[fzero; H]; C];
@@ -251,23 +425,37 @@ unsafe fn run<
                 }
             }
         }
+        // With mins, the repack chain's second sum per output (`accm`) stays in `acc`
+        // (memory, read and written once per chunk), which leaves the registers to
+        // one more activation row's integer sums; volatile, so that the compiler does
+        // not keep it in registers after all.
+        let accm_rows: [*mut f32; C] = std::array::from_fn(|c| acc[c].accm.as_mut_ptr());
+        let accm = |c: usize, h: usize| accm_rows[c].add(16 * h) as *mut __m512;
+        if MIN && k0 == 0 {
+            for c in 0..C {
+                for h in 0..H {
+                    std::ptr::write_volatile(accm(c, h), _mm512_setzero_ps());
+                }
+            }
+        }
         let qw = t.qw.as_ptr();
         let lanes = |v: *const i32, at: usize, h: usize| {
             _mm512_loadu_si512(v.add(WIDE * at + 16 * h) as *const __m512i)
         };
-        for e0 in (0..t.n).step_by(p.chunk) {
+        for e0 in (0..t.n).step_by(CHUNK) {
             let ge = k0 + e0;
             let (blk, off) = (ge / ablk, ge % ablk);
             let mut base = [std::ptr::null::<u8>(); C];
             for c in 0..C {
-                base[c] = cols[c].a.add(blk * asize);
+                base[c] = rows[c].add(blk * asize);
             }
             let mut s1 = [[zero; H]; C];
-            for sub in (e0..e0 + p.chunk).step_by(SUBW) {
+            for sub in (e0..e0 + CHUNK).step_by(SUBW) {
                 let mut ds = [[zero; H]; C];
                 if BIASED {
                     for c in 0..C {
-                        let corr = _mm512_set1_epi32(*cols[c].corr.add((k0 + sub) / SUBW));
+                        let at = c * scorr + (k0 + sub) / SUBW;
+                        let corr = _mm512_set1_epi32(*first.corr.add(at));
                         ds[c] = [corr; H];
                     }
                 }
@@ -300,7 +488,7 @@ unsafe fn run<
             }
             let mut s2 = [[zero; H]; C];
             if MIN {
-                for k in (e0..e0 + p.chunk).step_by(32) {
+                for k in (e0..e0 + CHUNK).step_by(32) {
                     // The Q8_K block's bsums of these 32 elements, as one i16 pair.
                     let at = 260 + 2 * ((off + k - e0) / 16);
                     for h in 0..H {
@@ -313,29 +501,29 @@ unsafe fn run<
                     }
                 }
             }
-            let g = e0 / p.group;
+            let g = e0 / group;
             for h in 0..H {
                 let d = F16x(_mm512_loadu_ps(t.d.as_ptr().add(WIDE * g + 16 * h)));
                 let dmin = F16x(_mm512_loadu_ps(t.dmin.as_ptr().add(WIDE * g + 16 * h)));
                 for c in 0..C {
-                    let dy = F16x(_mm512_set1_ps(*cols[c].dy.add(blk)));
-                    chunk_step(
-                        p,
-                        s1[c][h],
-                        s2[c][h],
-                        d,
-                        dmin,
-                        dy,
-                        &mut sum[c][h],
-                        &mut summ[c][h],
-                    );
+                    let dy = F16x(_mm512_set1_ps(*first.dy.add(c * sdy + blk)));
+                    let mut m = fzero;
+                    if MIN {
+                        m = F16x(std::ptr::read_volatile(accm(c, h)));
+                    }
+                    chunk_step(p, s1[c][h], s2[c][h], d, dmin, dy, &mut sum[c][h], &mut m);
+                    if MIN {
+                        std::ptr::write_volatile(accm(c, h), m.0);
+                    }
                 }
             }
         }
         for c in 0..C {
             for h in 0..H {
                 _mm512_storeu_ps(acc[c].acc.as_mut_ptr().add(16 * h), sum[c][h].0);
-                _mm512_storeu_ps(acc[c].accm.as_mut_ptr().add(16 * h), summ[c][h].0);
+                if !MIN {
+                    _mm512_storeu_ps(acc[c].accm.as_mut_ptr().add(16 * h), summ[c][h].0);
+                }
             }
         }
     }
