@@ -128,7 +128,7 @@ fn ggml_dot(typ: GgmlType, k: usize, m: usize, mapped: bool, rows: usize) -> Dot
     let path = match route {
         Some(Route::Repack) => Some(Path::RepackGemv),
         Some(Route::Tiled) => Some(Path::Tiled),
-        Some(Route::Wide) | None => None,
+        Some(Route::Wide | Route::Lanes) | None => None,
     };
     match path {
         Some(p) => Box::new(batch::dot_for(typ, p, SimdLevel::Scalar).expect("batch kernel")),

@@ -16,7 +16,13 @@ use proptest::prelude::*;
 fn batch_cases() -> Vec<(GgmlType, Path)> {
     let mut v = Vec::new();
     for typ in ggml::quants::types() {
-        for path in [Path::RepackGemm, Path::RepackGemv, Path::Tiled, Path::Wide] {
+        for path in [
+            Path::RepackGemm,
+            Path::RepackGemv,
+            Path::Tiled,
+            Path::Wide,
+            Path::Lanes,
+        ] {
             if batch::dot_for(typ, path, SimdLevel::Scalar).is_some() {
                 v.push((typ, path));
             }

@@ -90,7 +90,8 @@ pub(super) fn forward<'a>(
                 }
             }
         };
-        if let Some(wide) = kernels.wide.filter(|_| !few) {
+        // The tinyBLAS_Q0 chain has no other batch kernel: its segments all go wide.
+        if let Some(wide) = kernels.wide.filter(|_| !few || route == Route::Lanes) {
             let done = WIDE_SCRATCH.with_borrow_mut(|ws| {
                 if !ws.prepare(s0.typ, &runs[0].1, n, &acts) {
                     return false;

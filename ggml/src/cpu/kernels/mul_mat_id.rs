@@ -207,7 +207,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
             Some(Route::Repack) => Some(Path::RepackGemv),
             Some(Route::Tiled) => Some(Path::Tiled),
             // ggml's `mul_mat_id` takes `vec_dot` for these types, and so do we.
-            Some(Route::Wide) | None => None,
+            Some(Route::Wide | Route::Lanes) | None => None,
         };
         let expert = Expert {
             node,

@@ -6,9 +6,11 @@
 //!   for weights that llama.cpp repacked at load time (Q4_0, IQ4_NL, Q4_K, Q2_K);
 //! - [`Path::Tiled`]: the K-quant kernel of `ggml-cpu/tiled/` (Q2_K … Q6_K, IQ4_XS)
 //!   for batches of 8 or more rows;
-//! - [`Path::Wide`]: ours, not llama.cpp's: Q8_0 and Q5_0 prompts, which llama.cpp
-//!   gives to llamafile's tinyBLAS_Q0, through the wide VNNI kernel with the repack
-//!   kernels' float chain (where the CPU has AVX-512 VNNI).
+//! - [`Path::Lanes`]: Q8_0 and Q5_0 prompts, which llama.cpp gives to llamafile's
+//!   tinyBLAS_Q0, in tinyBLAS_Q0's float order (eight lanes of 4-element sums per
+//!   output) but through the wide VNNI kernel (where the CPU has AVX-512 VNNI);
+//! - [`Path::Wide`]: ours, not llama.cpp's (`--fast-int8`): the same prompts through
+//!   the wide VNNI kernel with the repack kernels' float chain.
 //!
 //! Each computes one output as exact integer sums over fixed chunks of the row,
 //! combined by a short chain of float operations; only that chain (and the chunking)
@@ -51,6 +53,10 @@ pub enum Path {
     /// The wide VNNI kernel for the 32-element types llama.cpp runs through
     /// tinyBLAS_Q0 ([`wide_takes`]): per block `acc = fma(f32(Σ q·a), d·dy, acc)`.
     Wide,
+    /// The wide VNNI kernel with tinyBLAS_Q0's own float chain (eight lanes of
+    /// 4-element sums per output, see `Plan::lanes`): llama.cpp's bits for the
+    /// [`wide_takes`] types.
+    Lanes,
 }
 
 /// Which family of kernels a `mul_mat` node goes to (see [`route`]).
@@ -62,6 +68,8 @@ pub enum Route {
     Tiled,
     /// The wide kernel for Q8_0 / Q5_0 batches ([`Path::Wide`]).
     Wide,
+    /// The wide kernel for Q8_0 / Q5_0 batches in tinyBLAS_Q0's order ([`Path::Lanes`]).
+    Lanes,
 }
 
 impl Route {
@@ -70,6 +78,7 @@ impl Route {
         match self {
             Route::Tiled => Path::Tiled,
             Route::Wide => Path::Wide,
+            Route::Lanes => Path::Lanes,
             Route::Repack if i11 < ne11 - ne11 % 4 => Path::RepackGemm,
             Route::Repack => Path::RepackGemv,
         }
@@ -111,10 +120,10 @@ pub fn tiles(typ: GgmlType) -> bool {
 ///
 /// In llama.cpp's order: repacked weights (2-D, `src1` F32 and at most 3-D) always go
 /// to their kernels, whatever the batch; then the tiled kernel takes batches of 8 or
-/// more `src1` rows (`ne1[1] >= 8`) of F32 or Q8_K. Ours on top, when `fast_int8`
-/// ([`crate::Executor::set_fast_int8`]): batches of [`WIDE_MIN_ROWS`] or more F32 rows
-/// times [`wide_takes`] weights go to [`Route::Wide`] where this process's SIMD level
-/// has the wide kernel.
+/// more `src1` rows (`ne1[1] >= 8`) of F32 or Q8_K. Ours on top, where this
+/// process's SIMD level has the wide kernel: batches of [`WIDE_MIN_ROWS`] or more F32
+/// rows times [`wide_takes`] weights go to [`Route::Lanes`] (tinyBLAS_Q0's bits), or
+/// with `fast_int8` ([`crate::Executor::set_fast_int8`]) to [`Route::Wide`].
 pub fn route(
     typ: GgmlType,
     ne0: [usize; 4],
@@ -131,8 +140,9 @@ pub fn route(
     if tiles(typ) && src1_ok && ne1[1] >= 8 {
         return Some(Route::Tiled);
     }
-    let wide = fast_int8 && wide_takes(typ) && src1_typ == GgmlType::F32 && ne1[1] >= WIDE_MIN_ROWS;
-    (wide && kernels().wide.is_some()).then_some(Route::Wide)
+    let wide = wide_takes(typ) && src1_typ == GgmlType::F32 && ne1[1] >= WIDE_MIN_ROWS;
+    let route = if fast_int8 { Route::Wide } else { Route::Lanes };
+    (wide && kernels().wide.is_some()).then_some(route)
 }
 
 /// Whether the unpacked values of `typ` can be negative (all but the types with mins).
@@ -152,7 +162,7 @@ pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
     let ok = match path {
         Path::Tiled => tiles(typ),
         Path::RepackGemm | Path::RepackGemv => repacks(typ, 0),
-        Path::Wide => wide_takes(typ),
+        Path::Wide | Path::Lanes => wide_takes(typ),
     };
     if !ok {
         return None;
@@ -171,6 +181,7 @@ pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
         scaled: !legacy,
         act: if legacy { Act::Q8_0 } else { Act::Q8K },
         tiled: path == Path::Tiled,
+        lanes: path == Path::Lanes,
     })
 }
 
@@ -333,7 +344,7 @@ impl WideScratch {
     /// Prepares the activation rows `a` of `n` elements for weights of `typ` under
     /// plan `p`; `false` when the wide path does not take `typ`.
     pub fn prepare(&mut self, typ: GgmlType, p: &Plan, n: usize, a: &[&[u8]]) -> bool {
-        let Some(sh) = wide::shape(typ) else {
+        let Some(sh) = wide::shape_for(typ, p) else {
             return false;
         };
         self.acts.prepare(p, sh, n, a);
@@ -356,7 +367,7 @@ impl WideScratch {
         a: &[&[u8]],
         runs: &[(std::ops::Range<usize>, Plan)],
     ) {
-        let sh = wide::shape(typ).expect("prepared for a wide type");
+        let sh = wide::shape_for(typ, &runs[0].1).expect("prepared for a wide type");
         let (blck, size) = (typ.blck_size(), typ.type_size());
         // Kept from tile to tile: the kernels start each tile's first slab from zero.
         self.acc.resize(a.len(), WideAcc::default());
@@ -521,6 +532,19 @@ pub fn products_for(typ: GgmlType, path: Path, level: SimdLevel) -> Option<Produ
                 for (r, acc) in s.acc.iter().enumerate() {
                     let at = r * w.len() + t * WIDE;
                     res[at..at + rows.len()].copy_from_slice(&acc.outputs(&p)[..rows.len()]);
+                }
+            }
+            return res;
+        }
+        if p.lanes {
+            // Levels without the wide kernel: tinyBLAS_Q0's dot product, whose bits the
+            // lanes chain has.
+            let dot = crate::quants::dot::gemm_dot_for(typ, level)
+                .or_else(|| crate::quants::dot::gemm_dot_for(typ, SimdLevel::Scalar))
+                .expect("a tinyBLAS_Q0 kernel for the wide types");
+            for (r, a1) in a.iter().enumerate() {
+                for (i, w1) in w.iter().enumerate() {
+                    res[r * w.len() + i] = dot(n, w1, a1);
                 }
             }
             return res;

@@ -9,7 +9,7 @@
 //! that makes them unsigned (`q + bias`), and `bias · Σ a` over each scale's
 //! elements comes off again exactly ([`WideActs`]).
 
-use super::recipe::{act_block, Plan};
+use super::recipe::{act_block, hsum_lanes, Plan, LANES};
 #[cfg(test)]
 use super::unpack::{min_at, ScalarValues, Unpacked, TILE};
 use super::unpack::{Unpack, Values};
@@ -90,6 +90,14 @@ pub(crate) fn shape(typ: GgmlType) -> Option<Shape> {
         _ => return None,
     };
     Some(Shape { bias, subw })
+}
+
+/// The wide shape of `typ` under plan `p`: [`shape`], but for the tinyBLAS_Q0 chain
+/// ([`Plan::lanes`]) the activations' bias corrections go per 4 elements (a lane's
+/// integer sum).
+pub(crate) fn shape_for(typ: GgmlType, p: &Plan) -> Option<Shape> {
+    let sh = shape(typ)?;
+    Some(if p.lanes { Shape { subw: 4, ..sh } } else { sh })
 }
 
 /// A wide tile: [`WIDE`] weight rows of `n` elements (a slab of whole blocks).
@@ -335,40 +343,47 @@ pub(crate) struct WideCols<'a> {
 }
 
 /// The running sums of one activation row against a wide tile's rows (aligned so
-/// that a kernel may read and write them as whole vectors).
+/// that a kernel may read and write them as whole vectors): `sums[0]` is each row's
+/// `acc`, `sums[1]` its `accm` (repack kernels with mins); the tinyBLAS_Q0 chain
+/// ([`Plan::lanes`]) keeps its eight lanes in `sums[0..8]`.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct WideAcc {
-    /// `acc` of each row.
-    pub acc: [f32; WIDE],
-    /// `accm` of each row (repack kernels with mins).
-    pub accm: [f32; WIDE],
+    /// The sums, `[sum][row]`.
+    pub sums: [[f32; WIDE]; LANES],
 }
 
 impl Default for WideAcc {
     fn default() -> Self {
         WideAcc {
-            acc: [0.0; WIDE],
-            accm: [0.0; WIDE],
+            sums: [[0.0; WIDE]; LANES],
         }
     }
 }
 
 impl WideAcc {
+    /// The output of row `r` once every slab went in.
+    #[inline]
+    fn output(&self, p: &Plan, r: usize) -> f32 {
+        if p.lanes {
+            hsum_lanes(std::array::from_fn(|l| self.sums[l][r]))
+        } else {
+            // SAFETY: `f32` lanes need no CPU features.
+            unsafe { super::recipe::finish(p, self.sums[0][r], self.sums[1][r]) }
+        }
+    }
+
     /// The outputs of the tile's rows once every slab went in.
     pub fn outputs(&self, p: &Plan) -> [f32; WIDE] {
-        // SAFETY: `f32` lanes need no CPU features.
-        std::array::from_fn(|i| unsafe { super::recipe::finish(p, self.acc[i], self.accm[i]) })
+        std::array::from_fn(|r| self.output(p, r))
     }
 
     /// Writes the outputs of the first `out.len()` rows (at most [`WIDE`]) into `out`:
     /// [`WideAcc::outputs`] without the copy through an array.
     #[inline]
     pub fn store(&self, p: &Plan, out: &mut [f32]) {
-        let rows = self.acc.iter().zip(&self.accm);
-        for (o, (&acc, &accm)) in out.iter_mut().zip(rows) {
-            // SAFETY: `f32` lanes need no CPU features.
-            *o = unsafe { super::recipe::finish(p, acc, accm) };
+        for (r, o) in out.iter_mut().enumerate() {
+            *o = self.output(p, r);
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::recipe::{chunk_step, Act, Lanes, Plan};
+use super::recipe::{chunk_step, Act, Lanes, Plan, LANES};
 use super::wide::{interleave_from, Interleave, Rows, Shape, WideAcc, WideCols, WideTile, WIDE};
 use super::x86::Avx2Values;
 use crate::types::GgmlType;
@@ -172,6 +172,12 @@ pub(super) unsafe fn tile_wide(
             corr: acts.corr.as_ptr().add((j0 + j) * acts.ncorr),
             dy: acts.dy.as_ptr().add((j0 + j) * acts.ndy),
         };
+        if p.lanes {
+            for (j, acc) in acc.iter_mut().enumerate() {
+                run_lanes(t, k0, a[j].as_ptr(), col(j), acc);
+            }
+            return;
+        }
         let strides = (acts.ncorr, acts.ndy);
         // The shapes and chunks there are (`wide::shape`, `batch::plan`), each with its
         // loops fixed at compile time.
@@ -256,8 +262,8 @@ unsafe fn load_sums<const C: usize>(k0: usize, acc: &[WideAcc; C]) -> [[[F16x; H
         if k0 > 0 {
             for c in 0..C {
                 for h in 0..H {
-                    s[0][c][h] = F16x(_mm512_loadu_ps(acc[c].acc.as_ptr().add(16 * h)));
-                    s[1][c][h] = F16x(_mm512_loadu_ps(acc[c].accm.as_ptr().add(16 * h)));
+                    s[0][c][h] = F16x(_mm512_loadu_ps(acc[c].sums[0].as_ptr().add(16 * h)));
+                    s[1][c][h] = F16x(_mm512_loadu_ps(acc[c].sums[1].as_ptr().add(16 * h)));
                 }
             }
         }
@@ -277,8 +283,67 @@ unsafe fn store_sums<const C: usize>(s: &[[[F16x; H]; C]; 2], acc: &mut [WideAcc
     unsafe {
         for c in 0..C {
             for h in 0..H {
-                _mm512_storeu_ps(acc[c].acc.as_mut_ptr().add(16 * h), s[0][c][h].0);
-                _mm512_storeu_ps(acc[c].accm.as_mut_ptr().add(16 * h), s[1][c][h].0);
+                _mm512_storeu_ps(acc[c].sums[0].as_mut_ptr().add(16 * h), s[0][c][h].0);
+                _mm512_storeu_ps(acc[c].sums[1].as_mut_ptr().add(16 * h), s[1][c][h].0);
+            }
+        }
+    }
+}
+
+/// [`tile_wide`] for one activation row `a` in tinyBLAS_Q0's order ([`Plan::lanes`]):
+/// each `vpdpbusd` sums the 4 elements of one lane of one block for the 16 rows of a
+/// vector, starting from that lane's bias correction (`prep.corr`, one per 4
+/// elements), so the lane's integer sum is exact and on its own; each goes into the
+/// lane's float sum as `fma(f32(sum), d * dy, acc)`, the bits of llamafile's
+/// `madd(set1(d * dy), updot, acc)`. The lane sums stay in registers: 8 lanes for
+/// the 32 rows of the tile.
+///
+/// # Safety
+/// As [`tile_wide`]; the plan is a 32-element type's with Q8_0 activations.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn run_lanes(t: &WideTile, k0: usize, a: *const u8, prep: Prepared, acc: &mut WideAcc) {
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let (ablk, asize, qoff) = Act::Q8_0.layout();
+        const L: usize = LANES;
+        let mut sum = [[_mm512_setzero_ps(); H]; L];
+        if k0 > 0 {
+            for l in 0..L {
+                for h in 0..H {
+                    sum[l][h] = _mm512_load_ps(acc.sums[l].as_ptr().add(16 * h));
+                }
+            }
+        }
+        let b0 = k0 / ablk;
+        let mut a = a.add(b0 * asize + qoff);
+        let (mut corr, mut dy) = (prep.corr.add(b0 * L), prep.dy.add(b0));
+        let (mut qw, mut d) = (t.qw.as_ptr(), t.d.as_ptr());
+        for _ in 0..t.n / ablk {
+            let y = _mm512_set1_ps(*dy);
+            let mut dd = [_mm512_setzero_ps(); H];
+            for h in 0..H {
+                dd[h] = _mm512_mul_ps(_mm512_loadu_ps(d.add(16 * h)), y);
+            }
+            for l in 0..L {
+                let x = _mm512_set1_epi32((a.add(4 * l) as *const i32).read_unaligned());
+                let c = _mm512_set1_epi32(*corr.add(l));
+                for h in 0..H {
+                    let w = _mm512_loadu_si512(qw.add(WIDE * 4 * l + 64 * h) as *const __m512i);
+                    let s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c, w, x));
+                    sum[l][h] = _mm512_fmadd_ps(s, dd[h], sum[l][h]);
+                }
+            }
+            a = a.add(asize);
+            corr = corr.add(L);
+            dy = dy.add(1);
+            qw = qw.add(WIDE * ablk);
+            d = d.add(WIDE);
+        }
+        for l in 0..L {
+            for h in 0..H {
+                _mm512_store_ps(acc.sums[l].as_mut_ptr().add(16 * h), sum[l][h]);
             }
         }
     }
@@ -420,8 +485,8 @@ unsafe fn run<
         if k0 > 0 {
             for c in 0..C {
                 for h in 0..H {
-                    sum[c][h] = F16x(_mm512_loadu_ps(acc[c].acc.as_ptr().add(16 * h)));
-                    summ[c][h] = F16x(_mm512_loadu_ps(acc[c].accm.as_ptr().add(16 * h)));
+                    sum[c][h] = F16x(_mm512_loadu_ps(acc[c].sums[0].as_ptr().add(16 * h)));
+                    summ[c][h] = F16x(_mm512_loadu_ps(acc[c].sums[1].as_ptr().add(16 * h)));
                 }
             }
         }
@@ -429,7 +494,7 @@ unsafe fn run<
         // (memory, read and written once per chunk), which leaves the registers to
         // one more activation row's integer sums; volatile, so that the compiler does
         // not keep it in registers after all.
-        let accm_rows: [*mut f32; C] = std::array::from_fn(|c| acc[c].accm.as_mut_ptr());
+        let accm_rows: [*mut f32; C] = std::array::from_fn(|c| acc[c].sums[1].as_mut_ptr());
         let accm = |c: usize, h: usize| accm_rows[c].add(16 * h) as *mut __m512;
         if MIN && k0 == 0 {
             for c in 0..C {
@@ -520,9 +585,9 @@ unsafe fn run<
         }
         for c in 0..C {
             for h in 0..H {
-                _mm512_storeu_ps(acc[c].acc.as_mut_ptr().add(16 * h), sum[c][h].0);
+                _mm512_storeu_ps(acc[c].sums[0].as_mut_ptr().add(16 * h), sum[c][h].0);
                 if !MIN {
-                    _mm512_storeu_ps(acc[c].accm.as_mut_ptr().add(16 * h), summ[c][h].0);
+                    _mm512_storeu_ps(acc[c].sums[1].as_mut_ptr().add(16 * h), summ[c][h].0);
                 }
             }
         }
