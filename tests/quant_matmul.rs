@@ -132,7 +132,10 @@ fn check_mul_mat(opts: (bool, bool), shapes: &[(usize, usize, usize, usize)]) {
 
 #[test]
 fn quantized_mul_mat_is_ggmls_dot_and_close_to_f64() {
-    // vec_dot (1 row), llamafile (2+ rows), tiled K-quants (8+ rows), odd row counts.
+    // vec_dot (1 row), llamafile (2+ rows), tiled K-quants (8+ rows), odd row counts;
+    // from 16 rows, tinyBLAS_Q0's types through the wide tiles in its order (on
+    // AVX-512 VNNI CPUs), split by tiles of 32 weight rows or by activation rows, with
+    // rows of three slabs.
     check_mul_mat(
         (false, false),
         &[
@@ -140,6 +143,8 @@ fn quantized_mul_mat_is_ggmls_dot_and_close_to_f64() {
             (512, 33, 3, 2),
             (256, 16, 17, 1),
             (512, 13, 8, 2),
+            (512, 12, 90, 1),
+            (2304, 40, 17, 1),
         ],
     );
 }

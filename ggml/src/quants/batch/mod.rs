@@ -6,8 +6,8 @@
 //!   for weights that llama.cpp repacked at load time (Q4_0, IQ4_NL, Q4_K, Q2_K);
 //! - [`Path::Tiled`]: the K-quant kernel of `ggml-cpu/tiled/` (Q2_K … Q6_K, IQ4_XS)
 //!   for batches of 8 or more rows;
-//! - [`Path::Lanes`]: Q8_0 and Q5_0 prompts, which llama.cpp gives to llamafile's
-//!   tinyBLAS_Q0, in tinyBLAS_Q0's float order (eight lanes of 4-element sums per
+//! - [`Path::Lanes`]: Q8_0 and Q5_0 prompts (and Q4_0 / IQ4_NL ones where not
+//!   repacked), which llama.cpp gives to llamafile's tinyBLAS_Q0, in tinyBLAS_Q0's float order (eight lanes of 4-element sums per
 //!   output) but through the wide VNNI kernel (where the CPU has AVX-512 VNNI);
 //! - [`Path::Wide`]: ours, not llama.cpp's (`--fast-int8`): the same prompts through
 //!   the wide VNNI kernel with the repack kernels' float chain.
@@ -55,7 +55,7 @@ pub enum Path {
     Wide,
     /// The wide VNNI kernel with tinyBLAS_Q0's own float chain (eight lanes of
     /// 4-element sums per output, see `Plan::lanes`): llama.cpp's bits for the
-    /// [`wide_takes`] types.
+    /// [`lanes_takes`] types.
     Lanes,
 }
 
@@ -68,7 +68,7 @@ pub enum Route {
     Tiled,
     /// The wide kernel for Q8_0 / Q5_0 batches ([`Path::Wide`]).
     Wide,
-    /// The wide kernel for Q8_0 / Q5_0 batches in tinyBLAS_Q0's order ([`Path::Lanes`]).
+    /// The wide kernel for tinyBLAS_Q0's batches in its order ([`Path::Lanes`]).
     Lanes,
 }
 
@@ -99,7 +99,15 @@ pub fn wide_takes(typ: GgmlType) -> bool {
     matches!(typ, GgmlType::Q8_0 | GgmlType::Q5_0)
 }
 
-/// `src1` rows from which a [`wide_takes`] type leaves tinyBLAS_Q0 for the wide
+/// Whether [`Path::Lanes`] takes weights of `typ`: the types llama.cpp gives to
+/// tinyBLAS_Q0 when they are not repacked (Q4_0 and IQ4_NL are, as file-mapped 2-D
+/// weights of whole 8-row groups).
+pub fn lanes_takes(typ: GgmlType) -> bool {
+    use GgmlType as T;
+    matches!(typ, T::Q4_0 | T::Q5_0 | T::Q8_0 | T::IQ4_NL)
+}
+
+/// `src1` rows from which a [`lanes_takes`] type leaves tinyBLAS_Q0 for the wide
 /// kernel: below it, laying out a wide tile costs more than its rows save.
 pub const WIDE_MIN_ROWS: usize = 16;
 
@@ -122,8 +130,9 @@ pub fn tiles(typ: GgmlType) -> bool {
 /// to their kernels, whatever the batch; then the tiled kernel takes batches of 8 or
 /// more `src1` rows (`ne1[1] >= 8`) of F32 or Q8_K. Ours on top, where this
 /// process's SIMD level has the wide kernel: batches of [`WIDE_MIN_ROWS`] or more F32
-/// rows times [`wide_takes`] weights go to [`Route::Lanes`] (tinyBLAS_Q0's bits), or
-/// with `fast_int8` ([`crate::Executor::set_fast_int8`]) to [`Route::Wide`].
+/// rows times [`lanes_takes`] weights go to [`Route::Lanes`] (tinyBLAS_Q0's bits), or
+/// with `fast_int8` ([`crate::Executor::set_fast_int8`]) the [`wide_takes`] ones to
+/// [`Route::Wide`].
 pub fn route(
     typ: GgmlType,
     ne0: [usize; 4],
@@ -140,9 +149,14 @@ pub fn route(
     if tiles(typ) && src1_ok && ne1[1] >= 8 {
         return Some(Route::Tiled);
     }
-    let wide = wide_takes(typ) && src1_typ == GgmlType::F32 && ne1[1] >= WIDE_MIN_ROWS;
-    let route = if fast_int8 { Route::Wide } else { Route::Lanes };
-    (wide && kernels().wide.is_some()).then_some(route)
+    if src1_typ != GgmlType::F32 || ne1[1] < WIDE_MIN_ROWS || kernels().wide.is_none() {
+        return None;
+    }
+    if fast_int8 && wide_takes(typ) {
+        Some(Route::Wide)
+    } else {
+        lanes_takes(typ).then_some(Route::Lanes)
+    }
 }
 
 /// Whether the unpacked values of `typ` can be negative (all but the types with mins).
@@ -162,7 +176,8 @@ pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
     let ok = match path {
         Path::Tiled => tiles(typ),
         Path::RepackGemm | Path::RepackGemv => repacks(typ, 0),
-        Path::Wide | Path::Lanes => wide_takes(typ),
+        Path::Wide => wide_takes(typ),
+        Path::Lanes => lanes_takes(typ),
     };
     if !ok {
         return None;
