@@ -9,7 +9,7 @@
 //! that makes them unsigned (`q + bias`), and `bias · Σ a` over each scale's
 //! elements comes off again exactly ([`WideActs`]).
 
-use super::recipe::{act_block, hsum_lanes, Plan, LANES};
+use super::recipe::{hsum_lanes, Plan, LANES};
 #[cfg(test)]
 use super::unpack::{min_at, ScalarValues, Unpacked, TILE};
 use super::unpack::{Unpack, Values};
@@ -305,28 +305,34 @@ impl WideActs {
     /// Prepares activation rows `a` of `n` elements for a plan `p` of a type of shape
     /// `sh`.
     pub fn prepare(&mut self, p: &Plan, sh: Shape, n: usize, a: &[&[u8]]) {
-        let (ablk, _, qoff) = p.act.layout();
+        let (ablk, asize, qoff) = p.act.layout();
         self.ncorr = n / sh.subw;
         self.ndy = n / ablk;
         self.corr.resize(a.len() * self.ncorr, 0);
         self.dy.resize(a.len() * self.ndy, 0.0);
-        for (j, a) in a.iter().enumerate() {
-            for (s, c) in self.corr[j * self.ncorr..][..self.ncorr]
-                .iter_mut()
-                .enumerate()
-            {
-                let (blk, off) = act_block(p, a, s * sh.subw);
-                let sum: i32 = blk[qoff + off..][..sh.subw]
-                    .iter()
-                    .map(|&v| v as i8 as i32)
-                    .sum();
-                *c = -sh.bias * sum;
-            }
-            for (b, dy) in self.dy[j * self.ndy..][..self.ndy].iter_mut().enumerate() {
-                let (blk, _) = act_block(p, a, b * ablk);
+        let corr = self.corr.chunks_exact_mut(self.ncorr);
+        let dy = self.dy.chunks_exact_mut(self.ndy);
+        for ((a, corr), dy) in a.iter().zip(corr).zip(dy) {
+            let blocks = a[..self.ndy * asize].chunks_exact(asize);
+            let corr = corr.chunks_exact_mut(ablk / sh.subw);
+            for ((blk, corr), dy) in blocks.zip(corr).zip(dy) {
                 *dy = p.act.d(blk);
+                let qs = &blk[qoff..qoff + ablk];
+                match sh.subw {
+                    4 => corrections::<4>(qs, sh.bias, corr),
+                    16 => corrections::<16>(qs, sh.bias, corr),
+                    _ => corrections::<32>(qs, sh.bias, corr),
+                }
             }
         }
+    }
+}
+
+/// `-bias · Σ a` of each `W` activations of `qs` into `out` (one per `W`).
+#[inline(always)]
+fn corrections<const W: usize>(qs: &[u8], bias: i32, out: &mut [i32]) {
+    for (q, o) in qs.chunks_exact(W).zip(out) {
+        *o = -bias * q.iter().map(|&v| v as i8 as i32).sum::<i32>();
     }
 }
 
@@ -382,8 +388,18 @@ impl WideAcc {
     /// [`WideAcc::outputs`] without the copy through an array.
     #[inline]
     pub fn store(&self, p: &Plan, out: &mut [f32]) {
-        for (r, o) in out.iter_mut().enumerate() {
-            *o = self.output(p, r);
+        // One loop per chain, over rows: the compiler vectorises these.
+        let s = &self.sums;
+        if p.lanes {
+            for (r, o) in out.iter_mut().enumerate() {
+                let v = |l: usize| s[l][r];
+                *o = hsum_lanes([v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7)]);
+            }
+        } else {
+            for (r, o) in out.iter_mut().enumerate() {
+                // SAFETY: `f32` lanes need no CPU features.
+                *o = unsafe { super::recipe::finish(p, s[0][r], s[1][r]) };
+            }
         }
     }
 }
