@@ -186,6 +186,21 @@ pub(crate) unsafe fn finish<L: Lanes>(p: &Plan, acc: L, accm: L) -> L {
     }
 }
 
+/// [`finish`] of rows of `f32` sums into `out` (one per element of `out`), with the
+/// plan's choice made once: a plain loop the compiler vectorises.
+#[inline(always)]
+pub(crate) fn finish_rows(p: &Plan, acc: &[f32], accm: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    if p.has_min && !p.tiled {
+        for ((o, &a), &m) in out.iter_mut().zip(&acc[..n]).zip(&accm[..n]) {
+            // SAFETY: `f32` lanes need no CPU features.
+            *o = unsafe { finish(p, a, m) };
+        }
+    } else {
+        out.copy_from_slice(&acc[..n]);
+    }
+}
+
 /// The activation block holding element `e0`: `(its bytes, e0's offset in it)`.
 #[inline(always)]
 pub(crate) fn act_block<'a>(p: &Plan, a: &'a [u8], e0: usize) -> (&'a [u8], usize) {

@@ -396,10 +396,7 @@ impl WideAcc {
                 *o = hsum_lanes([v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7)]);
             }
         } else {
-            for (r, o) in out.iter_mut().enumerate() {
-                // SAFETY: `f32` lanes need no CPU features.
-                *o = unsafe { super::recipe::finish(p, s[0][r], s[1][r]) };
-            }
+            super::recipe::finish_rows(p, &s[0], &s[1], out);
         }
     }
 }
