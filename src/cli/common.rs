@@ -411,7 +411,7 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
         ),
         Opt::flag(
             &["--fast-int8"],
-            "Q8_0/Q5_0 prompts through the int8 VNNI GEMM: about 2x faster, logits not bit-identical to llama.cpp's",
+            "Q8_0/Q5_0 prompts summed in integer blocks (int8 VNNI GEMM): about 2x the default speed, logits not bit-identical to llama.cpp's",
             |p| p.as_mut().fast_int8 = true,
         ),
         Opt::flag(&["-sp", "--special"], "print special tokens", |p| p.as_mut().special = true),
