@@ -209,9 +209,6 @@ pub(crate) type Kernel = fn(&Plan, &Unpacked, k0: usize, a: &[&[u8]], acc: &mut 
 /// cache while every activation row runs through it.
 pub(crate) const SLAB: usize = 1024;
 
-/// Elements of the weight rows in one wide tile slab ([`WideScratch::tile`]).
-const WIDE_SLAB: usize = 1024;
-
 /// Panics unless `w` is a tile of whole blocks and chunks, every row of `a` holds its
 /// elements, and `acc` has a state for each row of `a`.
 fn check(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &[Acc]) {
@@ -386,8 +383,8 @@ impl WideScratch {
         let (blck, size) = (typ.blck_size(), typ.type_size());
         // Kept from tile to tile: the kernels start each tile's first slab from zero.
         self.acc.resize(a.len(), WideAcc::default());
-        for k0 in (0..n).step_by(WIDE_SLAB) {
-            let len = WIDE_SLAB.min(n - k0);
+        for k0 in (0..n).step_by(SLAB) {
+            let len = SLAB.min(n - k0);
             let at = k0 / blck * size;
             let mut rows: [&[u8]; WIDE] = [&[]; WIDE];
             for (row, w) in rows.iter_mut().zip(w) {
@@ -397,12 +394,12 @@ impl WideScratch {
             // The rows' next slab (or the next tile's first), fetched while the kernel
             // runs: 16-32 rows are as many short streams, which the hardware
             // prefetcher does not run ahead into, and the fill would wait on memory.
-            let (ahead, from): (&[&[u8]], usize) = if k0 + WIDE_SLAB < n {
-                (w, (k0 + WIDE_SLAB) / blck * size)
+            let (ahead, from): (&[&[u8]], usize) = if k0 + SLAB < n {
+                (w, (k0 + SLAB) / blck * size)
             } else {
                 (next, 0)
             };
-            let bytes = WIDE_SLAB.min(n) / blck * size;
+            let bytes = SLAB.min(n) / blck * size;
             for row in ahead {
                 if let Some(r) = row.get(from..) {
                     crate::cpu::simd::prefetch(r.as_ptr(), bytes.min(r.len()));

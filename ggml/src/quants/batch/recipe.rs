@@ -55,19 +55,13 @@ pub(crate) struct Plan {
     pub tiled: bool,
     /// llamafile's tinyBLAS_Q0 chain instead ([`super::Path::Lanes`]): per block eight
     /// lanes of 4-element integer sums, each `acc = fma(d * dy, f32(sum), acc)`, the
-    /// lanes summed by `hsum_float_8` at the end ([`hsum_lanes`]).
+    /// lanes summed by `hsum_float_8` at the end
+    /// ([`crate::quants::dot::hsum_float_8`]).
     pub lanes: bool,
 }
 
 /// Lanes of the tinyBLAS_Q0 chain ([`Plan::lanes`]).
 pub(crate) const LANES: usize = 8;
-
-/// ggml's `hsum_float_8` of the lane sums `v`: `((v0+v4) + (v2+v6)) + ((v1+v5) +
-/// (v3+v7))`, the output of the tinyBLAS_Q0 chain.
-#[inline(always)]
-pub(crate) fn hsum_lanes(v: [f32; LANES]) -> f32 {
-    ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
-}
 
 /// Bytes of activation row that `n` elements take in `act`.
 pub(crate) fn act_row_size(act: Act, n: usize) -> usize {

@@ -9,11 +9,12 @@
 //! that makes them unsigned (`q + bias`), and `bias · Σ a` over each scale's
 //! elements comes off again exactly ([`WideActs`]).
 
-use super::recipe::{hsum_lanes, Plan, LANES};
+use super::recipe::{Plan, LANES};
 #[cfg(test)]
 use super::unpack::{min_at, ScalarValues, Unpacked, TILE};
 use super::unpack::{Unpack, Values};
 use crate::quants::blocks::*;
+use crate::quants::dot::hsum_float_8;
 use crate::types::GgmlType;
 
 /// Elements of each row unpacked at a time before [`Interleave::interleave`].
@@ -371,20 +372,11 @@ impl Default for WideAcc {
 }
 
 impl WideAcc {
-    /// The output of row `r` once every slab went in.
-    #[inline]
-    fn output(&self, p: &Plan, r: usize) -> f32 {
-        if p.lanes {
-            hsum_lanes(std::array::from_fn(|l| self.sums[l][r]))
-        } else {
-            // SAFETY: `f32` lanes need no CPU features.
-            unsafe { super::recipe::finish(p, self.sums[0][r], self.sums[1][r]) }
-        }
-    }
-
     /// The outputs of the tile's rows once every slab went in.
     pub fn outputs(&self, p: &Plan) -> [f32; WIDE] {
-        std::array::from_fn(|r| self.output(p, r))
+        let mut out = [0.0; WIDE];
+        self.store(p, &mut out);
+        out
     }
 
     /// Writes the outputs of the first `out.len()` rows (at most [`WIDE`]) into `out`:
@@ -395,8 +387,7 @@ impl WideAcc {
         let s = &self.sums;
         if p.lanes {
             for (r, o) in out.iter_mut().enumerate() {
-                let v = |l: usize| s[l][r];
-                *o = hsum_lanes([v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7)]);
+                *o = hsum_float_8(std::array::from_fn(|l| s[l][r]));
             }
         } else {
             super::recipe::finish_rows(p, &s[0], &s[1], out);

@@ -8,6 +8,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod scalar;
+
+pub(crate) use scalar::hsum_float_8;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -243,7 +243,8 @@ pub(crate) fn vec_dot_iq4_xs_q8_k(n: usize, x: &[u8], y: &[u8]) -> f32 {
 }
 
 /// ggml's `hsum_float_8`: `((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))`.
-fn hsum_float_8(v: [f32; 8]) -> f32 {
+#[inline]
+pub(crate) fn hsum_float_8(v: [f32; 8]) -> f32 {
     ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
 }
 
