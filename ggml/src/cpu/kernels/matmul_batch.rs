@@ -3,6 +3,7 @@
 //! its activation rows.
 
 use super::{ComputeParams, ExecNode, TView};
+use crate::cpu::simd::prefetch;
 use std::cell::RefCell;
 
 use crate::quants::batch::{self, Acc, Route, Unpacked, WideScratch, SLAB, TILE, WIDE};
@@ -178,10 +179,10 @@ pub(super) fn forward<'a>(
                 let at = k0 / blck * size;
                 let rows = full.map(|r| r.get(at..).unwrap_or_default());
                 for row in next {
-                    prefetch(
-                        row.get(at..(at + SLAB / blck * size).min(row.len()))
-                            .unwrap_or_default(),
-                    );
+                    let slab = row
+                        .get(at..(at + SLAB / blck * size).min(row.len()))
+                        .unwrap_or_default();
+                    prefetch(slab.as_ptr(), slab.len());
                 }
                 fill(&mut tile, s0.typ, SLAB.min(n - k0), &rows[..end0 - iir0]);
                 for (run, p) in &runs {
@@ -193,19 +194,4 @@ pub(super) fn forward<'a>(
         }
         ir1 = end1;
     }
-}
-
-/// Asks the CPU to bring `bytes` into its caches.
-#[inline]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for off in (0..bytes.len()).step_by(64) {
-        // SAFETY: a prefetch of an address inside `bytes` has no effect beyond the cache.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(off) as *const i8)
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
