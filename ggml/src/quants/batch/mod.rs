@@ -451,6 +451,21 @@ fn fill_vnni(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
     u.interleave(has_scales(typ), has_signed_values(typ));
 }
 
+/// Checks that a GEMV's rows hold `n` elements of `typ` and its activation row `n`
+/// of the plan's activation type.
+///
+/// # Panics
+/// When they do not.
+#[cfg(target_arch = "x86_64")]
+fn check_gemv(p: &Plan, typ: GgmlType, n: usize, w: &[&[u8]; TILE], a: &[u8]) {
+    assert!(
+        n.is_multiple_of(typ.blck_size())
+            && w.iter().all(|w| w.len() >= typ.row_size(n))
+            && a.len() >= act_row_size(p.act, n),
+        "batch gemv: rows do not match"
+    );
+}
+
 #[cfg(target_arch = "x86_64")]
 fn gemv_avx2(
     p: &Plan,
@@ -461,16 +476,27 @@ fn gemv_avx2(
     a: &[u8],
     acc: &mut Acc,
 ) -> bool {
-    assert!(
-        n.is_multiple_of(typ.blck_size())
-            && w.iter().all(|w| w.len() >= typ.row_size(n))
-            && a.len() >= act_row_size(p.act, n),
-        "batch gemv: rows do not match"
-    );
+    check_gemv(p, typ, n, w, a);
     // SAFETY: the rows were checked to hold `n` elements (and it declines the types it
     // does not take); only handed out by `kernels_for` after AVX2, FMA and F16C were
     // detected.
     unsafe { x86::gemv_avx2(p, typ, n, w, next, a, acc) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemv_vnni(
+    p: &Plan,
+    typ: GgmlType,
+    n: usize,
+    w: &[&[u8]; TILE],
+    next: &[&[u8]; TILE],
+    a: &[u8],
+    acc: &mut Acc,
+) -> bool {
+    check_gemv(p, typ, n, w, a);
+    // SAFETY: as `gemv_avx2`; only handed out by `kernels_for` after AVX-512 VNNI was
+    // detected on top of the AVX-512 level.
+    unsafe { x86::gemv_vnni(p, typ, n, w, next, a, acc) }
 }
 
 const SCALAR: Kernels = Kernels {
@@ -500,7 +526,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
         SimdLevel::Avx512 if crate::quants::dot::has_avx512_vnni() => Some(Kernels {
             fill: fill_vnni,
             tile: kernel_vnni,
-            gemv: Some(gemv_avx2),
+            gemv: Some(gemv_vnni),
             few: Some((fill_avx2, kernel_avx512)),
             wide: Some((wide_fill_avx512, wide_vnni)),
         }),
