@@ -1275,8 +1275,14 @@ unsafe fn dot_bf16_with<const HW: bool>(x: &[bf16], y: &[bf16]) -> f32 {
         let n = x.len().min(y.len());
         let (mut c1, mut c2) = (_mm512_setzero_ps(), _mm512_setzero_ps());
         type S<const HW: bool> = Bf16Step<HW>;
+        // As the f16 dot, fetch the weight row ahead across its end, but into L2: into
+        // L1 made BF16 generation slower, into L2 4-10% faster (qwen2-0.5B, Llama-1B).
+        let ahead = super::ROW_PREFETCH_BYTES / std::mem::size_of::<bf16>();
         let mut i = 0;
         while i + 64 <= n {
+            let p = x.as_ptr().wrapping_add(i + ahead) as *const i8;
+            _mm_prefetch::<_MM_HINT_T1>(p);
+            _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(64));
             let (x1, y1) = (
                 S::<HW>::load_a(x.as_ptr().add(i)),
                 S::<HW>::load_b(y.as_ptr().add(i)),
