@@ -182,6 +182,9 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 common=(-p "$n_prompt" -n "$n_gen" -r "$reps" -t "$threads" -o json "${extra[@]}")
 for m in "${models[@]}"; do
     name=$(basename "$m" .gguf)
+    # An earlier run into the same --out (killed, or with other tests) must not
+    # leave results the table would read as this run's.
+    rm -f "$out_dir/$name".*.json
     for ((round = 1; round <= rounds; round++)); do
         echo "compare-llama-cpp: $name round $round/$rounds: llama.cpp" >&2
         "$cpp_bench" -m "$m" "${common[@]}" > "$out_dir/$name.$round.llama.cpp.json" 2> "$out_dir/$name.$round.llama.cpp.log" \
