@@ -671,19 +671,22 @@ unsafe fn gemv_nibbles(
     }
 }
 
-/// [`gemv_nibbles`] for Q4_0 with AVX-512 VNNI: four rows' 16 bytes of nibbles in the
-/// four 128-bit lanes of one vector, their low and high nibbles multiplied by the
-/// block's two halves of activations (broadcast to every lane) with `vpdpbusd`, each
-/// 32-bit lane starting from `-8 ·` the sum of its 4 activations; the 4 lanes of each
-/// row then summed into the 8 rows' lanes. The same exact integers as
-/// [`gemv_nibbles`] (`Σ c·a - 8·Σ a`) and the same float chain, with a third of its
-/// vector operations: no `maddubs`/`madd` pairs, no horizontal adds of 8 vectors.
+/// [`gemv_nibbles`] with AVX-512 VNNI: four rows' 16 bytes of nibbles in the four
+/// 128-bit lanes of one vector, their low and high nibbles multiplied by the block's
+/// two halves of activations (broadcast to every lane) with `vpdpbusd`; the 4 lanes of
+/// each row then summed into the 8 rows' lanes. `vpdpbusd` takes unsigned weights, so
+/// each 32-bit lane starts from `-bias ·` the sum of its 4 activations: Q4_0's codes
+/// `c` as they are (`Σ c·a - 8·Σ a`), IQ4_NL's `lut[c] + 128` through a biased `lut`
+/// (`Σ (lut[c] + 128)·a - 128·Σ a`). The same exact integers as [`gemv_nibbles`] and
+/// the same float chain, with a third of its vector operations: no `maddubs`/`madd`
+/// pairs, no horizontal adds of 8 vectors.
 ///
 /// # Safety
 /// As [`gemv_nibbles`]; AVX-512 F/BW/VL and AVX-512 VNNI enabled in the caller too.
 #[inline(always)]
-unsafe fn gemv_q4_0_vnni(
+unsafe fn gemv_nibbles_vnni(
     p: &Plan,
+    lut: Option<__m128i>,
     n: usize,
     rows: &[&[u8]; TILE],
     next: &[&[u8]; TILE],
@@ -696,8 +699,10 @@ unsafe fn gemv_q4_0_vnni(
         const W: usize = 18;
         const A: usize = 34;
         let m4 = _mm512_set1_epi8(0xF);
-        let eights = _mm512_set1_epi8(8);
         let zero = _mm512_setzero_si512();
+        let flip = _mm_set1_epi8(0x80u8 as i8);
+        let lut = lut.map(|l| _mm512_broadcast_i32x4(_mm_xor_si128(l, flip)));
+        let bias = _mm512_set1_epi8(if lut.is_some() { 0x80u8 as i8 } else { 8 });
         // After the folding below, row k's sum sits in 32-bit element 4k (k < 4) or
         // 4(k - 4) + 2.
         let pick = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -713,9 +718,11 @@ unsafe fn gemv_q4_0_vnni(
             if b % 3 == 0 {
                 prefetch_rows(&rn, W * b);
             }
-            let eight_sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eights, xl), eights, xh);
-            let start = _mm512_sub_epi32(zero, eight_sums);
+            let bias_sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, bias, xl), bias, xh);
+            let start = _mm512_sub_epi32(zero, bias_sums);
             let at = W * b + 2;
+            // A plain loop: with a closure here, its 512-bit intrinsics were not inlined
+            // into this AVX-512 code (generation 6x slower).
             let mut q = [zero; 2];
             for (k, q) in q.iter_mut().enumerate() {
                 let ld = |i: usize| r[4 * k + i].add(at) as *const __m128i;
@@ -723,8 +730,12 @@ unsafe fn gemv_q4_0_vnni(
                 let v = _mm512_inserti32x4::<1>(v, _mm_loadu_si128(ld(1)));
                 let v = _mm512_inserti32x4::<2>(v, _mm_loadu_si128(ld(2)));
                 let v = _mm512_inserti32x4::<3>(v, _mm_loadu_si128(ld(3)));
-                let lo = _mm512_and_si512(v, m4);
-                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m4);
+                let mut lo = _mm512_and_si512(v, m4);
+                let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m4);
+                if let Some(lut) = lut {
+                    lo = _mm512_shuffle_epi8(lut, lo);
+                    hi = _mm512_shuffle_epi8(lut, hi);
+                }
                 *q = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, xl), hi, xh);
             }
             let [q0, q1] = q;
@@ -848,8 +859,8 @@ unsafe fn gemv_q4k(
     }
 }
 
-/// [`super::Gemv`] with AVX-512 VNNI: Q4_0 to [`gemv_q4_0_vnni`], the others as
-/// [`gemv_avx2`].
+/// [`super::Gemv`] with AVX-512 VNNI: Q4_0 and IQ4_NL to [`gemv_nibbles_vnni`], the
+/// others as [`gemv_avx2`].
 ///
 /// # Safety
 /// As [`gemv_avx2`]; the CPU has AVX-512 F/BW/VL and AVX-512 VNNI too.
@@ -868,7 +879,12 @@ pub(super) unsafe fn gemv_vnni(
     unsafe {
         match typ {
             GgmlType::Q4_0 => {
-                gemv_q4_0_vnni(p, n, rows, next, a, acc);
+                gemv_nibbles_vnni(p, None, n, rows, next, a, acc);
+                true
+            }
+            GgmlType::IQ4_NL => {
+                let lut = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
+                gemv_nibbles_vnni(p, Some(lut), n, rows, next, a, acc);
                 true
             }
             _ => gemv_avx2(p, typ, n, rows, next, a, acc),
