@@ -210,3 +210,81 @@ fn per_position_report() {
         eprintln!("pos {i}: nmse {:.3e}", common::nmse(got, want));
     }
 }
+
+/// Logits of the golden tokens decoded as one prompt batch, then of the same tokens
+/// decoded one at a time (the generation path), with the weights repacked at load or
+/// not, at `n_threads`.
+fn prompt_and_steps(model: &str, tokens: &[i32], repack: bool, n_threads: usize) -> Vec<f32> {
+    let path = common::shared_dir().join("models").join(model);
+    let params = ModelParams {
+        repack,
+        ..Default::default()
+    };
+    let model = load_model(&path, params).expect("load model");
+    let t = model.tensors();
+    let interleaved = t
+        .ids()
+        .filter(|&id| {
+            let data = t.tensor(id).data.as_ref();
+            data.is_some_and(|d| d.buffer.is_interleaved())
+        })
+        .count();
+    assert_eq!(
+        interleaved > 0,
+        repack,
+        "{path:?}: {interleaved} tensors repacked"
+    );
+    let cparams = ContextParams {
+        n_threads,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    let mut ctx = LlamaContext::new(model.clone(), &cparams).expect("context");
+    let mut batch = Batch::new();
+    for (i, &t) in tokens.iter().enumerate() {
+        batch.add(t, i as i32, &[0], true);
+    }
+    ctx.decode(&batch).expect("decode");
+    for i in 0..tokens.len() {
+        out.extend_from_slice(ctx.logits_ith(i as i32).expect("logits"));
+    }
+    let mut ctx = LlamaContext::new(model, &cparams).expect("context");
+    for (i, &t) in tokens.iter().take(6).enumerate() {
+        let mut batch = Batch::new();
+        batch.add(t, i as i32, &[0], true);
+        ctx.decode(&batch).expect("decode step");
+        out.extend_from_slice(ctx.logits_ith(0).expect("logits"));
+    }
+    out
+}
+
+/// Weights repacked into 8-row interleaves at load (the default) give the bits of the
+/// weights as the file stores them, for prompts and generation steps, at any thread
+/// count: the kernels read other addresses, never other numbers.
+#[test]
+fn repacking_keeps_the_bits() {
+    for name in [
+        "synth-llama-q4_0",
+        "synth-llama-iq4_nl",
+        "synth-llama-q4_k_m",
+        "synth-qwen2-q4_0",
+    ] {
+        let Some(g) = read_golden(&format!("golden/logits/{name}.json")) else {
+            continue;
+        };
+        let tokens = &g.tokens[..24];
+        let plain = prompt_and_steps(&g.model, tokens, false, 2);
+        for n_threads in [1, 2, 3] {
+            let packed = prompt_and_steps(&g.model, tokens, true, n_threads);
+            assert_eq!(plain.len(), packed.len());
+            let same = plain
+                .iter()
+                .zip(&packed)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{name}: repacking changed the logits ({n_threads} threads)"
+            );
+        }
+    }
+}

@@ -1,4 +1,5 @@
-//! Raw memory that tensors live in: an aligned heap block or a read-only file mapping.
+//! Raw memory that tensors live in: an aligned heap block, a read-only file mapping,
+//! or a read-only heap block of weights repacked into 8-row interleaves.
 //!
 //! A [`Buffer`] is shared (`Arc`) by every tensor placed in it, across contexts: the
 //! weights of a model in their file mapping, the KV cache, a graph's compute buffer.
@@ -18,7 +19,17 @@ pub const BUFFER_ALIGN: usize = 64;
 
 enum Owner {
     Heap(Layout),
-    Mmap(memmap2::Mmap),
+    /// `file`: the mapping is of a file (not anonymous memory), so dropped pages come
+    /// back from it.
+    Mmap {
+        map: memmap2::Mmap,
+        file: bool,
+    },
+    /// Read-only anonymous memory whose 2-D tensors are stored in the 8-row
+    /// interleaves of [`crate::quants::interleave`] (held, read through `ptr`).
+    Interleaved {
+        _map: memmap2::Mmap,
+    },
     Empty,
 }
 
@@ -44,35 +55,95 @@ impl Buffer {
     /// A zero-filled heap buffer of `len` bytes aligned to [`BUFFER_ALIGN`];
     /// [`Error::Alloc`] when the system cannot provide it.
     pub fn new_zeroed(len: usize) -> Result<Arc<Buffer>> {
+        Ok(Arc::new(Buffer::heap(len)?))
+    }
+
+    fn heap(len: usize) -> Result<Buffer> {
         if len == 0 {
-            return Ok(Arc::new(Buffer {
+            return Ok(Buffer {
                 ptr: NonNull::dangling(),
                 len: 0,
                 owner: Owner::Empty,
                 state: AtomicIsize::new(0),
-            }));
+            });
         }
         let layout = Layout::from_size_align(len, BUFFER_ALIGN).map_err(|_| Error::Alloc(len))?;
         // SAFETY: `layout` has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or(Error::Alloc(len))?;
-        Ok(Arc::new(Buffer {
+        Ok(Buffer {
             ptr,
             len,
             owner: Owner::Heap(layout),
             state: AtomicIsize::new(0),
+        })
+    }
+
+    /// A read-only buffer of `len` bytes whose tensors are stored in 8-row interleaves
+    /// ([`crate::quants::interleave`]), its bytes written once by `fill` (given them
+    /// zeroed) before anything can use it. [`Error::Alloc`] when the memory cannot be
+    /// had; `fill`'s error as it returns it.
+    pub fn new_interleaved(
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<Arc<Buffer>> {
+        let mut map = memmap2::MmapMut::map_anon(len.max(1)).map_err(|_| Error::Alloc(len))?;
+        // Huge pages where the system gives them on request: a GEMV streams these
+        // weights, and with 4 KiB pages every page is a TLB miss and a restart of the
+        // hardware prefetcher.
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
+        fill(&mut map[..len])?;
+        let map = map.make_read_only().map_err(|_| Error::Alloc(len))?;
+        let ptr = NonNull::new(map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling());
+        Ok(Arc::new(Buffer {
+            ptr,
+            len,
+            owner: Owner::Interleaved { _map: map },
+            state: AtomicIsize::new(0),
         }))
+    }
+
+    /// Whether tensors in this buffer are stored in 8-row interleaves (made by
+    /// [`Buffer::new_interleaved`]).
+    pub fn is_interleaved(&self) -> bool {
+        matches!(self.owner, Owner::Interleaved { .. })
+    }
+
+    /// Lets the system drop the pages holding bytes `offset .. offset + len` of a file
+    /// mapping from this process's memory: for weights that were copied elsewhere, so
+    /// they are not resident twice. Pages come back from the file when read again (the
+    /// range's edge pages may hold other tensors' bytes: those only cost a re-read).
+    /// Does nothing for other buffers (an anonymous mapping would lose its bytes) or a
+    /// range outside the buffer.
+    pub fn release_pages(&self, offset: usize, len: usize) {
+        let Owner::Mmap { map, file: true } = &self.owner else {
+            return;
+        };
+        if len == 0 || offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return;
+        }
+        // SAFETY: a read-only private mapping of a file: dropping its pages only makes
+        // the next access read them from the file again (the same bytes, as long as
+        // nobody changes the file, which mapping it already relies on), so no Rust
+        // reference into the mapping sees its bytes change.
+        let _ =
+            unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
     }
 
     /// Wraps a read-only file mapping: tensors placed in it are zero-copy views of
     /// the file.
     pub fn from_mmap(map: memmap2::Mmap) -> Arc<Buffer> {
+        Buffer::mapped(map, false)
+    }
+
+    fn mapped(map: memmap2::Mmap, file: bool) -> Arc<Buffer> {
         let len = map.len();
         let ptr = NonNull::new(map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling());
         Arc::new(Buffer {
             ptr,
             len,
-            owner: Owner::Mmap(map),
+            owner: Owner::Mmap { map, file },
             state: AtomicIsize::new(0),
         })
     }
@@ -88,7 +159,7 @@ impl Buffer {
         // SAFETY: the mapping is read-only; like every program that maps model files
         // (llama.cpp included) we rely on nobody truncating the file while it is mapped.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        Ok(Buffer::from_mmap(map))
+        Ok(Buffer::mapped(map, true))
     }
 
     /// Size in bytes.
@@ -101,16 +172,17 @@ impl Buffer {
         self.len == 0
     }
 
-    /// Whether tensors in this buffer may be written (heap: yes, file mapping: no).
+    /// Whether tensors in this buffer may be written (heap: yes, file mapping and
+    /// interleaved weights: no).
     pub fn is_writable(&self) -> bool {
-        !matches!(self.owner, Owner::Mmap(_))
+        matches!(self.owner, Owner::Heap(_) | Owner::Empty)
     }
 
     /// The whole contents of a read-only buffer (a file mapping), which no kernel can
     /// ever write; `None` for writable buffers, which must be read with [`Buffer::read`].
     pub fn read_only_bytes(&self) -> Option<&[u8]> {
         match &self.owner {
-            Owner::Mmap(m) => Some(&m[..]),
+            Owner::Mmap { map, .. } => Some(&map[..]),
             _ => None,
         }
     }
@@ -209,7 +281,7 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         if let Owner::Heap(layout) = self.owner {
-            // SAFETY: allocated in `new_zeroed` with this layout and never freed elsewhere.
+            // SAFETY: allocated in `heap` with this layout and never freed elsewhere.
             unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
         }
     }

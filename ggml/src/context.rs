@@ -442,6 +442,9 @@ impl Context {
     /// Reads the row at byte offset `off` from the tensor's first byte into `dst`
     /// (one dense row), whatever `nb[0]`.
     fn read_row(t: &Tensor, data: &DataRef, off: usize, dst: &mut [u8]) -> Result<()> {
+        if data.buffer.is_interleaved() {
+            return Self::read_interleaved_row(t, data, off, dst);
+        }
         if t.nb[0] == t.typ.type_size() || t.ne[0] <= 1 {
             data.buffer.read(data.offset + off, dst)
         } else {
@@ -454,6 +457,24 @@ impl Context {
             }
             Ok(())
         }
+    }
+
+    /// [`Context::read_row`] for a tensor repacked into 8-row interleaves
+    /// ([`crate::repack`]): the row's group is read and the row picked out of it.
+    fn read_interleaved_row(t: &Tensor, data: &DataRef, off: usize, dst: &mut [u8]) -> Result<()> {
+        use crate::quants::interleave::{self, GROUP};
+        if !crate::repack::is_interleavable(t) {
+            return Err(Error::UnsupportedType {
+                typ: t.typ,
+                what: "element access to a tensor of this shape in an interleaved buffer",
+            });
+        }
+        let i1 = off / t.nb[1];
+        let mut group = vec![0u8; GROUP * t.nb[1]];
+        data.buffer
+            .read(data.offset + (i1 - i1 % GROUP) * t.nb[1], &mut group)?;
+        interleave::read_row(t.typ, t.ne[0], &group, i1 % GROUP, dst);
+        Ok(())
     }
 
     /// Row `(i1, i2, i3)` as dense bytes of the tensor's type. Errors as

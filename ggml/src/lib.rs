@@ -80,6 +80,7 @@ pub mod op;
 mod ops;
 pub mod quants;
 pub mod random;
+pub mod repack;
 pub mod tensor;
 #[cfg(feature = "testing")]
 pub mod testing;

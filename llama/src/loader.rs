@@ -16,10 +16,22 @@ use crate::model::{Model, ModelInfo};
 use crate::vocab::Vocab;
 
 /// How to load a model.
-#[derive(Default)]
 pub struct ModelParams {
     /// Called with the fraction of tensors set up so far (0 to 1).
     pub progress: Option<Box<dyn FnMut(f32)>>,
+    /// Repack the matrix weights of Q4_0, IQ4_NL and Q4_K into 8-row interleaves at
+    /// load time ([`ggml::repack`]; llama.cpp's `--repack`, on by default): faster
+    /// generation for a copy of those weights in memory in place of their mapped pages.
+    pub repack: bool,
+}
+
+impl Default for ModelParams {
+    fn default() -> Self {
+        ModelParams {
+            progress: None,
+            repack: true,
+        }
+    }
 }
 
 /// Opens and validates a GGUF model, ready to be shared by any number of contexts
@@ -66,6 +78,9 @@ pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Arc
         n_done: 0,
     };
     let weights = crate::models::load_weights(&hparams, &mut loader)?;
+    if params.repack {
+        loader.repack(weights.tok_embd)?;
+    }
     loader.finish();
     info.size_bytes = g.tensor_infos().iter().map(|t| t.size).sum();
     info.n_params = g.tensor_infos().iter().map(|t| t.nelements()).sum();
@@ -302,6 +317,15 @@ impl TensorLoader<'_> {
             }
         }
         Ok(Some(id))
+    }
+
+    /// Repacks every weight that can be ([`ggml::repack::can_repack`]) but the token
+    /// embeddings `tok_embd`, which `get_rows` reads (and the output head when it is
+    /// tied to them). [`LlamaError::Ggml`] when the memory cannot be had.
+    fn repack(&mut self, tok_embd: TensorId) -> Result<()> {
+        let matrices: Vec<TensorId> = self.ctx.ids().filter(|&id| id != tok_embd).collect();
+        ggml::repack::repack_weights(self.ctx, &matrices)?;
+        Ok(())
     }
 
     fn finish(&mut self) {

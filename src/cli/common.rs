@@ -89,6 +89,8 @@ pub struct CommonParams {
     pub swa_full: bool,
     /// Q8_0 / Q5_0 prompts through the int8 GEMM (`--fast-int8`).
     pub fast_int8: bool,
+    /// Repack Q4_0 / IQ4_NL / Q4_K weights at load (`--repack`, default; `-nr` off).
+    pub repack: bool,
 }
 
 impl Default for CommonParams {
@@ -124,6 +126,7 @@ impl Default for CommonParams {
             rope_freq_scale: 0.0,
             swa_full: false,
             fast_int8: false,
+            repack: true,
         }
     }
 }
@@ -414,6 +417,12 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
             "Q8_0/Q5_0 prompts summed in integer blocks (int8 VNNI GEMM): about 2x the default speed, logits not bit-identical to llama.cpp's",
             |p| p.as_mut().fast_int8 = true,
         ),
+        Opt::flag(&["--repack"], "repack Q4_0/IQ4_NL/Q4_K weights into 8-row interleaves at load (default: enabled)", |p| {
+            p.as_mut().repack = true
+        }),
+        Opt::flag(&["-nr", "--no-repack"], "keep the weights as the file stores them", |p| {
+            p.as_mut().repack = false
+        }),
         Opt::flag(&["-sp", "--special"], "print special tokens", |p| p.as_mut().special = true),
         Opt::flag(&["-v", "--verbose"], "print debug logs (context shifts, Self-Extend steps)", |p| {
             p.as_mut().verbose = true
@@ -541,18 +550,22 @@ pub fn ubatch_or_batch(n_batch: u32, n_ubatch: u32) -> u32 {
     }
 }
 
-/// Loads the model at `path` without progress or summary;
-/// [`CliError::LoadModel`] naming the path when it fails.
-pub fn load_quiet(path: &Path) -> Result<Arc<Model>> {
-    load_model(path, ModelParams::default()).map_err(|source| CliError::LoadModel {
+/// Loads the model at `path` without progress or summary, its weights repacked when
+/// `repack`; [`CliError::LoadModel`] naming the path when it fails.
+pub fn load_quiet(path: &Path, repack: bool) -> Result<Arc<Model>> {
+    let params = ModelParams {
+        repack,
+        ..Default::default()
+    };
+    load_model(path, params).map_err(|source| CliError::LoadModel {
         path: path.display().to_string(),
         source,
     })
 }
 
-/// Loads the model, drawing llama.cpp's progress dots and printing its summary on
-/// `log`. Returns the model and the load time.
-pub fn load(path: &Path, log: &mut dyn Write) -> Result<(Arc<Model>, Duration)> {
+/// Loads the model, its weights repacked when `repack`, drawing llama.cpp's progress
+/// dots and printing its summary on `log`. Returns the model and the load time.
+pub fn load(path: &Path, repack: bool, log: &mut dyn Write) -> Result<(Arc<Model>, Duration)> {
     if path.as_os_str().is_empty() {
         return Err(CliError::Usage("no model given (-m FNAME)".into()));
     }
@@ -576,6 +589,7 @@ pub fn load(path: &Path, log: &mut dyn Write) -> Result<(Arc<Model>, Duration)> 
         path,
         ModelParams {
             progress: Some(progress),
+            repack,
         },
     )
     .map_err(|source| CliError::LoadModel {

@@ -173,6 +173,7 @@ impl Executor {
                     src[slot] = Some(resolve(ctx, *s, &mut guards, &mut guarded)?);
                 }
             }
+            check_interleaved(ctx, id, &src)?;
             let node = ExecNode {
                 op: t.op,
                 dst,
@@ -265,6 +266,35 @@ impl Executor {
     }
 }
 
+/// [`Error::Graph`] unless every source of node `id` stored in 8-row interleaves
+/// ([`crate::repack`]) is read where a kernel knows that layout: as the weights (src0)
+/// of a `mul_mat` by F32 rows, whole.
+fn check_interleaved(ctx: &Context, id: TensorId, src: &[Option<TView>; MAX_SRC]) -> Result<()> {
+    let t = ctx.tensor(id);
+    for (slot, (s, v)) in t.src.iter().zip(src).enumerate() {
+        let (Some(s), Some(v)) = (s, v) else {
+            continue;
+        };
+        if !v.interleaved {
+            continue;
+        }
+        let as_weights = matches!(t.op, Op::MulMat)
+            && slot == 0
+            && crate::repack::is_interleavable(ctx.tensor(*s))
+            && src[1].is_some_and(|s1| s1.typ == crate::types::GgmlType::F32 && s1.ne[3] == 1);
+        if !as_weights {
+            return Err(Error::Graph(format!(
+                "tensor '{}' is repacked into 8-row interleaves: only mul_mat reads it, whole, \
+                 as its weights times F32 rows (node '{}', {})",
+                ctx.label(*s),
+                ctx.label(id),
+                t.op.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The work buffer's address, shared by the workers.
 #[derive(Clone, Copy)]
 struct WorkPtr(*mut u8);
@@ -344,6 +374,7 @@ fn resolve(
         nb: t.nb,
         data: data.ptr(),
         mapped: !data.buffer.is_writable(),
+        interleaved: data.buffer.is_interleaved(),
     })
 }
 

@@ -9,6 +9,7 @@ mod act;
 pub mod batch;
 pub mod blocks;
 mod dot;
+pub mod interleave;
 mod iq4;
 mod k_quants;
 mod legacy;

@@ -70,6 +70,8 @@ pub struct Params {
     pub n_threads: Vec<usize>,
     /// Flash attention settings (`-fa`).
     pub flash_attn: Vec<FlashAttn>,
+    /// Weight repacking at load (`--repack 0|1`; see `llama::ModelParams::repack`).
+    pub repack: Vec<bool>,
     /// Repetitions (`-r`).
     pub reps: usize,
     /// Format on `out` (`-o`).
@@ -112,6 +114,7 @@ impl Default for Params {
             type_v: Vec::new(),
             n_threads: Vec::new(),
             flash_attn: Vec::new(),
+            repack: Vec::new(),
             reps: 5,
             output: Format::Md,
             output_err: Format::None,
@@ -158,6 +161,7 @@ impl Params {
         fill(&mut self.type_v, GgmlType::F16);
         fill(&mut self.n_threads, default_threads());
         fill(&mut self.flash_attn, FlashAttn::Auto);
+        fill(&mut self.repack, true);
     }
 
     /// Checks what the lists make together: every test's tokens must fit a context
@@ -175,6 +179,7 @@ impl Params {
         let per_combination = self.n_prompt.len() + self.n_gen.len() + self.n_pg.len();
         let n_tests = [
             self.models.len().max(1),
+            self.repack.len(),
             self.n_batch.len(),
             self.n_ubatch.len(),
             self.type_k.len(),
@@ -286,6 +291,18 @@ fn flash_attn_value(v: &str) -> Result<FlashAttn, ValueError> {
     }
 }
 
+fn repack_value(v: &str) -> Result<bool, ValueError> {
+    match v {
+        "1" => Ok(true),
+        "0" => Ok(false),
+        _ => Err(ValueError::Unknown {
+            what: "repack value",
+            value: v.to_string(),
+            expected: "0, 1",
+        }),
+    }
+}
+
 fn list<T>(v: Value<'_>, f: impl Fn(&str) -> Result<T, ValueError>) -> Result<Vec<T>, ValueError> {
     v.text()?.split(',').map(f).collect()
 }
@@ -374,6 +391,10 @@ pub fn options() -> Vec<Opt<Params>> {
         ),
         Opt::value(&["-fa", "--flash-attn"], "on|off|auto", "flash attention (default: auto = on)", |p, v| {
             p.flash_attn.extend(list(v, flash_attn_value)?);
+            Ok(())
+        }),
+        Opt::value(&["--repack"], "0|1", "repack Q4_0/IQ4_NL/Q4_K weights at load (default: 1)", |p, v| {
+            p.repack.extend(list(v, repack_value)?);
             Ok(())
         }),
         Opt::value(&["-r", "--repetitions"], "N", "repetitions of each test (default: 5)", |p, v| {

@@ -189,7 +189,7 @@ impl TestResult {
             Bool(false),
             Int(0),
             Bool(false),
-            Bool(false),
+            Bool(i.repack),
             Int(0),
             Int(0),
             int(i.n_prompt as u64),
@@ -234,6 +234,7 @@ fn md_column(field: &str) -> (&'static str, i32) {
         "type_v" => ("type_v", 6),
         "flash_attn" => ("fa", 3),
         "fast_int8" => ("fast_int8", 9),
+        "repack" => ("repack", 6),
         "test" => ("test", 15),
         "t/s" => ("t/s", 20),
         _ => ("?", 10),
@@ -298,6 +299,9 @@ impl Printer {
         if p.fast_int8 {
             fields.push("fast_int8");
         }
+        if p.repack != [true] {
+            fields.push("repack");
+        }
         fields.push("test");
         fields.push("t/s");
         Printer {
@@ -350,6 +354,7 @@ impl Printer {
                         "type_v" => i.type_v.name().into(),
                         "flash_attn" => fa_int(i.flash_attn).to_string(),
                         "fast_int8" => u8::from(i.fast_int8).to_string(),
+                        "repack" => u8::from(i.repack).to_string(),
                         "test" => t.name(),
                         "t/s" => format!("{:.2} ± {:.2}", t.avg_ts(), t.stdev_ts()),
                         _ => String::new(),
@@ -473,6 +478,7 @@ mod tests {
                 n_threads: 2,
                 flash_attn: FlashAttn::Auto,
                 fast_int8: false,
+                repack: true,
             },
             test_time: "2026-01-01T00:00:00Z".into(),
             samples_ns: samples.to_vec(),

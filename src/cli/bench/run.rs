@@ -44,14 +44,20 @@ pub struct Instance {
     pub flash_attn: FlashAttn,
     /// The wide int8 GEMM for Q8_0 / Q5_0 prompts (`--fast-int8`).
     pub fast_int8: bool,
+    /// Weights repacked at load.
+    pub repack: bool,
 }
 
-/// The tests, in llama.cpp's order (`get_cmd_params_instances`): by model, batch,
-/// micro-batch, cache types, flash attention, threads, depth; then the prompt tests,
-/// the generation tests and the `-pg` tests.
+/// The tests, in llama.cpp's order (`get_cmd_params_instances`): by model, repacking,
+/// batch, micro-batch, cache types, flash attention, threads, depth; then the prompt
+/// tests, the generation tests and the `-pg` tests.
 pub fn instances(p: &Params) -> Vec<Instance> {
     let mut out = Vec::new();
-    for m in &p.models {
+    for (m, &repack) in p
+        .models
+        .iter()
+        .flat_map(|m| p.repack.iter().map(move |r| (m, r)))
+    {
         for &nb in &p.n_batch {
             for &nub in &p.n_ubatch {
                 for &tk in &p.type_k {
@@ -71,6 +77,7 @@ pub fn instances(p: &Params) -> Vec<Instance> {
                                         n_threads: nt,
                                         flash_attn: fa,
                                         fast_int8: p.fast_int8,
+                                        repack,
                                     };
                                     out.extend(
                                         p.n_prompt.iter().filter(|&&n| n > 0).map(|&n| inst(n, 0)),
@@ -265,7 +272,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Vec<T
     let _ = write!(log, "{}", pe.header());
     let _ = out.flush();
     let mut rng = Rng::new(1);
-    let mut loaded: Option<(PathBuf, Arc<Model>, ModelCost)> = None;
+    let mut loaded: Option<((PathBuf, bool), Arc<Model>, ModelCost)> = None;
     let mut results = Vec::new();
     for (k, inst) in insts.iter().enumerate() {
         if p.progress {
@@ -277,18 +284,18 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Vec<T
             );
         }
         let (path, model, cost) = match loaded.take() {
-            Some(same) if same.0 == inst.model => same,
+            Some(same) if same.0 == (inst.model.clone(), inst.repack) => same,
             previous => {
                 // Free the previous model before loading the next.
                 drop(previous);
-                let model = load_quiet(&inst.model)?;
+                let model = load_quiet(&inst.model, inst.repack)?;
                 if p.verbose {
                     for line in model.summary() {
                         let _ = writeln!(log, "{line}");
                     }
                 }
                 let cost = model_cost(&model);
-                (inst.model.clone(), model, cost)
+                ((inst.model.clone(), inst.repack), model, cost)
             }
         };
         let r = run_test(&model, inst, p, &mut rng, cost, membw)?;

@@ -112,6 +112,12 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         return;
     }
 
+    if s0.interleaved {
+        params.fail(crate::Error::Graph(
+            "mul_mat: weights in 8-row interleaves need the batch kernels (F32 rows)".into(),
+        ));
+        return;
+    }
     let nr0 = s0.ne[1];
     let r2 = s1.ne[2] / s0.ne[2];
     let r3 = s1.ne[3] / s0.ne[3];

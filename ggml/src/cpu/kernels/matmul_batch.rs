@@ -39,6 +39,15 @@ pub(super) fn forward<'a>(
     let (range0, range1) = super::matmul::row_ranges(params, nr0, nrows1);
 
     let (blck, size) = (s0.typ.blck_size(), s0.typ.type_size());
+    // Interleaved weights: every tile is one whole group (and the threads split whole
+    // groups); kernels other than the GEMV read its rows from a de-interleaved copy.
+    let range0 = if s0.interleaved && nr0 >= nrows1 {
+        let t = params.range(nr0.div_ceil(TILE));
+        (t.start * TILE).min(nr0)..(t.end * TILE).min(nr0)
+    } else {
+        range0
+    };
+    let mut plain: Vec<u8> = Vec::new();
     let mut tile = Unpacked::default();
     let mut acc: Vec<Acc> = Vec::new();
     let mut acts: Vec<&[u8]> = Vec::new();
@@ -117,9 +126,15 @@ pub(super) fn forward<'a>(
                     ([&[]; WIDE], [&[]; WIDE]);
                 for iir0 in range0.clone().step_by(WIDE) {
                     let end0 = (iir0 + WIDE).min(range0.end);
-                    let nw = src0_rows(&mut rows, iir0, end0);
-                    let nn = src0_rows(&mut next, end0, (end0 + WIDE).min(range0.end));
-                    ws.tile(wide, s0.typ, n, &rows[..nw], &next[..nn], &acts, &runs);
+                    if s0.interleaved {
+                        let mut rows: [&[u8]; WIDE] = [&[]; WIDE];
+                        let nw = deinterleave(s0, iir0, end0, &mut plain, &mut rows);
+                        ws.tile(wide, s0.typ, n, &rows[..nw], &[], &acts, &runs);
+                    } else {
+                        let nw = src0_rows(&mut rows, iir0, end0);
+                        let nn = src0_rows(&mut next, end0, (end0 + WIDE).min(range0.end));
+                        ws.tile(wide, s0.typ, n, &rows[..nw], &next[..nn], &acts, &runs);
+                    }
                     for (run, p) in &runs {
                         for j in run.clone() {
                             let (i11, i12, i13) = s1.row_index(ir1 + j);
@@ -146,21 +161,44 @@ pub(super) fn forward<'a>(
             let end0 = (iir0 + TILE).min(range0.end);
             acc.clear();
             acc.resize(end1 - ir1, Acc::default());
-            let mut full: [&[u8]; TILE] = [&[]; TILE];
-            for (row, r) in full.iter_mut().zip(iir0..end0) {
-                // SAFETY: src0 rows are dense (checked when the node was built) and only
-                // read.
-                *row = unsafe { s0.row_bytes(r, i02, i03) };
+            if s0.interleaved && few {
+                if let Some(gemv) = kernels.group_gemv {
+                    // SAFETY: an interleaved src0 is a dense 2-D tensor of whole groups
+                    // (checked when the node was built) and `iir0` starts one.
+                    let group = unsafe { group_bytes(s0, iir0) };
+                    let mut direct = true;
+                    for (run, p) in &runs {
+                        for j in run.clone() {
+                            direct &= gemv(p, s0.typ, n, group, acts[j], &mut acc[j]);
+                        }
+                    }
+                    if direct {
+                        store(&mut acc, iir0, end0);
+                        iir0 = end0;
+                        continue;
+                    }
+                    acc.fill(Acc::default());
+                }
             }
+            let mut full: [&[u8]; TILE] = [&[]; TILE];
             // The next tile's rows, fetched into the cache slab by slab while this one
             // runs: eight rows at once are eight streams, which the hardware prefetcher
             // does not follow as well as ggml's one interleaved stream.
             let mut next: [&[u8]; TILE] = [&[]; TILE];
-            for (row, r) in next.iter_mut().zip(end0..(end0 + TILE).min(range0.end)) {
-                // SAFETY: as above.
-                *row = unsafe { s0.row_bytes(r, i02, i03) };
+            if s0.interleaved {
+                deinterleave(s0, iir0, end0, &mut plain, &mut full);
+            } else {
+                for (row, r) in full.iter_mut().zip(iir0..end0) {
+                    // SAFETY: src0 rows are dense (checked when the node was built) and
+                    // only read.
+                    *row = unsafe { s0.row_bytes(r, i02, i03) };
+                }
+                for (row, r) in next.iter_mut().zip(end0..(end0 + TILE).min(range0.end)) {
+                    // SAFETY: as above.
+                    *row = unsafe { s0.row_bytes(r, i02, i03) };
+                }
             }
-            if few && end0 - iir0 == TILE {
+            if few && end0 - iir0 == TILE && !s0.interleaved {
                 if let Some(gemv) = kernels.gemv {
                     let mut direct = true;
                     for (run, p) in &runs {
@@ -194,4 +232,43 @@ pub(super) fn forward<'a>(
         }
         ir1 = end1;
     }
+}
+
+/// The bytes of the interleaved group of 8 rows that starts at row `r` of `s0`.
+///
+/// # Safety
+/// `s0` is a dense 2-D tensor of whole 8-row groups and `r` a multiple of 8 below
+/// `ne[1]`; nothing writes it while the slice lives.
+unsafe fn group_bytes<'a>(s0: &TView, r: usize) -> &'a [u8] {
+    // SAFETY: the group's `8 · row_size` bytes lie inside the tensor (this fn's
+    // contract) and are only read.
+    unsafe { std::slice::from_raw_parts(s0.row_ptr(r, 0, 0), TILE * s0.row_size()) }
+}
+
+/// Rows `from .. to` (whole groups) of an interleaved `s0`, as the file stores them:
+/// de-interleaved into `buf`, their slices in `rows`. Returns how many.
+fn deinterleave<'b>(
+    s0: &TView,
+    from: usize,
+    to: usize,
+    buf: &'b mut Vec<u8>,
+    rows: &mut [&'b [u8]],
+) -> usize {
+    use crate::quants::interleave;
+    let rs = s0.row_size();
+    let nrows = to - from;
+    buf.resize(nrows.next_multiple_of(TILE) * rs, 0);
+    for (g, out) in (from..to)
+        .step_by(TILE)
+        .zip(buf.chunks_exact_mut(TILE * rs))
+    {
+        // SAFETY: `s0` is interleaved, so a dense 2-D tensor of whole groups (checked
+        // when the node was built), and the tiles start at multiples of 8.
+        let group = unsafe { group_bytes(s0, g) };
+        interleave::deinterleave_group(s0.typ, s0.ne[0], group, out);
+    }
+    for (row, r) in rows.iter_mut().zip(buf.chunks_exact(rs)).take(nrows) {
+        *row = r;
+    }
+    nrows
 }

@@ -41,8 +41,11 @@ pub(crate) struct TView {
     pub ne: [usize; MAX_DIMS],
     pub nb: [usize; MAX_DIMS],
     pub data: *mut u8,
-    /// The bytes lie in a read-only file mapping (model weights).
+    /// The bytes lie in a read-only file mapping or interleaved buffer (model weights).
     pub mapped: bool,
+    /// The rows are stored in 8-row interleaves ([`crate::quants::interleave`]): only
+    /// the batch `mul_mat` kernels read such a tensor, as src0.
+    pub interleaved: bool,
 }
 
 // SAFETY: a TView is an address into a buffer kept alive (and marked busy) by the

@@ -20,6 +20,8 @@
 //! and whose float chain is one piece of code (`recipe::chunk_step`, on `f32` or on
 //! the 8 lanes of a vector), so every level gives the same bits.
 
+#[cfg(target_arch = "x86_64")]
+mod gemv_x86;
 mod recipe;
 mod unpack;
 mod wide;
@@ -256,6 +258,10 @@ fn kernel_avx512(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]
 pub(crate) type Gemv =
     fn(&Plan, GgmlType, n: usize, &[&[u8]; TILE], next: &[&[u8]; TILE], a: &[u8], &mut Acc) -> bool;
 
+/// [`Gemv`] over one group of 8 rows in the interleaved layout
+/// ([`crate::quants::interleave`]) instead of 8 rows as stored: the same bits.
+pub(crate) type GroupGemv = fn(&Plan, GgmlType, n: usize, group: &[u8], a: &[u8], &mut Acc) -> bool;
+
 /// Fills a tile (see [`Unpacked::fill`]).
 pub(crate) type Fill = fn(&mut Unpacked, GgmlType, usize, &[&[u8]]);
 
@@ -268,6 +274,8 @@ pub(crate) struct Kernels {
     pub tile: Kernel,
     /// The direct GEMV, where this level has one.
     pub gemv: Option<Gemv>,
+    /// The direct GEMV over interleaved rows, where this level has one.
+    pub group_gemv: Option<GroupGemv>,
     /// A fill and tile kernel for segments of few activation rows, where they differ
     /// from `fill` and `tile` (preparing a tile for the main ones costs more than it
     /// saves on one or two rows).
@@ -480,7 +488,7 @@ fn gemv_avx2(
     // SAFETY: the rows were checked to hold `n` elements (and it declines the types it
     // does not take); only handed out by `kernels_for` after AVX2, FMA and F16C were
     // detected.
-    unsafe { x86::gemv_avx2(p, typ, n, w, next, a, acc) }
+    unsafe { gemv_x86::gemv_avx2(p, typ, n, w, next, a, acc) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -496,13 +504,60 @@ fn gemv_vnni(
     check_gemv(p, typ, n, w, a);
     // SAFETY: as `gemv_avx2`; only handed out by `kernels_for` after AVX-512 VNNI was
     // detected on top of the AVX-512 level.
-    unsafe { x86::gemv_vnni(p, typ, n, w, next, a, acc) }
+    unsafe { gemv_x86::gemv_vnni(p, typ, n, w, next, a, acc) }
+}
+
+/// Checks that a GEMV's `group` holds 8 interleaved rows of `n` elements of `typ` and
+/// its activation row `n` of the plan's activation type.
+///
+/// # Panics
+/// When they do not.
+#[cfg(target_arch = "x86_64")]
+fn check_group_gemv(p: &Plan, typ: GgmlType, n: usize, group: &[u8], a: &[u8]) {
+    assert!(
+        crate::quants::interleave::interleaves(typ)
+            && n.is_multiple_of(typ.blck_size())
+            && group.len() >= TILE * typ.row_size(n)
+            && a.len() >= act_row_size(p.act, n),
+        "batch gemv: interleaved rows do not match"
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+fn group_gemv_avx2(
+    p: &Plan,
+    typ: GgmlType,
+    n: usize,
+    group: &[u8],
+    a: &[u8],
+    acc: &mut Acc,
+) -> bool {
+    check_group_gemv(p, typ, n, group, a);
+    // SAFETY: the group was checked to hold 8 interleaved rows of `n` elements; only
+    // handed out by `kernels_for` after AVX2, FMA and F16C were detected.
+    unsafe { gemv_x86::group_gemv_avx2(p, typ, n, group, a, acc) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn group_gemv_vnni(
+    p: &Plan,
+    typ: GgmlType,
+    n: usize,
+    group: &[u8],
+    a: &[u8],
+    acc: &mut Acc,
+) -> bool {
+    check_group_gemv(p, typ, n, group, a);
+    // SAFETY: as `group_gemv_avx2`; only handed out by `kernels_for` after AVX-512 VNNI
+    // was detected on top of the AVX-512 level.
+    unsafe { gemv_x86::group_gemv_vnni(p, typ, n, group, a, acc) }
 }
 
 const SCALAR: Kernels = Kernels {
     fill: fill_scalar,
     tile: kernel_scalar,
     gemv: None,
+    group_gemv: None,
     few: None,
     wide: None,
 };
@@ -519,6 +574,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             fill: fill_avx2,
             tile: kernel_avx2,
             gemv: Some(gemv_avx2),
+            group_gemv: Some(group_gemv_avx2),
             few: None,
             wide: None,
         }),
@@ -527,6 +583,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             fill: fill_vnni,
             tile: kernel_vnni,
             gemv: Some(gemv_vnni),
+            group_gemv: Some(group_gemv_vnni),
             few: Some((fill_avx2, kernel_avx512)),
             wide: Some((wide_fill_avx512, wide_vnni)),
         }),
@@ -535,6 +592,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             fill: fill_avx2,
             tile: kernel_avx512,
             gemv: Some(gemv_avx2),
+            group_gemv: Some(group_gemv_avx2),
             few: None,
             wide: None,
         }),
@@ -621,8 +679,9 @@ pub fn dot_for(
 mod tests {
     use super::*;
 
-    /// The direct GEMV gives the bits of unpacking the tile and running the scalar
-    /// kernel on it, for every type it takes, at every level that has one.
+    /// The direct GEMV, over rows as stored or interleaved, gives the bits of unpacking
+    /// the tile and running the scalar kernel on it, for every type it takes, at every
+    /// level that has one.
     #[test]
     fn gemv_matches_the_tile_kernel() {
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
@@ -647,14 +706,24 @@ mod tests {
                 want.fill(typ, n, &rows);
                 let mut acc = [Acc::default()];
                 recipe::tile_scalar(&p, &want, 0, &[&aq], &mut acc);
+                let mut group = vec![0u8; wq.len()];
+                crate::quants::interleave::interleave_group(typ, n, &wq, &mut group);
+                let bits = |a: &Acc| a.outputs(&p).map(f32::to_bits);
                 for level in crate::cpu::simd::available_levels() {
-                    let Some(gemv) = kernels_for(level).and_then(|k| k.gemv) else {
+                    let Some(k) = kernels_for(level) else {
                         continue;
                     };
-                    let mut got = Acc::default();
-                    assert!(gemv(&p, typ, n, &rows, &rows, &aq, &mut got), "{typ}");
-                    let bits = |a: &Acc| a.outputs(&p).map(f32::to_bits);
-                    assert_eq!(bits(&got), bits(&acc[0]), "{typ} n={n} {}", level.name());
+                    if let Some(gemv) = k.gemv {
+                        let mut got = Acc::default();
+                        assert!(gemv(&p, typ, n, &rows, &rows, &aq, &mut got), "{typ}");
+                        assert_eq!(bits(&got), bits(&acc[0]), "{typ} n={n} {}", level.name());
+                    }
+                    if let Some(gemv) = k.group_gemv {
+                        let mut got = Acc::default();
+                        assert!(gemv(&p, typ, n, &group, &aq, &mut got), "{typ}");
+                        let l = level.name();
+                        assert_eq!(bits(&got), bits(&acc[0]), "{typ} n={n} {l} interleaved");
+                    }
                 }
             }
         }

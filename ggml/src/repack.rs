@@ -1,0 +1,102 @@
+//! Repacking weights at load time into 8-row interleaves
+//! ([`crate::quants::interleave`]): our counterpart of llama.cpp's CPU_REPACK buffer.
+//!
+//! A decode GEMV over rows as the file stores them reads 8 rows at a time, 8 streams
+//! that the hardware prefetcher does not keep up with; over interleaved rows it reads
+//! one. The repacked tensors move into one read-only [`Buffer`] that only `mul_mat`
+//! reads as weights (the executor refuses them anywhere else), and their pages of the
+//! file mapping are released, so a weight is resident once. Reading them through
+//! [`Context`] (`get_row_f32`, `get_bytes`, ...) gives the rows as in the file.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::buffer::{Buffer, DataRef, BUFFER_ALIGN};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::quants::interleave::{self, GROUP};
+use crate::tensor::{Tensor, TensorId};
+
+/// Whether `t` can be repacked: a dense 2-D tensor of a type that [`interleaves`]
+/// (interleave::interleaves), with whole groups of 8 rows, whose bytes lie in a
+/// read-only file mapping.
+pub fn can_repack(t: &Tensor) -> bool {
+    let mapped = t
+        .data
+        .as_ref()
+        .is_some_and(|d| d.buffer.read_only_bytes().is_some());
+    mapped && is_interleavable(t)
+}
+
+/// Whether `t`'s shape and type fit the interleaved layout (whatever its memory).
+pub(crate) fn is_interleavable(t: &Tensor) -> bool {
+    interleave::interleaves(t.typ)
+        && t.ne[2] == 1
+        && t.ne[3] == 1
+        && t.ne[1].is_multiple_of(GROUP)
+        && t.ne[0].is_multiple_of(t.typ.blck_size())
+        && t.is_contiguous()
+        && t.view_src.is_none()
+}
+
+/// Moves the tensors `ids` of `ctx` that [`can_repack`] into one new interleaved
+/// buffer, repoints them there, and releases their pages of the file mapping. Returns
+/// that buffer (`None` when no tensor qualified); the others are left as they are.
+/// [`Error::Alloc`] when the memory cannot be had (nothing is changed then).
+pub fn repack_weights(ctx: &mut Context, ids: &[TensorId]) -> Result<Option<Arc<Buffer>>> {
+    let mut plan: Vec<(TensorId, usize)> = Vec::new();
+    let mut len = 0usize;
+    for &id in ids {
+        let t = ctx.tensor(id);
+        if can_repack(t) && !plan.iter().any(|&(p, _)| p == id) {
+            plan.push((id, len));
+            len = (len + t.nbytes()).next_multiple_of(BUFFER_ALIGN);
+        }
+    }
+    if plan.is_empty() {
+        return Ok(None);
+    }
+    let buffer = Buffer::new_interleaved(len, |mem| {
+        for &(id, at) in &plan {
+            let t = ctx.tensor(id);
+            let src = source_bytes(ctx, id)?;
+            let group = GROUP * t.row_size();
+            let dst = &mut mem[at..at + t.nbytes()];
+            dst.par_chunks_mut(group)
+                .zip(src.par_chunks(group))
+                .for_each(|(d, s)| interleave::interleave_group(t.typ, t.ne[0], s, d));
+            // Tensor by tensor, so that at most one is resident twice while loading.
+            if let Some(old) = &t.data {
+                old.buffer.release_pages(old.offset, t.nbytes());
+            }
+        }
+        Ok(())
+    })?;
+    for &(id, at) in &plan {
+        ctx.set_data(
+            id,
+            DataRef {
+                buffer: Arc::clone(&buffer),
+                offset: at,
+            },
+        )?;
+    }
+    Ok(Some(buffer))
+}
+
+/// The bytes of a mapped tensor, straight from its mapping.
+fn source_bytes(ctx: &Context, id: TensorId) -> Result<&[u8]> {
+    let t = ctx.tensor(id);
+    let data = t.data.as_ref().ok_or_else(|| Error::NoData {
+        name: ctx.label(id),
+    })?;
+    data.buffer
+        .read_only_bytes()
+        .and_then(|b| b.get(data.offset..data.offset + t.nbytes()))
+        .ok_or_else(|| Error::OutOfRange {
+            name: ctx.label(id),
+            index: data.offset + t.nbytes(),
+            limit: data.buffer.len(),
+        })
+}

@@ -1,0 +1,137 @@
+//! Weights repacked at load into 8-row interleaves (`ggml::repack`): `mul_mat` gives
+//! the bits of the weights as the file stores them, at every batch size and thread
+//! count; reading them back gives the file's rows; every other use is refused with a
+//! typed error instead of reading the interleaved bytes as rows.
+
+mod common;
+
+use ggml::{Context, Error, GgmlType, Graph, TensorId};
+
+const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_K];
+
+/// A mapped weight `[k, m]` of `typ` with random values, repacked when `repack`.
+fn weight(ctx: &mut Context, typ: GgmlType, k: usize, m: usize, repack: bool) -> TensorId {
+    let values = common::xorshift_data((k * m) as u64 ^ typ as u64, k * m);
+    let bytes = ggml::quants::quantize(typ, &values, k).expect("quantize");
+    let w = common::weight_tensor(ctx, typ, &[k, m], &bytes, true);
+    if repack {
+        let buffer = ggml::repack::repack_weights(ctx, &[w]).expect("repack");
+        assert!(
+            buffer.is_some_and(|b| b.is_interleaved()),
+            "{typ} [{k}, {m}]"
+        );
+    }
+    w
+}
+
+/// `w × x` for `ncols` random activation rows, at `n_threads`.
+fn product(
+    typ: GgmlType,
+    k: usize,
+    m: usize,
+    ncols: usize,
+    repack: bool,
+    n_threads: usize,
+) -> Vec<f32> {
+    let mut ctx = Context::new();
+    let w = weight(&mut ctx, typ, k, m, repack);
+    let x = ctx.new_tensor_2d(GgmlType::F32, k, ncols);
+    ctx.set_f32(x, &common::xorshift_data(ncols as u64 + 7, k * ncols))
+        .expect("activations");
+    let y = ctx.mul_mat(w, x);
+    let mut g = Graph::new();
+    g.build_forward_expand(&ctx, y);
+    ggml::compute(&ctx, &g, n_threads).expect("compute");
+    ctx.get_f32(y).expect("result")
+}
+
+#[test]
+fn mul_mat_gives_the_bits_of_the_file_layout() {
+    for typ in TYPES {
+        for (k, m) in [(256, 16), (768, 40)] {
+            for ncols in [1, 2, 3, 4, 7, 16, 33] {
+                let want = product(typ, k, m, ncols, false, 2);
+                for n_threads in [1, 2, 3] {
+                    let got = product(typ, k, m, ncols, true, n_threads);
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same && got.len() == want.len(),
+                        "{typ} [{k}, {m}] × {ncols} rows, {n_threads} threads"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rows_read_back_as_in_the_file() {
+    for typ in TYPES {
+        let mut ctx = Context::new();
+        let plain = weight(&mut ctx, typ, 512, 24, false);
+        let packed = weight(&mut ctx, typ, 512, 24, true);
+        for i1 in [0, 5, 8, 23] {
+            let a = ctx.get_row_f32(plain, i1, 0, 0).expect("plain row");
+            let b = ctx.get_row_f32(packed, i1, 0, 0).expect("repacked row");
+            assert_eq!(a, b, "{typ} row {i1}");
+        }
+        assert_eq!(
+            ctx.get_bytes(plain).unwrap(),
+            ctx.get_bytes(packed).unwrap(),
+            "{typ}"
+        );
+    }
+}
+
+#[test]
+fn only_whole_groups_of_the_repacked_types_move() {
+    let mut ctx = Context::new();
+    // 12 rows are not whole groups of 8; Q8_0 has no interleaved layout.
+    let odd = weight(&mut ctx, GgmlType::Q4_0, 256, 12, false);
+    let q8 = {
+        let bytes = ggml::quants::quantize(GgmlType::Q8_0, &vec![0.5; 256 * 16], 256).unwrap();
+        common::weight_tensor(&mut ctx, GgmlType::Q8_0, &[256, 16], &bytes, true)
+    };
+    // Not mapped: the context's own memory.
+    let owned = {
+        let bytes = ggml::quants::quantize(GgmlType::Q4_0, &vec![0.5; 256 * 16], 256).unwrap();
+        common::weight_tensor(&mut ctx, GgmlType::Q4_0, &[256, 16], &bytes, false)
+    };
+    let moved = ggml::repack::repack_weights(&mut ctx, &[odd, q8, owned]).expect("repack");
+    assert!(moved.is_none());
+}
+
+/// Computing `node` fails with a graph error that names the repacked weight.
+fn refused(ctx: &Context, node: TensorId) {
+    let mut g = Graph::new();
+    g.build_forward_expand(ctx, node);
+    match ggml::compute(ctx, &g, 2) {
+        Err(Error::Graph(msg)) => assert!(msg.contains("interleaves"), "{msg}"),
+        other => panic!("expected a graph error, got {other:?}"),
+    }
+}
+
+#[test]
+fn other_uses_are_refused() {
+    let mut ctx = Context::new();
+    let w = weight(&mut ctx, GgmlType::Q4_0, 256, 16, true);
+    // get_rows reads rows as stored.
+    let ids = ctx.new_tensor_1d(GgmlType::I32, 2);
+    ctx.set_i32(ids, &[1, 9]).unwrap();
+    let rows = ctx.get_rows(w, ids);
+    refused(&ctx, rows);
+    // A view of a part of it.
+    let half = ctx.view_2d(w, 256, 8, ctx.tensor(w).nb[1], 0);
+    let x = ctx.new_tensor_2d(GgmlType::F32, 256, 2);
+    ctx.set_f32(x, &vec![0.25; 512]).unwrap();
+    let y = ctx.mul_mat(half, x);
+    refused(&ctx, y);
+    // Times F16 rows, which the batch kernels do not take.
+    let h = ctx.new_tensor_2d(GgmlType::F16, 256, 2);
+    ctx.set_f32(h, &vec![0.25; 512]).unwrap();
+    let z = ctx.mul_mat(w, h);
+    refused(&ctx, z);
+}
