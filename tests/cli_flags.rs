@@ -614,6 +614,36 @@ fn accepted_values_keep_llama_cpp_meanings() {
     assert_eq!(p(&["--temperature", "0.5"]).sampling.temp, 0.5);
     // Escapes in reverse prompts, as llama.cpp processes them.
     assert_eq!(p(&["-r", "a\\nb"]).antiprompt, [b"a\nb".to_vec()]);
+    // Weight placement: repacking and the file mapping, with llama.cpp's flags.
+    let m = |a: &[&str]| {
+        let mp = p(a).model_params();
+        (mp.repack, mp.load_mode.name())
+    };
+    assert_eq!(m(&[]), (true, "auto"));
+    assert_eq!(m(&["-nr"]), (false, "auto"));
+    assert_eq!(m(&["--no-repack", "--repack"]), (true, "auto"));
+    assert_eq!(m(&["-lm", "mmap"]), (true, "mmap"));
+    assert_eq!(m(&["--mmap", "--no-mmap"]), (true, "none"));
+    assert_eq!(m(&["--load-mode", "none"]), (true, "none"));
+    assert!(completion::parse_args(&["-lm", "dio"]).is_err());
+    let b = bench::parse_args(&["-m", "x", "--repack", "0,1", "-lm", "mmap,auto", "-n", "0"])
+        .unwrap()
+        .unwrap();
+    let insts = bench::run::instances(&b);
+    let loads: Vec<(bool, &str)> = insts
+        .iter()
+        .map(|i| (i.repack, i.load_mode.name()))
+        .collect();
+    assert_eq!(
+        loads,
+        [
+            (false, "mmap"),
+            (true, "mmap"),
+            (false, "auto"),
+            (true, "auto")
+        ]
+    );
+    assert!(bench::parse_args(&["-m", "x", "--repack", "2"]).is_err());
     // A bench -ub 0 and a range ending at the largest number parse.
     let b = bench::parse_args(&["-m", "x", "-ub", "0", "-p", "1-16*2"])
         .unwrap()

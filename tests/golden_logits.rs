@@ -212,12 +212,18 @@ fn per_position_report() {
 }
 
 /// Logits of the golden tokens decoded as one prompt batch, then of the same tokens
-/// decoded one at a time (the generation path), with the weights repacked at load or
-/// not, at `n_threads`.
+/// decoded one at a time (the generation path), with the weights repacked and copied
+/// at load (the default) or left in the file mapping, at `n_threads`.
 fn prompt_and_steps(model: &str, tokens: &[i32], repack: bool, n_threads: usize) -> Vec<f32> {
     let path = common::shared_dir().join("models").join(model);
+    // Without repacking, the file mapping itself (llama.cpp's default placement).
     let params = ModelParams {
         repack,
+        load_mode: if repack {
+            llama::LoadMode::None
+        } else {
+            llama::LoadMode::Mmap
+        },
         ..Default::default()
     };
     let model = load_model(&path, params).expect("load model");
@@ -258,9 +264,10 @@ fn prompt_and_steps(model: &str, tokens: &[i32], repack: bool, n_threads: usize)
     out
 }
 
-/// Weights repacked into 8-row interleaves at load (the default) give the bits of the
-/// weights as the file stores them, for prompts and generation steps, at any thread
-/// count: the kernels read other addresses, never other numbers.
+/// Weights repacked into 8-row interleaves and copied into huge pages at load (the
+/// default) give the bits of the weights in the file mapping, for prompts and
+/// generation steps, at any thread count: the kernels read other addresses, never
+/// other numbers.
 #[test]
 fn repacking_keeps_the_bits() {
     for name in [

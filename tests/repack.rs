@@ -135,3 +135,46 @@ fn other_uses_are_refused() {
     let z = ctx.mul_mat(w, h);
     refused(&ctx, z);
 }
+
+/// `copy_weights` moves mapped weights into a read-only copy as they are: the same
+/// products and rows, and the interleaved ones stay where they are.
+#[test]
+fn copies_keep_the_layout() {
+    let mut ctx = Context::new();
+    let q8 = {
+        let values = common::xorshift_data(3, 256 * 16);
+        let bytes = ggml::quants::quantize(GgmlType::Q8_0, &values, 256).unwrap();
+        common::weight_tensor(&mut ctx, GgmlType::Q8_0, &[256, 16], &bytes, true)
+    };
+    let packed = weight(&mut ctx, GgmlType::Q4_0, 256, 16, true);
+    let x = ctx.new_tensor_2d(GgmlType::F32, 256, 3);
+    ctx.set_f32(x, &common::xorshift_data(9, 256 * 3)).unwrap();
+    let run = |ctx: &Context| {
+        let mut out = Vec::new();
+        for w in [q8, packed] {
+            let mut c = Context::new();
+            let (w, x) = (c.import(ctx, w).unwrap(), c.import(ctx, x).unwrap());
+            let y = c.mul_mat(w, x);
+            let mut g = Graph::new();
+            g.build_forward_expand(&c, y);
+            ggml::compute(&c, &g, 2).expect("compute");
+            out.extend(c.get_f32(y).unwrap());
+        }
+        (out, ctx.get_bytes(q8).unwrap())
+    };
+    let before = run(&ctx);
+    let buffer = ggml::repack::copy_weights(&mut ctx, &[q8, packed, x]).expect("copy");
+    let buffer = buffer.expect("the mapped Q8_0 weight moves");
+    assert!(!buffer.is_interleaved() && !buffer.is_writable());
+    let data = |id| ctx.tensor(id).data.clone().unwrap().buffer;
+    assert!(std::sync::Arc::ptr_eq(&data(q8), &buffer));
+    assert!(data(packed).is_interleaved() && !std::sync::Arc::ptr_eq(&data(packed), &buffer));
+    assert!(data(x).is_writable(), "the context's own tensors stay");
+    let after = run(&ctx);
+    assert_eq!(before.1, after.1);
+    assert!(before
+        .0
+        .iter()
+        .zip(&after.0)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+}

@@ -79,22 +79,28 @@ impl Buffer {
         })
     }
 
-    /// A read-only buffer of `len` bytes whose tensors are stored in 8-row interleaves
-    /// ([`crate::quants::interleave`]), its bytes written once by `fill` (given them
-    /// zeroed) before anything can use it. [`Error::Alloc`] when the memory cannot be
+    /// A read-only buffer of `len` bytes for weights copied out of a file, in huge
+    /// pages where the system grants them, its bytes written once by `fill` (given
+    /// them zeroed) before anything can use it: tensors in it behave as in a file
+    /// mapping, or, with `interleaved`, are stored in 8-row interleaves
+    /// ([`crate::quants::interleave`]). [`Error::Alloc`] when the memory cannot be
     /// had; `fill`'s error as it returns it.
-    pub fn new_interleaved(
+    pub fn new_weights(
         len: usize,
+        interleaved: bool,
         fill: impl FnOnce(&mut [u8]) -> Result<()>,
     ) -> Result<Arc<Buffer>> {
         let mut map = memmap2::MmapMut::map_anon(len.max(1)).map_err(|_| Error::Alloc(len))?;
-        // Huge pages where the system gives them on request: a GEMV streams these
-        // weights, and with 4 KiB pages every page is a TLB miss and a restart of the
-        // hardware prefetcher.
+        // A GEMV streams the weights: with 4 KiB pages every page is a TLB miss and a
+        // restart of the hardware prefetcher (generation 6-9% slower, see
+        // docs/benchmarking.md).
         #[cfg(target_os = "linux")]
         let _ = map.advise(memmap2::Advice::HugePage);
         fill(&mut map[..len])?;
         let map = map.make_read_only().map_err(|_| Error::Alloc(len))?;
+        if !interleaved {
+            return Ok(Buffer::mapped(map, false));
+        }
         let ptr = NonNull::new(map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling());
         Ok(Arc::new(Buffer {
             ptr,
@@ -105,7 +111,7 @@ impl Buffer {
     }
 
     /// Whether tensors in this buffer are stored in 8-row interleaves (made by
-    /// [`Buffer::new_interleaved`]).
+    /// [`Buffer::new_weights`]).
     pub fn is_interleaved(&self) -> bool {
         matches!(self.owner, Owner::Interleaved { .. })
     }

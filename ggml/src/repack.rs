@@ -1,5 +1,6 @@
-//! Repacking weights at load time into 8-row interleaves
-//! ([`crate::quants::interleave`]): our counterpart of llama.cpp's CPU_REPACK buffer.
+//! Moving weights out of their file mapping at load time: into 8-row interleaves
+//! ([`crate::quants::interleave`], our counterpart of llama.cpp's CPU_REPACK buffer),
+//! or as they are into huge pages ([`copy_weights`]).
 //!
 //! A decode GEMV over rows as the file stores them reads 8 rows at a time, 8 streams
 //! that the hardware prefetcher does not keep up with; over interleaved rows it reads
@@ -45,11 +46,42 @@ pub(crate) fn is_interleavable(t: &Tensor) -> bool {
 /// that buffer (`None` when no tensor qualified); the others are left as they are.
 /// [`Error::Alloc`] when the memory cannot be had (nothing is changed then).
 pub fn repack_weights(ctx: &mut Context, ids: &[TensorId]) -> Result<Option<Arc<Buffer>>> {
+    move_weights(ctx, ids, can_repack, true)
+}
+
+/// Whether `t` can be copied by [`copy_weights`]: a whole dense tensor whose bytes lie
+/// in a read-only mapping (not already interleaved).
+pub fn can_copy(t: &Tensor) -> bool {
+    let mapped = t
+        .data
+        .as_ref()
+        .is_some_and(|d| d.buffer.read_only_bytes().is_some() && !d.buffer.is_interleaved());
+    mapped && t.is_contiguous() && t.view_src.is_none()
+}
+
+/// Copies the tensors `ids` of `ctx` that [`can_copy`] out of their file mapping into
+/// one new read-only buffer of huge pages (where the system grants them), as they are,
+/// repoints them there, and releases their mapped pages: the layout of llama.cpp's
+/// `--no-mmap`, with fewer TLB misses for the GEMVs that stream them. Returns that
+/// buffer (`None` when no tensor qualified). [`Error::Alloc`] when the memory cannot
+/// be had (nothing is changed then).
+pub fn copy_weights(ctx: &mut Context, ids: &[TensorId]) -> Result<Option<Arc<Buffer>>> {
+    move_weights(ctx, ids, can_copy, false)
+}
+
+/// The tensors of `ids` that `take` accepts, moved into one new weights buffer
+/// (interleaved or not), their mapped pages released tensor by tensor.
+fn move_weights(
+    ctx: &mut Context,
+    ids: &[TensorId],
+    take: fn(&Tensor) -> bool,
+    interleaved: bool,
+) -> Result<Option<Arc<Buffer>>> {
     let mut plan: Vec<(TensorId, usize)> = Vec::new();
     let mut len = 0usize;
     for &id in ids {
         let t = ctx.tensor(id);
-        if can_repack(t) && !plan.iter().any(|&(p, _)| p == id) {
+        if take(t) && !plan.iter().any(|&(p, _)| p == id) {
             plan.push((id, len));
             len = (len + t.nbytes()).next_multiple_of(BUFFER_ALIGN);
         }
@@ -57,15 +89,22 @@ pub fn repack_weights(ctx: &mut Context, ids: &[TensorId]) -> Result<Option<Arc<
     if plan.is_empty() {
         return Ok(None);
     }
-    let buffer = Buffer::new_interleaved(len, |mem| {
+    let buffer = Buffer::new_weights(len, interleaved, |mem| {
         for &(id, at) in &plan {
             let t = ctx.tensor(id);
             let src = source_bytes(ctx, id)?;
-            let group = GROUP * t.row_size();
             let dst = &mut mem[at..at + t.nbytes()];
+            // Groups of 8 rows either way: whole interleaves, or copies in parallel.
+            let group = (GROUP * t.row_size()).max(1);
             dst.par_chunks_mut(group)
                 .zip(src.par_chunks(group))
-                .for_each(|(d, s)| interleave::interleave_group(t.typ, t.ne[0], s, d));
+                .for_each(|(d, s)| {
+                    if interleaved {
+                        interleave::interleave_group(t.typ, t.ne[0], s, d)
+                    } else {
+                        d.copy_from_slice(s)
+                    }
+                });
             // Tensor by tensor, so that at most one is resident twice while loading.
             if let Some(old) = &t.data {
                 old.buffer.release_pages(old.offset, t.nbytes());

@@ -69,7 +69,7 @@ pub use batch::{Batch, BatchToken, Logits, Token};
 pub use context::{ContextParams, LlamaContext};
 pub use error::{LlamaError, MemoryError, Result};
 pub use generate::{FinishReason, Generate, GenerateParams, Generation, Step};
-pub use loader::{load_model, load_vocab, ModelParams};
+pub use loader::{load_model, load_vocab, LoadMode, ModelParams};
 pub use memory::{ClearMode, MemoryOps, Sequences};
 pub use model::Model;
 pub use sampling::{Sampler, SamplerChain, SamplerParams};

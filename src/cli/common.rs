@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ggml::GgmlType;
 use llama::sampling::{SamplerChain, SamplerParams};
-use llama::{load_model, ContextParams, LlamaContext, Model, ModelParams};
+use llama::{load_model, ContextParams, LlamaContext, LoadMode, Model, ModelParams};
 
 use super::args::{Opt, Value};
 use super::error::{CliError, Result, ValueError};
@@ -22,6 +22,15 @@ pub enum FlashAttn {
     Off,
     /// As llama.cpp decides on a CPU: on.
     Auto,
+}
+
+/// The load mode named `v` (`-lm`); [`ValueError::Unknown`] for another name.
+pub fn load_mode(v: &str) -> Result<LoadMode, ValueError> {
+    LoadMode::from_name(v).ok_or_else(|| ValueError::Unknown {
+        what: "load mode",
+        value: v.to_string(),
+        expected: "auto, none, mmap",
+    })
 }
 
 /// Parameters shared by the programs, with llama.cpp's defaults.
@@ -91,6 +100,8 @@ pub struct CommonParams {
     pub fast_int8: bool,
     /// Repack Q4_0 / IQ4_NL / Q4_K weights at load (`--repack`, default; `-nr` off).
     pub repack: bool,
+    /// How the weights are loaded (`-lm`).
+    pub load_mode: LoadMode,
 }
 
 impl Default for CommonParams {
@@ -127,6 +138,7 @@ impl Default for CommonParams {
             swa_full: false,
             fast_int8: false,
             repack: true,
+            load_mode: LoadMode::Auto,
         }
     }
 }
@@ -423,6 +435,17 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
         Opt::flag(&["-nr", "--no-repack"], "keep the weights as the file stores them", |p| {
             p.as_mut().repack = false
         }),
+        Opt::value(
+            &["-lm", "--load-mode"],
+            "MODE",
+            "how to load the weights (default: auto)\n- auto: none when the matrices take at most half the available memory, else mmap\n- none: copy the matrices into huge pages (faster generation)\n- mmap: leave them in the file mapping, shared with other processes",
+            |p, v| {
+                p.as_mut().load_mode = load_mode(v.text()?)?;
+                Ok(())
+            },
+        ),
+        Opt::flag(&["--mmap"], "as --load-mode mmap", |p| p.as_mut().load_mode = LoadMode::Mmap),
+        Opt::flag(&["--no-mmap"], "as --load-mode none", |p| p.as_mut().load_mode = LoadMode::None),
         Opt::flag(&["-sp", "--special"], "print special tokens", |p| p.as_mut().special = true),
         Opt::flag(&["-v", "--verbose"], "print debug logs (context shifts, Self-Extend steps)", |p| {
             p.as_mut().verbose = true
@@ -473,6 +496,15 @@ impl CommonParams {
             for a in &mut self.antiprompt {
                 *a = process_escapes(a);
             }
+        }
+    }
+
+    /// How to load the model with these settings.
+    pub fn model_params(&self) -> ModelParams {
+        ModelParams {
+            repack: self.repack,
+            load_mode: self.load_mode,
+            ..Default::default()
         }
     }
 
@@ -550,22 +582,22 @@ pub fn ubatch_or_batch(n_batch: u32, n_ubatch: u32) -> u32 {
     }
 }
 
-/// Loads the model at `path` without progress or summary, its weights repacked when
-/// `repack`; [`CliError::LoadModel`] naming the path when it fails.
-pub fn load_quiet(path: &Path, repack: bool) -> Result<Arc<Model>> {
-    let params = ModelParams {
-        repack,
-        ..Default::default()
-    };
+/// Loads the model at `path` with `params`, without progress or summary;
+/// [`CliError::LoadModel`] naming the path when it fails.
+pub fn load_quiet(path: &Path, params: ModelParams) -> Result<Arc<Model>> {
     load_model(path, params).map_err(|source| CliError::LoadModel {
         path: path.display().to_string(),
         source,
     })
 }
 
-/// Loads the model, its weights repacked when `repack`, drawing llama.cpp's progress
-/// dots and printing its summary on `log`. Returns the model and the load time.
-pub fn load(path: &Path, repack: bool, log: &mut dyn Write) -> Result<(Arc<Model>, Duration)> {
+/// Loads the model with `params` (its progress replaced by llama.cpp's dots), printing
+/// its summary on `log`. Returns the model and the load time.
+pub fn load(
+    path: &Path,
+    params: ModelParams,
+    log: &mut dyn Write,
+) -> Result<(Arc<Model>, Duration)> {
     if path.as_os_str().is_empty() {
         return Err(CliError::Usage("no model given (-m FNAME)".into()));
     }
@@ -589,7 +621,7 @@ pub fn load(path: &Path, repack: bool, log: &mut dyn Write) -> Result<(Arc<Model
         path,
         ModelParams {
             progress: Some(progress),
-            repack,
+            ..params
         },
     )
     .map_err(|source| CliError::LoadModel {

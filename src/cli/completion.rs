@@ -341,7 +341,7 @@ impl<'p> Session<'p> {
     /// tokenizes the prompt and logs the settings as llama.cpp does.
     fn new(params: &'p Params, log: &mut dyn Write) -> Result<Self> {
         let p = &params.common;
-        let (model, t_load) = common::load(&p.model, p.repack, log)?;
+        let (model, t_load) = common::load(&p.model, p.model_params(), log)?;
         let ctx = common::context(&model, p, log)?;
         let ctx_shift = common::ctx_shift_supported(&ctx, p.ctx_shift, log);
         let n_ctx = ctx.n_ctx() as i32;

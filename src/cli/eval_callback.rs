@@ -128,7 +128,7 @@ pub fn run(p: &Params, out: &mut dyn Write) -> Result<()> {
         .model
         .as_ref()
         .ok_or_else(|| CliError::Usage("-m MODEL is required".into()))?;
-    let model = load_quiet(path, true)?;
+    let model = load_quiet(path, Default::default())?;
     let tokens = match (&p.tokens, &p.prompt) {
         (Some(t), _) => t.clone(),
         (None, Some(text)) => model.vocab.tokenize(text, TokenizeOptions::PROMPT),

@@ -248,7 +248,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let passkey = rng.next() % 50000 + 1;
     let prompt = build_prompt(n_junk, i_pos, passkey);
 
-    let (model, t_load) = common::load(&p.model, p.repack, log)?;
+    let (model, t_load) = common::load(&p.model, p.model_params(), log)?;
     // A batch never exceeds the context, so this bound keeps the position sums in i32.
     let n_batch = p.n_batch.min(llama::context::MAX_N_CTX) as i32;
     // The context grows with the group size of either form of Self-Extend.

@@ -142,7 +142,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let mut cp = p.clone();
     cp.n_ctx = (n_parallel * n_ctx) as u32;
     cp.n_batch = cp.n_batch.min(cp.n_ctx);
-    let (model, t_load) = common::load(&p.model, p.repack, log)?;
+    let (model, t_load) = common::load(&p.model, p.model_params(), log)?;
     let mut ctx_params = cp.context_params();
     ctx_params.n_seq_max = n_parallel as u32;
     ctx_params.kv_unified = false;

@@ -101,7 +101,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
         .model
         .as_ref()
         .ok_or_else(|| CliError::Usage("-m MODEL is required".into()))?;
-    let model = load_quiet(path, true)?;
+    let model = load_quiet(path, Default::default())?;
     let context = ContextParams {
         n_threads: p.n_threads,
         ..Default::default()

@@ -80,8 +80,9 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
     let mut log = std::io::stderr();
     eprintln!("main: llamars llama-server {}", env!("CARGO_PKG_VERSION"));
     let path = p.common.model.clone();
-    let (model, t_load) =
-        tokio::task::block_in_place(|| crate::cli::common::load(&path, p.common.repack, &mut log))?;
+    let (model, t_load) = tokio::task::block_in_place(|| {
+        crate::cli::common::load(&path, p.common.model_params(), &mut log)
+    })?;
     let given = match &p.chat_template_file {
         Some(f) => Some((
             f.clone(),

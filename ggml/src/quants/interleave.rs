@@ -144,7 +144,9 @@ mod tests {
                     .collect();
                 let mut group = vec![0u8; rows.len()];
                 interleave_group(typ, n, &rows, &mut group);
-                assert_ne!(group, rows, "{typ}: the layout changes the order");
+                if split(typ) || n > typ.blck_size() {
+                    assert_ne!(group, rows, "{typ}: the layout changes the order");
+                }
                 let mut back = vec![0u8; rows.len()];
                 deinterleave_group(typ, n, &group, &mut back);
                 assert_eq!(back, rows, "{typ} {n}");

@@ -5,9 +5,12 @@ use std::ffi::OsStr;
 use std::path::PathBuf;
 
 use ggml::GgmlType;
+use llama::LoadMode;
 
 use crate::cli::args::{parse_params, Opt, Value};
-use crate::cli::common::{cache_type, default_threads, parse_self_extend, FlashAttn, MAX_THREADS};
+use crate::cli::common::{
+    cache_type, default_threads, load_mode, parse_self_extend, FlashAttn, MAX_THREADS,
+};
 use crate::cli::error::{CliError, Result, ValueError};
 
 /// Output formats (`-o`, `-oe`).
@@ -72,6 +75,8 @@ pub struct Params {
     pub flash_attn: Vec<FlashAttn>,
     /// Weight repacking at load (`--repack 0|1`; see `llama::ModelParams::repack`).
     pub repack: Vec<bool>,
+    /// How the weights are loaded (`-lm`).
+    pub load_mode: Vec<LoadMode>,
     /// Repetitions (`-r`).
     pub reps: usize,
     /// Format on `out` (`-o`).
@@ -115,6 +120,7 @@ impl Default for Params {
             n_threads: Vec::new(),
             flash_attn: Vec::new(),
             repack: Vec::new(),
+            load_mode: Vec::new(),
             reps: 5,
             output: Format::Md,
             output_err: Format::None,
@@ -162,6 +168,7 @@ impl Params {
         fill(&mut self.n_threads, default_threads());
         fill(&mut self.flash_attn, FlashAttn::Auto);
         fill(&mut self.repack, true);
+        fill(&mut self.load_mode, LoadMode::Auto);
     }
 
     /// Checks what the lists make together: every test's tokens must fit a context
@@ -180,6 +187,7 @@ impl Params {
         let n_tests = [
             self.models.len().max(1),
             self.repack.len(),
+            self.load_mode.len(),
             self.n_batch.len(),
             self.n_ubatch.len(),
             self.type_k.len(),
@@ -391,6 +399,10 @@ pub fn options() -> Vec<Opt<Params>> {
         ),
         Opt::value(&["-fa", "--flash-attn"], "on|off|auto", "flash attention (default: auto = on)", |p, v| {
             p.flash_attn.extend(list(v, flash_attn_value)?);
+            Ok(())
+        }),
+        Opt::value(&["-lm", "--load-mode"], "auto|none|mmap", "how to load the weights (default: auto: none = copied into huge pages when they take at most half the available memory, else mmap)", |p, v| {
+            p.load_mode.extend(list(v, load_mode)?);
             Ok(())
         }),
         Opt::value(&["--repack"], "0|1", "repack Q4_0/IQ4_NL/Q4_K weights at load (default: 1)", |p, v| {

@@ -8,6 +8,7 @@ use super::args::{defaults, Format, Params};
 use super::bandwidth::MemBandwidth;
 use super::result::TestResult;
 use crate::cli::common::FlashAttn;
+use llama::LoadMode;
 
 /// llama.cpp's field names (`test::get_fields`) followed by this runtime's extras.
 const FIELDS: &[&str] = &[
@@ -184,7 +185,7 @@ impl TestResult {
             text("auto"),
             text("0.00"),
             text("none"),
-            text("auto"),
+            text(i.load_mode.name()),
             text("auto"),
             Bool(false),
             Int(0),
@@ -235,6 +236,7 @@ fn md_column(field: &str) -> (&'static str, i32) {
         "flash_attn" => ("fa", 3),
         "fast_int8" => ("fast_int8", 9),
         "repack" => ("repack", 6),
+        "load_mode" => ("load_mode", 9),
         "test" => ("test", 15),
         "t/s" => ("t/s", 20),
         _ => ("?", 10),
@@ -299,6 +301,9 @@ impl Printer {
         if p.fast_int8 {
             fields.push("fast_int8");
         }
+        if p.load_mode != [LoadMode::Auto] {
+            fields.push("load_mode");
+        }
         if p.repack != [true] {
             fields.push("repack");
         }
@@ -355,6 +360,7 @@ impl Printer {
                         "flash_attn" => fa_int(i.flash_attn).to_string(),
                         "fast_int8" => u8::from(i.fast_int8).to_string(),
                         "repack" => u8::from(i.repack).to_string(),
+                        "load_mode" => i.load_mode.name().into(),
                         "test" => t.name(),
                         "t/s" => format!("{:.2} ± {:.2}", t.avg_ts(), t.stdev_ts()),
                         _ => String::new(),
@@ -479,6 +485,7 @@ mod tests {
                 flash_attn: FlashAttn::Auto,
                 fast_int8: false,
                 repack: true,
+                load_mode: LoadMode::Auto,
             },
             test_time: "2026-01-01T00:00:00Z".into(),
             samples_ns: samples.to_vec(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ggml::GgmlType;
-use llama::{Batch, ContextParams, LlamaContext, Model};
+use llama::{Batch, ContextParams, LlamaContext, LoadMode, Model, ModelParams};
 
 use super::args::{Format, Params};
 use super::bandwidth::{measure_bandwidth, MemBandwidth};
@@ -46,6 +46,22 @@ pub struct Instance {
     pub fast_int8: bool,
     /// Weights repacked at load.
     pub repack: bool,
+    /// How the weights are loaded.
+    pub load_mode: LoadMode,
+}
+
+/// What a loaded model can be reused for: its file, repacking and load mode.
+type ModelKey = (PathBuf, bool, LoadMode);
+
+impl Instance {
+    /// How to load this test's model.
+    fn model_params(&self) -> ModelParams {
+        ModelParams {
+            repack: self.repack,
+            load_mode: self.load_mode,
+            ..Default::default()
+        }
+    }
 }
 
 /// The tests, in llama.cpp's order (`get_cmd_params_instances`): by model, repacking,
@@ -53,10 +69,14 @@ pub struct Instance {
 /// tests, the generation tests and the `-pg` tests.
 pub fn instances(p: &Params) -> Vec<Instance> {
     let mut out = Vec::new();
-    for (m, &repack) in p
+    let loads = p
+        .load_mode
+        .iter()
+        .flat_map(|&lm| p.repack.iter().map(move |&r| (lm, r)));
+    for (m, (load_mode, repack)) in p
         .models
         .iter()
-        .flat_map(|m| p.repack.iter().map(move |r| (m, r)))
+        .flat_map(|m| loads.clone().map(move |l| (m, l)))
     {
         for &nb in &p.n_batch {
             for &nub in &p.n_ubatch {
@@ -78,6 +98,7 @@ pub fn instances(p: &Params) -> Vec<Instance> {
                                         flash_attn: fa,
                                         fast_int8: p.fast_int8,
                                         repack,
+                                        load_mode,
                                     };
                                     out.extend(
                                         p.n_prompt.iter().filter(|&&n| n > 0).map(|&n| inst(n, 0)),
@@ -272,7 +293,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Vec<T
     let _ = write!(log, "{}", pe.header());
     let _ = out.flush();
     let mut rng = Rng::new(1);
-    let mut loaded: Option<((PathBuf, bool), Arc<Model>, ModelCost)> = None;
+    let mut loaded: Option<(ModelKey, Arc<Model>, ModelCost)> = None;
     let mut results = Vec::new();
     for (k, inst) in insts.iter().enumerate() {
         if p.progress {
@@ -284,18 +305,22 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Vec<T
             );
         }
         let (path, model, cost) = match loaded.take() {
-            Some(same) if same.0 == (inst.model.clone(), inst.repack) => same,
+            Some(same) if same.0 == (inst.model.clone(), inst.repack, inst.load_mode) => same,
             previous => {
                 // Free the previous model before loading the next.
                 drop(previous);
-                let model = load_quiet(&inst.model, inst.repack)?;
+                let model = load_quiet(&inst.model, inst.model_params())?;
                 if p.verbose {
                     for line in model.summary() {
                         let _ = writeln!(log, "{line}");
                     }
                 }
                 let cost = model_cost(&model);
-                ((inst.model.clone(), inst.repack), model, cost)
+                (
+                    (inst.model.clone(), inst.repack, inst.load_mode),
+                    model,
+                    cost,
+                )
             }
         };
         let r = run_test(&model, inst, p, &mut rng, cost, membw)?;
