@@ -68,9 +68,24 @@ pub fn interleave_group(typ: GgmlType, n: usize, rows: &[u8], group: &mut [u8]) 
 /// into `rows`. Panics as [`interleave_group`].
 pub fn deinterleave_group(typ: GgmlType, n: usize, group: &[u8], rows: &mut [u8]) {
     let (size, nb) = check(typ, n, rows.len(), group.len());
-    for r in 0..GROUP {
-        for b in 0..nb {
-            read_block(typ, group, b, r, &mut rows[(r * nb + b) * size..][..size]);
+    if !split(typ) {
+        for (b, col) in group.chunks_exact(GROUP * size).enumerate() {
+            for (r, blk) in col.chunks_exact(size).enumerate() {
+                rows[(r * nb + b) * size..][..size].copy_from_slice(blk);
+            }
+        }
+        return;
+    }
+    // Fixed sizes, so that each piece is one move (prompts de-interleave every tile).
+    const Q: usize = 16;
+    for (b, col) in group.chunks_exact(GROUP * (D + Q)).enumerate() {
+        let (ds, qs) = col.split_at(GROUP * D);
+        for r in 0..GROUP {
+            let blk: &mut [u8; D + Q] = (&mut rows[(r * nb + b) * (D + Q)..][..D + Q])
+                .try_into()
+                .expect("an 18-byte block");
+            blk[..D].copy_from_slice(&ds[D * r..D * r + D]);
+            blk[D..].copy_from_slice(&qs[Q * r..Q * r + Q]);
         }
     }
 }
