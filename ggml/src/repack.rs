@@ -19,9 +19,9 @@ use crate::error::{Error, Result};
 use crate::quants::interleave::{self, GROUP};
 use crate::tensor::{Tensor, TensorId};
 
-/// Whether `t` can be repacked: a dense 2-D tensor of a type that [`interleaves`]
-/// (interleave::interleaves), with whole groups of 8 rows, whose bytes lie in a
-/// read-only file mapping.
+/// Whether `t` can be repacked: a dense 2-D tensor of a type that
+/// [`interleaves`](interleave::interleaves), with whole groups of 8 rows, whose bytes
+/// lie in a read-only file mapping.
 pub fn can_repack(t: &Tensor) -> bool {
     let mapped = t
         .data
