@@ -133,8 +133,11 @@ impl Buffer {
         // the next access read them from the file again (the same bytes, as long as
         // nobody changes the file, which mapping it already relies on), so no Rust
         // reference into the mapping sees its bytes change.
+        #[cfg(unix)]
         let _ =
             unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
+        #[cfg(not(unix))]
+        let _ = map;
     }
 
     /// Wraps a read-only file mapping: tensors placed in it are zero-copy views of
