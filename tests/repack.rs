@@ -15,7 +15,7 @@ fn weight(ctx: &mut Context, typ: GgmlType, k: usize, m: usize, repack: bool) ->
     let bytes = ggml::quants::quantize(typ, &values, k).expect("quantize");
     let w = common::weight_tensor(ctx, typ, &[k, m], &bytes, true);
     if repack {
-        let buffer = ggml::repack::repack_weights(ctx, &[w]).expect("repack");
+        let buffer = ggml::repack::repack_weights(ctx, &[w], None).expect("repack");
         assert!(
             buffer.is_some_and(|b| b.is_interleaved()),
             "{typ} [{k}, {m}]"
@@ -100,7 +100,7 @@ fn only_whole_groups_of_the_repacked_types_move() {
         let bytes = ggml::quants::quantize(GgmlType::Q4_0, &vec![0.5; 256 * 16], 256).unwrap();
         common::weight_tensor(&mut ctx, GgmlType::Q4_0, &[256, 16], &bytes, false)
     };
-    let moved = ggml::repack::repack_weights(&mut ctx, &[odd, q8, owned]).expect("repack");
+    let moved = ggml::repack::repack_weights(&mut ctx, &[odd, q8, owned], None).expect("repack");
     assert!(moved.is_none());
 }
 
@@ -163,7 +163,7 @@ fn copies_keep_the_layout() {
         (out, ctx.get_bytes(q8).unwrap())
     };
     let before = run(&ctx);
-    let buffer = ggml::repack::copy_weights(&mut ctx, &[q8, packed, x]).expect("copy");
+    let buffer = ggml::repack::copy_weights(&mut ctx, &[q8, packed, x], None).expect("copy");
     let buffer = buffer.expect("the mapped Q8_0 weight moves");
     assert!(!buffer.is_interleaved() && !buffer.is_writable());
     let data = |id| ctx.tensor(id).data.clone().unwrap().buffer;
@@ -177,4 +177,26 @@ fn copies_keep_the_layout() {
         .iter()
         .zip(&after.0)
         .all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+/// Loading reports its progress through the moves, which take most of a load's time:
+/// rising fractions past the tensors' creation, ending at 1.
+#[test]
+fn loading_reports_the_moves() {
+    let Some(path) = common::shared_file("models/synth-llama-q4_0.gguf") else {
+        return;
+    };
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let params = llama::ModelParams {
+        progress: Some(Box::new(move |f| log.lock().unwrap().push(f))),
+        load_mode: llama::LoadMode::None,
+        ..Default::default()
+    };
+    llama::load_model(&path, params).expect("load");
+    let seen = seen.lock().unwrap();
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert_eq!(seen.last(), Some(&1.0));
+    let moving = seen.iter().filter(|&&f| f > 0.1 && f < 1.0).count();
+    assert!(moving > 0, "no progress while moving the weights: {seen:?}");
 }

@@ -41,12 +41,30 @@ pub(crate) fn is_interleavable(t: &Tensor) -> bool {
         && t.view_src.is_none()
 }
 
+/// Reports a move's progress: bytes moved so far, of how many.
+pub type Progress<'a> = Option<&'a mut dyn FnMut(usize, usize)>;
+
 /// Moves the tensors `ids` of `ctx` that [`can_repack`] into one new interleaved
-/// buffer, repoints them there, and releases their pages of the file mapping. Returns
-/// that buffer (`None` when no tensor qualified); the others are left as they are.
-/// [`Error::Alloc`] when the memory cannot be had (nothing is changed then).
-pub fn repack_weights(ctx: &mut Context, ids: &[TensorId]) -> Result<Option<Arc<Buffer>>> {
-    move_weights(ctx, ids, can_repack, true)
+/// buffer, repoints them there, and releases their pages of the file mapping, calling
+/// `progress` after each tensor. Returns that buffer (`None` when no tensor
+/// qualified); the others are left as they are. [`Error::Alloc`] when the memory
+/// cannot be had (nothing is changed then).
+pub fn repack_weights(
+    ctx: &mut Context,
+    ids: &[TensorId],
+    progress: Progress<'_>,
+) -> Result<Option<Arc<Buffer>>> {
+    move_weights(ctx, ids, can_repack, true, progress)
+}
+
+/// The bytes [`repack_weights`] would move for `ids`.
+pub fn repack_bytes(ctx: &Context, ids: &[TensorId]) -> usize {
+    plan(ctx, ids, can_repack).1
+}
+
+/// The bytes [`copy_weights`] would move for `ids`.
+pub fn copy_bytes(ctx: &Context, ids: &[TensorId]) -> usize {
+    plan(ctx, ids, can_copy).1
 }
 
 /// Whether `t` can be copied by [`copy_weights`]: a whole dense tensor whose bytes lie
@@ -62,21 +80,24 @@ pub fn can_copy(t: &Tensor) -> bool {
 /// Copies the tensors `ids` of `ctx` that [`can_copy`] out of their file mapping into
 /// one new read-only buffer of huge pages (where the system grants them), as they are,
 /// repoints them there, and releases their mapped pages: the layout of llama.cpp's
-/// `--no-mmap`, with fewer TLB misses for the GEMVs that stream them. Returns that
-/// buffer (`None` when no tensor qualified). [`Error::Alloc`] when the memory cannot
-/// be had (nothing is changed then).
-pub fn copy_weights(ctx: &mut Context, ids: &[TensorId]) -> Result<Option<Arc<Buffer>>> {
-    move_weights(ctx, ids, can_copy, false)
-}
-
-/// The tensors of `ids` that `take` accepts, moved into one new weights buffer
-/// (interleaved or not), their mapped pages released tensor by tensor.
-fn move_weights(
+/// `--no-mmap`, with fewer TLB misses for the GEMVs that stream them. Calls `progress`
+/// after each tensor. Returns that buffer (`None` when no tensor qualified).
+/// [`Error::Alloc`] when the memory cannot be had (nothing is changed then).
+pub fn copy_weights(
     ctx: &mut Context,
     ids: &[TensorId],
-    take: fn(&Tensor) -> bool,
-    interleaved: bool,
+    progress: Progress<'_>,
 ) -> Result<Option<Arc<Buffer>>> {
+    move_weights(ctx, ids, can_copy, false, progress)
+}
+
+/// The tensors of `ids` that `take` accepts, each with its offset in the buffer that
+/// will hold them, and that buffer's size.
+fn plan(
+    ctx: &Context,
+    ids: &[TensorId],
+    take: fn(&Tensor) -> bool,
+) -> (Vec<(TensorId, usize)>, usize) {
     let mut plan: Vec<(TensorId, usize)> = Vec::new();
     let mut len = 0usize;
     for &id in ids {
@@ -86,6 +107,19 @@ fn move_weights(
             len = (len + t.nbytes()).next_multiple_of(BUFFER_ALIGN);
         }
     }
+    (plan, len)
+}
+
+/// The tensors of `ids` that `take` accepts, moved into one new weights buffer
+/// (interleaved or not), their mapped pages released tensor by tensor.
+fn move_weights(
+    ctx: &mut Context,
+    ids: &[TensorId],
+    take: fn(&Tensor) -> bool,
+    interleaved: bool,
+    mut progress: Progress<'_>,
+) -> Result<Option<Arc<Buffer>>> {
+    let (plan, len) = plan(ctx, ids, take);
     if plan.is_empty() {
         return Ok(None);
     }
@@ -108,6 +142,9 @@ fn move_weights(
             // Tensor by tensor, so that at most one is resident twice while loading.
             if let Some(old) = &t.data {
                 old.buffer.release_pages(old.offset, t.nbytes());
+            }
+            if let Some(p) = progress.as_mut() {
+                p(at + t.nbytes(), len);
             }
         }
         Ok(())

@@ -17,7 +17,8 @@ use crate::vocab::Vocab;
 
 /// How to load a model.
 pub struct ModelParams {
-    /// Called with the fraction of tensors set up so far (0 to 1).
+    /// Called with the fraction of the load done so far (0 to 1): the tensors
+    /// created, then the bytes moved out of the file mapping.
     pub progress: Option<Box<dyn FnMut(f32)>>,
     /// Repack the matrix weights of Q4_0, IQ4_NL and Q4_K into 8-row interleaves at
     /// load time ([`ggml::repack`]; llama.cpp's `--repack`, on by default): faster
@@ -316,6 +317,24 @@ pub fn load_hparams(g: &Gguf, arch: Arch, n_vocab: usize) -> Result<Hparams> {
     Ok(hp)
 }
 
+/// The part of the progress bar for creating the tensors; moving weights out of the
+/// mapping (the slow part of a load) takes the rest.
+const CREATE_SHARE: f32 = 0.1;
+
+/// A move's progress (bytes `done` of this move, which starts after `before` of the
+/// `total` bytes to move) as the load's fraction, for `progress`.
+fn report(
+    progress: &mut Option<Box<dyn FnMut(f32)>>,
+    before: usize,
+    total: usize,
+) -> impl FnMut(usize, usize) + '_ {
+    move |done, _| {
+        if let Some(p) = progress.as_mut() {
+            p(CREATE_SHARE + (1.0 - CREATE_SHARE) * (before + done) as f32 / total as f32);
+        }
+    }
+}
+
 /// Creates the model's tensors in a context, checking names, shapes and types.
 pub struct TensorLoader<'a> {
     file: &'a GgufFile,
@@ -370,7 +389,7 @@ impl TensorLoader<'_> {
             self.n_done += 1;
             let total = g.n_tensors().max(1);
             if let Some(p) = self.progress.as_mut() {
-                p(self.n_done as f32 / total as f32);
+                p(CREATE_SHARE * self.n_done as f32 / total as f32);
             }
         }
         Ok(Some(id))
@@ -383,33 +402,34 @@ impl TensorLoader<'_> {
     /// which reads all of them every token). [`LlamaError::Ggml`] when the memory
     /// cannot be had.
     fn place(&mut self, w: &crate::model::Weights, repack: bool, mode: LoadMode) -> Result<()> {
-        let matrices: Vec<TensorId> = self
-            .ctx
+        use ggml::repack::{can_copy, can_repack, copy_weights, repack_weights};
+        let ctx = &mut *self.ctx;
+        let matrices: Vec<TensorId> = ctx
             .ids()
             .filter(|&id| {
-                let ne = self.ctx.tensor(id).ne;
+                let ne = ctx.tensor(id).ne;
                 ne[1] > 1 && ne[2] == 1 && ne[3] == 1
             })
             .collect();
-        if repack {
-            let others: Vec<TensorId> = matrices
-                .iter()
-                .copied()
-                .filter(|&id| id != w.tok_embd)
-                .collect();
-            ggml::repack::repack_weights(self.ctx, &others)?;
-        }
-        let read_whole: Vec<TensorId> = matrices
+        let repacked: Vec<TensorId> = matrices
+            .iter()
+            .copied()
+            .filter(|&id| repack && id != w.tok_embd && can_repack(ctx.tensor(id)))
+            .collect();
+        let copied: Vec<TensorId> = matrices
             .into_iter()
             .filter(|&id| id != w.tok_embd || w.tied_output)
-            .filter(|&id| ggml::repack::can_copy(self.ctx.tensor(id)))
+            .filter(|&id| !repacked.contains(&id) && can_copy(ctx.tensor(id)))
             .collect();
-        let bytes: usize = read_whole
-            .iter()
-            .map(|&id| self.ctx.tensor(id).nbytes())
-            .sum();
-        if mode.copies(bytes as u64, available_memory()) {
-            ggml::repack::copy_weights(self.ctx, &read_whole)?;
+        let bytes =
+            |ids: &[TensorId]| -> usize { ids.iter().map(|&id| ctx.tensor(id).nbytes()).sum() };
+        let (to_repack, to_copy) = (bytes(&repacked), bytes(&copied));
+        let copies = mode.copies(to_copy as u64, available_memory());
+        let total = (to_repack + if copies { to_copy } else { 0 }).max(1);
+        let progress = &mut self.progress;
+        repack_weights(ctx, &repacked, Some(&mut report(progress, 0, total)))?;
+        if copies {
+            copy_weights(ctx, &copied, Some(&mut report(progress, to_repack, total)))?;
         }
         Ok(())
     }
