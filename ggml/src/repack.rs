@@ -57,16 +57,6 @@ pub fn repack_weights(
     move_weights(ctx, ids, can_repack, true, progress)
 }
 
-/// The bytes [`repack_weights`] would move for `ids`.
-pub fn repack_bytes(ctx: &Context, ids: &[TensorId]) -> usize {
-    plan(ctx, ids, can_repack).1
-}
-
-/// The bytes [`copy_weights`] would move for `ids`.
-pub fn copy_bytes(ctx: &Context, ids: &[TensorId]) -> usize {
-    plan(ctx, ids, can_copy).1
-}
-
 /// Whether `t` can be copied by [`copy_weights`]: a whole dense tensor whose bytes lie
 /// in a read-only mapping (not already interleaved).
 pub fn can_copy(t: &Tensor) -> bool {

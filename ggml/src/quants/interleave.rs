@@ -29,20 +29,34 @@ fn split(typ: GgmlType) -> bool {
     matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL)
 }
 
-/// Bytes of the scale at the start of a split block.
+/// Bytes of the scale at the start of a split block, and of the nibbles after it.
 const D: usize = 2;
+const Q: usize = 16;
 
-/// Where byte `i` of row `r`'s block `b` lies in the group, for `typ` with blocks of
-/// `size` bytes.
-#[inline]
-fn at(typ: GgmlType, size: usize, b: usize, r: usize, i: usize) -> usize {
-    let col = GROUP * size * b;
-    if !split(typ) {
-        col + size * r + i
-    } else if i < D {
-        col + D * r + i
-    } else {
-        col + GROUP * D + (size - D) * r + (i - D)
+/// Calls `f(at_row, at_group, len)` for every piece the layout moves, of the rows of
+/// `rows` (all 8 by default) among the 8 rows of `nb` blocks of `size` bytes: `len`
+/// bytes at `at_row` in the rows one after the other, at `at_group` in the group. A
+/// block is one piece, or (split types) its scale and its nibbles; piece `(off, len)`
+/// of row `r`'s block `b` lies at `8·size·b + 8·off + len·r` of the group.
+fn for_each_piece(
+    typ: GgmlType,
+    size: usize,
+    nb: usize,
+    rows: std::ops::Range<usize>,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let (halves, whole) = ([(0, D), (D, size - D)], [(0, size)]);
+    let pieces: &[(usize, usize)] = if split(typ) { &halves } else { &whole };
+    for r in rows {
+        for b in 0..nb {
+            for &(off, len) in pieces {
+                f(
+                    (r * nb + b) * size + off,
+                    GROUP * (size * b + off) + len * r,
+                    len,
+                );
+            }
+        }
     }
 }
 
@@ -54,14 +68,9 @@ fn at(typ: GgmlType, size: usize, b: usize, r: usize, i: usize) -> usize {
 /// slice is not `8 · row_size(n)` bytes.
 pub fn interleave_group(typ: GgmlType, n: usize, rows: &[u8], group: &mut [u8]) {
     let (size, nb) = check(typ, n, rows.len(), group.len());
-    for r in 0..GROUP {
-        for b in 0..nb {
-            let blk = &rows[(r * nb + b) * size..][..size];
-            copy_block(typ, size, b, r, blk, |o, v| {
-                group[o..o + v.len()].copy_from_slice(v)
-            });
-        }
-    }
+    for_each_piece(typ, size, nb, 0..GROUP, |at_row, at_group, len| {
+        group[at_group..at_group + len].copy_from_slice(&rows[at_row..at_row + len])
+    });
 }
 
 /// The inverse of [`interleave_group`]: the 8 rows of `group`, one after the other,
@@ -69,15 +78,13 @@ pub fn interleave_group(typ: GgmlType, n: usize, rows: &[u8], group: &mut [u8]) 
 pub fn deinterleave_group(typ: GgmlType, n: usize, group: &[u8], rows: &mut [u8]) {
     let (size, nb) = check(typ, n, rows.len(), group.len());
     if !split(typ) {
-        for (b, col) in group.chunks_exact(GROUP * size).enumerate() {
-            for (r, blk) in col.chunks_exact(size).enumerate() {
-                rows[(r * nb + b) * size..][..size].copy_from_slice(blk);
-            }
-        }
+        for_each_piece(typ, size, nb, 0..GROUP, |at_row, at_group, len| {
+            rows[at_row..at_row + len].copy_from_slice(&group[at_group..at_group + len])
+        });
         return;
     }
-    // Fixed sizes, so that each piece is one move (prompts de-interleave every tile).
-    const Q: usize = 16;
+    // `for_each_piece`'s placement with fixed sizes, so that each piece is one move
+    // (prompts de-interleave every tile; per-piece `memcpy` calls cost 3-4% of one).
     for (b, col) in group.chunks_exact(GROUP * (D + Q)).enumerate() {
         let (ds, qs) = col.split_at(GROUP * D);
         for r in 0..GROUP {
@@ -90,42 +97,15 @@ pub fn deinterleave_group(typ: GgmlType, n: usize, group: &[u8], rows: &mut [u8]
     }
 }
 
-/// Block `b` of row `r` of an interleaved `group` of `typ`, copied into `blk` (one
-/// block).
-#[inline]
-pub fn read_block(typ: GgmlType, group: &[u8], b: usize, r: usize, blk: &mut [u8]) {
-    let size = blk.len();
-    let d = if split(typ) { D } else { size };
-    blk[..d].copy_from_slice(&group[at(typ, size, b, r, 0)..][..d]);
-    if d < size {
-        blk[d..].copy_from_slice(&group[at(typ, size, b, r, d)..][..size - d]);
-    }
-}
-
 /// Row `r` (`< 8`) of an interleaved `group` of rows of `n` elements of `typ`, into
 /// `row` (one row). Panics as [`interleave_group`] on sizes.
 pub fn read_row(typ: GgmlType, n: usize, group: &[u8], r: usize, row: &mut [u8]) {
     let (size, nb) = check(typ, n, GROUP * row.len(), group.len());
     assert!(r < GROUP, "row {r} of an {GROUP}-row group");
-    for (b, blk) in row.chunks_exact_mut(size).enumerate().take(nb) {
-        read_block(typ, group, b, r, blk);
-    }
-}
-
-fn copy_block(
-    typ: GgmlType,
-    size: usize,
-    b: usize,
-    r: usize,
-    blk: &[u8],
-    mut put: impl FnMut(usize, &[u8]),
-) {
-    if split(typ) {
-        put(at(typ, size, b, r, 0), &blk[..D]);
-        put(at(typ, size, b, r, D), &blk[D..]);
-    } else {
-        put(at(typ, size, b, r, 0), blk);
-    }
+    let start = r * nb * size;
+    for_each_piece(typ, size, nb, r..r + 1, |at_row, at_group, len| {
+        row[at_row - start..at_row - start + len].copy_from_slice(&group[at_group..at_group + len])
+    });
 }
 
 /// `(block size in bytes, blocks per row)`, after checking the sizes.

@@ -45,6 +45,15 @@ struct Rows {
     next: [*const u8; TILE],
 }
 
+impl Rows {
+    fn new(rows: &[&[u8]; TILE], next: &[&[u8]; TILE]) -> Rows {
+        Rows {
+            r: rows.map(|r| r.as_ptr()),
+            next: next.map(|r| r.as_ptr()),
+        }
+    }
+}
+
 impl Blocks for Rows {
     #[inline(always)]
     unsafe fn block(self, i: usize, b: usize, w: usize) -> *const u8 {
@@ -456,12 +465,8 @@ pub(super) unsafe fn gemv_avx2(
     a: &[u8],
     acc: &mut Acc,
 ) -> bool {
-    let w = Rows {
-        r: rows.map(|r| r.as_ptr()),
-        next: next.map(|r| r.as_ptr()),
-    };
     // SAFETY: this fn's `# Safety` contract.
-    unsafe { avx2_of(p, typ, n, w, a, acc) }
+    unsafe { avx2_of(p, typ, n, Rows::new(rows, next), a, acc) }
 }
 
 /// [`gemv_avx2`] with AVX-512 VNNI for Q4_0 and IQ4_NL.
@@ -478,12 +483,8 @@ pub(super) unsafe fn gemv_vnni(
     a: &[u8],
     acc: &mut Acc,
 ) -> bool {
-    let w = Rows {
-        r: rows.map(|r| r.as_ptr()),
-        next: next.map(|r| r.as_ptr()),
-    };
     // SAFETY: this fn's `# Safety` contract.
-    unsafe { vnni_of(p, typ, n, w, a, acc) }
+    unsafe { vnni_of(p, typ, n, Rows::new(rows, next), a, acc) }
 }
 
 /// [`super::GroupGemv`] with AVX2: [`gemv_avx2`] over one interleaved group.
