@@ -274,6 +274,7 @@ fn repacking_keeps_the_bits() {
         "synth-llama-q4_0",
         "synth-llama-iq4_nl",
         "synth-llama-q4_k_m",
+        "synth-llama-q2_k",
         "synth-qwen2-q4_0",
     ] {
         let Some(g) = read_golden(&format!("golden/logits/{name}.json")) else {

@@ -7,7 +7,12 @@ mod common;
 
 use ggml::{Context, Error, GgmlType, Graph, TensorId};
 
-const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_K];
+const TYPES: [GgmlType; 4] = [
+    GgmlType::Q4_0,
+    GgmlType::IQ4_NL,
+    GgmlType::Q4_K,
+    GgmlType::Q2_K,
+];
 
 /// A mapped weight `[k, m]` of `typ` with random values, repacked when `repack`.
 fn weight(ctx: &mut Context, typ: GgmlType, k: usize, m: usize, repack: bool) -> TensorId {

@@ -20,8 +20,9 @@ use crate::quants::interleave::{self, GROUP};
 use crate::tensor::{Tensor, TensorId};
 
 /// Whether `t` can be repacked: a dense 2-D tensor of a type that
-/// [`interleaves`](interleave::interleaves), with whole groups of 8 rows, whose bytes
-/// lie in a read-only file mapping.
+/// [`interleaves`](interleave::interleaves) and that llama.cpp repacks on this CPU
+/// ([`crate::quants::batch::repacks`]), with whole groups of 8 rows, whose bytes lie in
+/// a read-only file mapping.
 pub fn can_repack(t: &Tensor) -> bool {
     let mapped = t
         .data
@@ -33,6 +34,7 @@ pub fn can_repack(t: &Tensor) -> bool {
 /// Whether `t`'s shape and type fit the interleaved layout (whatever its memory).
 pub(crate) fn is_interleavable(t: &Tensor) -> bool {
     interleave::interleaves(t.typ)
+        && crate::quants::batch::repacks(t.typ, t.ne[1])
         && t.ne[2] == 1
         && t.ne[3] == 1
         && t.ne[1].is_multiple_of(GROUP)

@@ -20,7 +20,7 @@ pub struct ModelParams {
     /// Called with the fraction of the load done so far (0 to 1): the tensors
     /// created, then the bytes moved out of the file mapping.
     pub progress: Option<Box<dyn FnMut(f32)>>,
-    /// Repack the matrix weights of Q4_0, IQ4_NL and Q4_K into 8-row interleaves at
+    /// Repack the matrix weights of Q4_0, IQ4_NL, Q4_K and Q2_K into 8-row interleaves at
     /// load time ([`ggml::repack`]; llama.cpp's `--repack`, on by default): faster
     /// generation for a copy of those weights in memory in place of their mapped pages.
     pub repack: bool,

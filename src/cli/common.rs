@@ -429,7 +429,7 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
             "Q8_0/Q5_0 prompts summed in integer blocks (int8 VNNI GEMM): about 2x the default speed, logits not bit-identical to llama.cpp's",
             |p| p.as_mut().fast_int8 = true,
         ),
-        Opt::flag(&["--repack"], "repack Q4_0/IQ4_NL/Q4_K weights into 8-row interleaves at load (default: enabled)", |p| {
+        Opt::flag(&["--repack"], "repack Q4_0/IQ4_NL/Q4_K/Q2_K weights into 8-row interleaves at load (default: enabled)", |p| {
             p.as_mut().repack = true
         }),
         Opt::flag(&["-nr", "--no-repack"], "keep the weights as the file stores them", |p| {

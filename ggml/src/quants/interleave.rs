@@ -8,7 +8,7 @@
 //! - Q4_0 and IQ4_NL (`d: f16` then 16 bytes of nibbles): the 8 rows' `d` first
 //!   (16 bytes, converted by one `vcvtph2ps`), then their nibbles in row order
 //!   (128 bytes: rows 0-3 and 4-7 each one 512-bit load, a row per 128-bit lane);
-//! - Q4_K: the 8 rows' blocks as they are, one after the other.
+//! - Q4_K and Q2_K: the 8 rows' blocks as they are, one after the other.
 //!
 //! Only the order of bytes changes, so kernels reading this layout compute the same
 //! integers and floats as from the rows, bit for bit.
@@ -21,7 +21,10 @@ pub const GROUP: usize = 8;
 /// Whether weights of `typ` are repacked into this layout (the types with a GEMV that
 /// reads it).
 pub fn interleaves(typ: GgmlType) -> bool {
-    matches!(typ, GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::Q4_K)
+    matches!(
+        typ,
+        GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::Q4_K | GgmlType::Q2_K
+    )
 }
 
 /// Whether `typ`'s blocks are split into their scales and nibbles (see the module doc).
@@ -127,7 +130,12 @@ mod tests {
     #[test]
     fn round_trip_and_rows() {
         let mut s = 0x5151_2323_abcd_0101u64;
-        for typ in [GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_K] {
+        for typ in [
+            GgmlType::Q4_0,
+            GgmlType::IQ4_NL,
+            GgmlType::Q4_K,
+            GgmlType::Q2_K,
+        ] {
             for n in [256, 512, 1280] {
                 let rows: Vec<u8> = (0..GROUP * typ.row_size(n))
                     .map(|_| {

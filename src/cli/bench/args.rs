@@ -405,7 +405,7 @@ pub fn options() -> Vec<Opt<Params>> {
             p.load_mode.extend(list(v, load_mode)?);
             Ok(())
         }),
-        Opt::value(&["--repack"], "0|1", "repack Q4_0/IQ4_NL/Q4_K weights at load (default: 1)", |p, v| {
+        Opt::value(&["--repack"], "0|1", "repack Q4_0/IQ4_NL/Q4_K/Q2_K weights at load (default: 1)", |p, v| {
             p.repack.extend(list(v, repack_value)?);
             Ok(())
         }),

@@ -321,6 +321,33 @@ unsafe fn k4_scales_mins(p: *const u8) -> (__m128i, __m128i) {
     }
 }
 
+/// One super-block's step of the repack chain in a K-quant GEMV: the 8 rows' `d` and
+/// `dmin` (f16 at `o_d` and `o_d + 2` of their blocks `blks`) and the Q8_K block
+/// `ablk`'s `d`, applied to the rows' integer sums `s1` and `Σ m · bsum` `s2`.
+///
+/// # Safety
+/// `blks` readable for `o_d + 4` bytes each, `ablk` for 4; AVX2, FMA and F16C
+/// enabled in the caller.
+#[inline(always)]
+unsafe fn k_step(
+    p: &Plan,
+    blks: &[*const u8; TILE],
+    o_d: usize,
+    ablk: *const u8,
+    (s1, s2): (__m256i, __m256i),
+    (sum, summ): (&mut F8, &mut F8),
+) {
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let (d, dmin) = (f16x8_at(blks, o_d), f16x8_at(blks, o_d + 2));
+        let dy = F8(_mm256_set1_ps(f32::from_le_bytes(
+            *(ablk as *const [u8; 4]),
+        )));
+        chunk_step(p, s1, s2, d, dmin, dy, sum, summ);
+    }
+}
+
 /// The repack GEMV of Q4_K against one Q8_K activation row: per super-block, each
 /// row's `Σ sc · (q · a)` over its eight 32-element sub-blocks and `Σ m · bsum`, exact
 /// in `i32`, then the repack chain ([`chunk_step`] with a 256-element chunk), as the
@@ -382,11 +409,89 @@ unsafe fn gemv_q4k(p: &Plan, n: usize, w: impl Blocks, a: &[u8], st: &mut Acc) {
             };
             let s2 = _mm256_set_m128i(h(vm[4], vm[5], vm[6], vm[7]), h(vm[0], vm[1], vm[2], vm[3]));
             let s1 = reduce8(&v);
-            let (d, dmin) = (f16x8_at(&blks, 0), f16x8_at(&blks, 2));
-            let dy = F8(_mm256_set1_ps(f32::from_le_bytes(
-                *(ablk as *const [u8; 4]),
-            )));
-            chunk_step(p, s1, s2, d, dmin, dy, &mut sum, &mut summ);
+            k_step(p, &blks, 0, ablk, (s1, s2), (&mut sum, &mut summ));
+        }
+        _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
+        _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
+    }
+}
+
+/// The repack GEMV of Q2_K against one Q8_K activation row (llama.cpp's
+/// `ggml_gemv_q2_K_8x8_q8_K`): per super-block, each row's `Σ sc · (q · a)` over its
+/// sixteen 16-element sub-blocks and `Σ m · bsum`, exact in `i32`, then one step of
+/// the repack chain for the whole 256 elements.
+///
+/// A 32-byte load of `qs` holds, at shift `2j`, 32 consecutive elements: two
+/// sub-blocks, one per 128-bit lane after `maddubs`, so each lane is scaled by its own
+/// sub-block's scale.
+///
+/// # Safety
+/// Each of `w`'s rows holds `n / 256` Q2_K blocks, `a` the `n / 256` Q8_K blocks of
+/// the activation row; AVX2, FMA and F16C enabled in the caller.
+#[inline(always)]
+unsafe fn gemv_q2k(p: &Plan, n: usize, w: impl Blocks, a: &[u8], st: &mut Acc) {
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        use std::mem::offset_of;
+        const W: usize = std::mem::size_of::<BlockQ2K>();
+        const A: usize = 292;
+        let (o_scales, o_qs, o_d) = (
+            offset_of!(BlockQ2K, scales),
+            offset_of!(BlockQ2K, qs),
+            offset_of!(BlockQ2K, d),
+        );
+        let m3 = _mm256_set1_epi8(3);
+        let m4 = _mm_set1_epi8(0xF);
+        // Shift `2j` of a 32-byte load holds sub-blocks `2j` (low lane) and `2j + 1`
+        // (high lane) of its half: the shuffles that pick their scales out of the
+        // half's eight, as 16-bit lanes.
+        let pick: [__m256i; 4] = std::array::from_fn(|j| {
+            let at = |k: usize| _mm_set1_epi16(0x0100 + 0x0202 * k as i16);
+            _mm256_set_m128i(at(2 * j + 1), at(2 * j))
+        });
+        let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
+        let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
+        for b in 0..n / QK_K {
+            let ablk = a.as_ptr().add(A * b);
+            let y: [__m256i; 8] = std::array::from_fn(|j| ld(ablk.add(4 + 32 * j)));
+            let bsums = ld(ablk.add(260));
+            let mut v = [_mm256_setzero_si256(); TILE];
+            let mut vm = [_mm256_setzero_si256(); TILE];
+            w.ahead(b, W);
+            let blks: [*const u8; TILE] = std::array::from_fn(|i| w.block(i, b, W));
+            for i in 0..TILE {
+                let blk = blks[i];
+                let sm = _mm_loadu_si128(blk.add(o_scales) as *const __m128i);
+                let sc = _mm_and_si128(sm, m4);
+                let m = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(sm), m4));
+                vm[i] = _mm256_madd_epi16(m, bsums);
+                let mut acc = _mm256_setzero_si256();
+                for half in 0..2 {
+                    let x = ld(blk.add(o_qs + 32 * half));
+                    let q = [
+                        _mm256_and_si256(x, m3),
+                        _mm256_and_si256(_mm256_srli_epi16::<2>(x), m3),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(x), m3),
+                        _mm256_and_si256(_mm256_srli_epi16::<6>(x), m3),
+                    ];
+                    // The half's eight scales as 16-bit lanes, in both 128-bit lanes.
+                    let sc8 = if half == 0 {
+                        sc
+                    } else {
+                        _mm_unpackhi_epi64(sc, sc)
+                    };
+                    let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+                    for j in 0..4 {
+                        let dot = _mm256_maddubs_epi16(q[j], y[4 * half + j]);
+                        let s = _mm256_shuffle_epi8(sc, pick[j]);
+                        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(dot, s));
+                    }
+                }
+                v[i] = acc;
+            }
+            let (s1, s2) = (reduce8(&v), reduce8(&vm));
+            k_step(p, &blks, o_d, ablk, (s1, s2), (&mut sum, &mut summ));
         }
         _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
         _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
@@ -412,6 +517,7 @@ unsafe fn avx2_of(
         match typ {
             GgmlType::Q4_0 => gemv_nibbles(p, None, n, w, a, acc),
             GgmlType::Q4_K => gemv_q4k(p, n, w, a, acc),
+            GgmlType::Q2_K => gemv_q2k(p, n, w, a, acc),
             GgmlType::IQ4_NL => {
                 let lut = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
                 gemv_nibbles(p, Some(_mm256_set_m128i(lut, lut)), n, w, a, acc)
@@ -450,7 +556,7 @@ unsafe fn vnni_of(
 }
 
 /// [`super::Gemv`] with AVX2 (also built for the AVX-512 level) over rows as stored:
-/// Q4_0, IQ4_NL and Q4_K; `false` for the others.
+/// Q4_0, IQ4_NL, Q4_K and Q2_K; `false` for the others.
 ///
 /// # Safety
 /// Every row of `rows` holds `n` elements of `typ`, `a` the activation row of `n`

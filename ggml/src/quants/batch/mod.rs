@@ -691,7 +691,12 @@ mod tests {
             s ^= s << 17;
             (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
         };
-        for typ in [GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_K] {
+        for typ in [
+            GgmlType::Q4_0,
+            GgmlType::IQ4_NL,
+            GgmlType::Q4_K,
+            GgmlType::Q2_K,
+        ] {
             let p = plan(typ, Path::RepackGemv).expect("repack plan");
             for n in [256, 768, 1024, 1280, 4864] {
                 let w: Vec<f32> = (0..TILE * n).map(|i| rand() * (1 + i % 7) as f32).collect();
