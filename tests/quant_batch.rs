@@ -131,6 +131,34 @@ proptest! {
     }
 }
 
+/// Q4_1 and Q5_1 batches take the lanes chain, which is their x86 `vec_dot`'s (what
+/// llama.cpp runs for them): the same bits as `vec_dot` at every SIMD level of x86.
+#[test]
+fn q4_1_and_q5_1_lanes_are_their_vec_dot() {
+    for typ in [GgmlType::Q4_1, GgmlType::Q5_1] {
+        let lanes = batch::dot_for(typ, Path::Lanes, SimdLevel::Scalar).expect("lanes");
+        for nb in [1, 2, 7, 32, 40] {
+            let n = nb * 32;
+            for seed in 0..6 {
+                let (w, a) = rows(typ, n, seed * 31 + nb as u64);
+                let want = lanes(n, &w, &a);
+                for level in available_levels()
+                    .into_iter()
+                    .filter(|l| *l != SimdLevel::Scalar)
+                {
+                    let dot = ggml::quants::vec_dot_for(typ, level).expect("vec_dot");
+                    assert_eq!(
+                        dot(n, &w, &a).to_bits(),
+                        want.to_bits(),
+                        "{typ} n={n} {}",
+                        level.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The batch kernels stay close to the f64 product of the dequantized rows.
 #[test]
 fn batch_kernels_compute_the_dot_product() {
@@ -142,7 +170,14 @@ fn batch_kernels_compute_the_dot_product() {
         let (mut dw, mut da) = (vec![0f32; n], vec![0f32; n]);
         (typ.traits().to_float.expect("dequantizer"))(&w, &mut dw);
         (vdt.traits().to_float.expect("dequantizer"))(&a, &mut da);
-        let exact: f64 = dw.iter().zip(&da).map(|(&x, &y)| x as f64 * y as f64).sum();
+        let mut exact: f64 = dw.iter().zip(&da).map(|(&x, &y)| x as f64 * y as f64).sum();
+        if vdt == GgmlType::Q8_1 {
+            // Q8_1 carries each block's `d · Σ q` as an f16 (`s`), which the mins'
+            // term uses instead of the exact sum: compare with ggml's plain dot
+            // product, which does the same.
+            let dot = ggml::quants::vec_dot_for(typ, SimdLevel::Scalar).expect("vec_dot");
+            exact = dot(n, &w, &a) as f64;
+        }
         let scale: f64 = dw
             .iter()
             .zip(&da)

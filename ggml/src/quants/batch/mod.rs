@@ -7,8 +7,10 @@
 //! - [`Path::Tiled`]: the K-quant kernel of `ggml-cpu/tiled/` (Q2_K … Q6_K, IQ4_XS)
 //!   for batches of 8 or more rows;
 //! - [`Path::Lanes`]: Q8_0 and Q5_0 prompts (and Q4_0 / IQ4_NL ones where not
-//!   repacked), which llama.cpp gives to llamafile's tinyBLAS_Q0, in tinyBLAS_Q0's float order (eight lanes of 4-element sums per
-//!   output) but through the wide VNNI kernel (where the CPU has AVX-512 VNNI);
+//!   repacked), which llama.cpp gives to llamafile's tinyBLAS_Q0, in tinyBLAS_Q0's
+//!   float order (eight lanes of 4-element sums per output) but through the wide VNNI
+//!   kernel (where the CPU has AVX-512 VNNI); and Q4_1 / Q5_1 prompts, whose x86
+//!   `vec_dot` has that order plus a chain for the mins;
 //! - [`Path::Wide`]: ours, not llama.cpp's (`--fast-int8`): the same prompts through
 //!   the wide VNNI kernel with the repack kernels' float chain.
 //!
@@ -103,10 +105,14 @@ pub fn wide_takes(typ: GgmlType) -> bool {
 
 /// Whether [`Path::Lanes`] takes weights of `typ`: the types llama.cpp gives to
 /// tinyBLAS_Q0 when they are not repacked (Q4_0 and IQ4_NL are, as file-mapped 2-D
-/// weights of whole 8-row groups).
+/// weights of whole 8-row groups), and Q4_1 and Q5_1, whose x86 `vec_dot` (which
+/// llama.cpp runs for their batches) has the same chain plus one for the mins.
 pub fn lanes_takes(typ: GgmlType) -> bool {
     use GgmlType as T;
-    matches!(typ, T::Q4_0 | T::Q5_0 | T::Q8_0 | T::IQ4_NL)
+    matches!(
+        typ,
+        T::Q4_0 | T::Q4_1 | T::Q5_0 | T::Q5_1 | T::Q8_0 | T::IQ4_NL
+    )
 }
 
 /// `src1` rows from which a [`lanes_takes`] type leaves tinyBLAS_Q0 for the wide
@@ -163,7 +169,13 @@ pub fn route(
 
 /// Whether the unpacked values of `typ` can be negative (all but the types with mins).
 fn has_signed_values(typ: GgmlType) -> bool {
-    !matches!(typ, GgmlType::Q2_K | GgmlType::Q4_K | GgmlType::Q5_K)
+    !has_mins(typ)
+}
+
+/// Whether blocks of `typ` carry a min (`dmin` or `m`) besides their scale.
+fn has_mins(typ: GgmlType) -> bool {
+    use GgmlType as T;
+    matches!(typ, T::Q2_K | T::Q4_K | T::Q5_K | T::Q4_1 | T::Q5_1)
 }
 
 /// Whether `typ` has scales below the block's `d` (all but the 32-element types).
@@ -193,10 +205,14 @@ pub(crate) fn plan(typ: GgmlType, path: Path) -> Option<Plan> {
     Some(Plan {
         group,
         chunk,
-        has_min: matches!(typ, T::Q2_K | T::Q4_K | T::Q5_K),
+        has_min: has_mins(typ),
         signed: has_signed_values(typ),
         scaled: !legacy,
-        act: if legacy { Act::Q8_0 } else { Act::Q8K },
+        act: match typ {
+            T::Q4_1 | T::Q5_1 => Act::Q8_1,
+            _ if legacy => Act::Q8_0,
+            _ => Act::Q8K,
+        },
         tiled: path == Path::Tiled,
         lanes: path == Path::Lanes,
     })
@@ -318,7 +334,7 @@ fn wide_vnni(p: &Plan, sh: Shape, t: &WideTile, k0: usize, cols: WideCols, acc: 
             && k0.is_multiple_of(p.group)
             && t.qw.len() >= WIDE * n
             && (!p.scaled || t.sc.len() * sh.subw >= WIDE * n)
-            && (!p.has_min || t.mp.len() * 32 >= WIDE * n)
+            && (!p.has_min || p.lanes || t.mp.len() * 32 >= WIDE * n)
             && t.d.len() * p.group >= WIDE * n
             && t.dmin.len() * p.group >= WIDE * n
             && a.iter().all(|a| a.len() >= act_row_size(p.act, k0 + n))
@@ -633,11 +649,9 @@ pub fn products_for(typ: GgmlType, path: Path, level: SimdLevel) -> Option<Produ
             return res;
         }
         if p.lanes {
-            // Levels without the wide kernel: tinyBLAS_Q0's dot product, whose bits the
-            // lanes chain has.
-            let dot = crate::quants::dot::gemm_dot_for(typ, level)
-                .or_else(|| crate::quants::dot::gemm_dot_for(typ, SimdLevel::Scalar))
-                .expect("a tinyBLAS_Q0 kernel for the wide types");
+            // Levels without the wide kernel: the lanes chain as a dot product
+            // (tinyBLAS_Q0's, or the x86 `vec_dot` of Q4_1 / Q5_1), in plain Rust.
+            let dot = crate::quants::dot::lanes_dot(typ).expect("a lanes dot product");
             for (r, a1) in a.iter().enumerate() {
                 for (i, w1) in w.iter().enumerate() {
                     res[r * w.len() + i] = dot(n, w1, a1);
@@ -743,8 +757,10 @@ mod tests {
                 Path::Tiled
             } else if wide_takes(typ) {
                 Path::Wide
-            } else {
+            } else if repacks(typ, 0) {
                 Path::RepackGemm
+            } else {
+                Path::Lanes
             };
             let p = plan(typ, path).expect("plan");
             let sh = wide::shape(typ).expect("shape");

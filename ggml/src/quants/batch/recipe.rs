@@ -12,6 +12,8 @@ pub(crate) enum Act {
     Q8K,
     /// `block_q8_0`: `d: f16`, `qs: [i8; 32]` (34 bytes).
     Q8_0,
+    /// `block_q8_1`: `d: f16`, `s: f16` (`d · Σ qs`), `qs: [i8; 32]` (36 bytes).
+    Q8_1,
 }
 
 impl Act {
@@ -21,6 +23,7 @@ impl Act {
         match self {
             Act::Q8K => (256, 292, 4),
             Act::Q8_0 => (32, 34, 2),
+            Act::Q8_1 => (32, 36, 4),
         }
     }
 
@@ -29,7 +32,9 @@ impl Act {
     pub fn d(self, blk: &[u8]) -> f32 {
         match self {
             Act::Q8K => f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]),
-            Act::Q8_0 => half::f16::from_bits(u16::from_le_bytes([blk[0], blk[1]])).to_f32(),
+            Act::Q8_0 | Act::Q8_1 => {
+                half::f16::from_bits(u16::from_le_bytes([blk[0], blk[1]])).to_f32()
+            }
         }
     }
 }
@@ -42,7 +47,8 @@ pub(crate) struct Plan {
     pub group: usize,
     /// Elements per integer sum (a divisor of `group`, or equal to it).
     pub chunk: usize,
-    /// Whether the type subtracts `dmin * min` (Q2_K, Q4_K, Q5_K).
+    /// Whether the type subtracts `dmin * min` (Q2_K, Q4_K, Q5_K), or under
+    /// [`Plan::lanes`] adds `m · s` (Q4_1, Q5_1).
     pub has_min: bool,
     /// Whether the unpacked values can be negative (else `maddubs` takes them as is).
     pub signed: bool,
@@ -56,7 +62,10 @@ pub(crate) struct Plan {
     /// llamafile's tinyBLAS_Q0 chain instead ([`super::Path::Lanes`]): per block eight
     /// lanes of 4-element integer sums, each `acc = fma(d * dy, f32(sum), acc)`, the
     /// lanes summed by `hsum_float_8` at the end
-    /// ([`crate::quants::dot::hsum_float_8`]).
+    /// ([`crate::quants::dot::hsum_float_8`]). With mins (Q4_1 and Q5_1, whose
+    /// batches llama.cpp leaves to their x86 `vec_dot`, the same chain) plus a
+    /// second chain per output, `summs = fma(m, s, summs)` per block (the weight
+    /// block's `m`, the activation block's `s`), added after the `hsum_float_8`.
     pub lanes: bool,
 }
 

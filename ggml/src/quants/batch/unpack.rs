@@ -257,17 +257,20 @@ fn iq4_values(q: &mut [i8], qs: &[u8; 16]) {
     }
 }
 
-impl Unpack for BlockQ4_0 {
-    #[inline(always)]
-    fn values(&self, q: &mut [i8]) {
-        for (q, c) in q[..32].iter_mut().zip(nibbles(&self.qs)) {
-            *q = c as i8 - 8;
-        }
+/// The codes of the 32 nibbles `qs` plus `offset`, into `q`.
+#[inline(always)]
+fn nibble_values(qs: &[u8; 16], offset: i8, q: &mut [i8]) {
+    for (q, c) in q[..32].iter_mut().zip(nibbles(qs)) {
+        *q = c as i8 + offset;
     }
+}
 
-    #[inline(always)]
-    fn scales_of(b: &[u8]) -> Scales {
-        d_only(b)
+/// The 5-bit codes of `qs` and `qh` plus `offset`, into `q`.
+#[inline(always)]
+fn q5_values(qs: &[u8; 16], qh: [u8; 4], offset: i32, q: &mut [i8]) {
+    let qh = u32::from_le_bytes(qh);
+    for (j, q) in q[..32].iter_mut().enumerate() {
+        *q = (q5_quant(qs, qh, j) + offset) as i8;
     }
 }
 
@@ -280,20 +283,40 @@ fn d_only(b: &[u8]) -> Scales {
     }
 }
 
-impl Unpack for BlockQ5_0 {
-    #[inline(always)]
-    fn values(&self, q: &mut [i8]) {
-        let qh = u32::from_le_bytes(self.qh);
-        for (j, q) in q[..32].iter_mut().enumerate() {
-            *q = (q5_quant(&self.qs, qh, j) - 16) as i8;
-        }
-    }
-
-    #[inline(always)]
-    fn scales_of(b: &[u8]) -> Scales {
-        d_only(b)
+/// The scales of a 32-element block with `d` then `m` at its start (Q4_1, Q5_1):
+/// `m` as the block's `dmin`.
+#[inline(always)]
+fn d_and_m(b: &[u8]) -> Scales {
+    Scales {
+        d: field::<F16Le>(b, 0).get(),
+        dmin: field::<F16Le>(b, 2).get(),
+        ..Scales::default()
     }
 }
+
+/// [`Unpack`] for the legacy 32-element block `$block`: its values by `$values(block,
+/// q)`, its scales by `$scales`.
+macro_rules! unpack_legacy {
+    ($block:ty, $values:expr, $scales:ident) => {
+        impl Unpack for $block {
+            #[inline(always)]
+            fn values(&self, q: &mut [i8]) {
+                let values: fn(&$block, &mut [i8]) = $values;
+                values(self, q)
+            }
+
+            #[inline(always)]
+            fn scales_of(b: &[u8]) -> Scales {
+                $scales(b)
+            }
+        }
+    };
+}
+
+unpack_legacy!(BlockQ4_0, |x, q| nibble_values(&x.qs, -8, q), d_only);
+unpack_legacy!(BlockQ4_1, |x, q| nibble_values(&x.qs, 0, q), d_and_m);
+unpack_legacy!(BlockQ5_0, |x, q| q5_values(&x.qs, x.qh, -16, q), d_only);
+unpack_legacy!(BlockQ5_1, |x, q| q5_values(&x.qs, x.qh, 0, q), d_and_m);
 
 impl Unpack for BlockQ8_0 {
     #[inline(always)]

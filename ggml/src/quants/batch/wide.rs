@@ -80,6 +80,7 @@ pub(crate) fn shape(typ: GgmlType) -> Option<Shape> {
     let (bias, subw) = match typ {
         // Codes `c` stand for `c - 8`: the bias turns the value back into its code.
         T::Q4_0 => (8, 32),
+        T::Q4_1 | T::Q5_1 => (0, 32),
         T::Q5_0 => (16, 32),
         T::Q8_0 => (128, 32),
         T::IQ4_NL => (128, 32),
@@ -147,7 +148,9 @@ impl WideTile {
         unsafe {
             match typ {
                 T::Q4_0 => self.fill_blocks::<V, X, BlockQ4_0>(p, sh, n, rows),
+                T::Q4_1 => self.fill_blocks::<V, X, BlockQ4_1>(p, sh, n, rows),
                 T::Q5_0 => self.fill_blocks::<V, X, BlockQ5_0>(p, sh, n, rows),
+                T::Q5_1 => self.fill_blocks::<V, X, BlockQ5_1>(p, sh, n, rows),
                 T::Q8_0 => self.fill_blocks::<V, X, BlockQ8_0>(p, sh, n, rows),
                 T::IQ4_NL => self.fill_blocks::<V, X, BlockIq4Nl>(p, sh, n, rows),
                 T::Q2_K => self.fill_blocks::<V, X, BlockQ2K>(p, sh, n, rows),
@@ -185,7 +188,9 @@ impl WideTile {
         if p.scaled {
             self.sc.resize(WIDE * n / sh.subw, 0);
         }
-        if p.has_min {
+        // Integer mins: the super-block types'; Q4_1's and Q5_1's `m` is their `dmin`.
+        let int_mins = p.has_min && B::BLCK == QK_K;
+        if int_mins {
             self.mp.resize(WIDE * n / 32, 0);
         }
         let mut tmp = Rows([[0; SPAN]; WIDE]);
@@ -206,7 +211,7 @@ impl WideTile {
                             self.sc[(b * B::BLCK / sh.subw + i) * WIDE + r] = sc as i32;
                         }
                     }
-                    if p.has_min {
+                    if int_mins {
                         for (i, m) in s.m.chunks_exact(2).enumerate() {
                             let pair = (m[0] as u16 as u32) | ((m[1] as u16 as u32) << 16);
                             self.mp[(b * B::BLCK / 32 + i) * WIDE + r] = pair as i32;
@@ -355,18 +360,22 @@ pub(crate) struct WideCols<'a> {
 /// The running sums of one activation row against a wide tile's rows (aligned so
 /// that a kernel may read and write them as whole vectors): `sums[0]` is each row's
 /// `acc`, `sums[1]` its `accm` (repack kernels with mins); the tinyBLAS_Q0 chain
-/// ([`Plan::lanes`]) keeps its eight lanes in `sums[0..8]`.
+/// ([`Plan::lanes`]) keeps its eight lanes in `sums[0..8]`, and with mins its
+/// `summs` in `mins`.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct WideAcc {
     /// The sums, `[sum][row]`.
     pub sums: [[f32; WIDE]; LANES],
+    /// `Σ m · s` per row (the lanes chain with mins).
+    pub mins: [f32; WIDE],
 }
 
 impl Default for WideAcc {
     fn default() -> Self {
         WideAcc {
             sums: [[0.0; WIDE]; LANES],
+            mins: [0.0; WIDE],
         }
     }
 }
@@ -388,6 +397,11 @@ impl WideAcc {
         if p.lanes {
             for (r, o) in out.iter_mut().enumerate() {
                 *o = hsum_float_8(std::array::from_fn(|l| s[l][r]));
+            }
+            if p.has_min {
+                for (o, m) in out.iter_mut().zip(&self.mins) {
+                    *o += m;
+                }
             }
         } else {
             super::recipe::finish_rows(p, &s[0], &s[1], out);

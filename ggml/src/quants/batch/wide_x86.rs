@@ -10,6 +10,7 @@ use std::arch::x86_64::*;
 use super::recipe::{chunk_step, Act, Lanes, Plan, LANES};
 use super::wide::{interleave_from, Interleave, Rows, Shape, WideAcc, WideCols, WideTile, WIDE};
 use super::x86::Avx2Values;
+use crate::quants::dot::f16_at;
 use crate::types::GgmlType;
 
 /// [`Interleave`] with AVX-512: each 64 values of the 16 rows as a 16 × 16 transpose
@@ -174,7 +175,7 @@ pub(super) unsafe fn tile_wide(
         };
         if p.lanes {
             for (j, acc) in acc.iter_mut().enumerate() {
-                run_lanes(t, k0, a[j].as_ptr(), col(j), acc);
+                run_lanes(p, t, k0, a[j].as_ptr(), col(j), acc);
             }
             return;
         }
@@ -296,31 +297,51 @@ unsafe fn store_sums<const C: usize>(s: &[[[F16x; H]; C]; 2], acc: &mut [WideAcc
 /// elements), so the lane's integer sum is exact and on its own; each goes into the
 /// lane's float sum as `fma(f32(sum), d * dy, acc)`, the bits of llamafile's
 /// `madd(set1(d * dy), updot, acc)`. The lane sums stay in registers: 8 lanes for
-/// the 32 rows of the tile.
+/// the 32 rows of the tile. With mins (Q4_1, Q5_1: Q8_1 activations, no bias), also
+/// `summs = fma(m, s, summs)` per block, as their `vec_dot`.
 ///
 /// # Safety
-/// As [`tile_wide`]; the plan is a 32-element type's with Q8_0 activations.
+/// As [`tile_wide`]; the plan is a 32-element type's with Q8_0 or Q8_1 activations.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-unsafe fn run_lanes(t: &WideTile, k0: usize, a: *const u8, prep: Prepared, acc: &mut WideAcc) {
+unsafe fn run_lanes(
+    p: &Plan,
+    t: &WideTile,
+    k0: usize,
+    a: *const u8,
+    prep: Prepared,
+    acc: &mut WideAcc,
+) {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
-        let (ablk, asize, qoff) = Act::Q8_0.layout();
+        let (ablk, asize, qoff) = p.act.layout();
+        debug_assert!(ablk == 32 && (p.act == Act::Q8_1) == p.has_min);
         const L: usize = LANES;
         let mut sum = [[_mm512_setzero_ps(); H]; L];
+        let mut summs = [_mm512_setzero_ps(); H];
         if k0 > 0 {
             for l in 0..L {
                 for h in 0..H {
                     sum[l][h] = _mm512_load_ps(acc.sums[l].as_ptr().add(16 * h));
                 }
             }
+            for h in 0..H {
+                summs[h] = _mm512_load_ps(acc.mins.as_ptr().add(16 * h));
+            }
         }
         let b0 = k0 / ablk;
         let mut a = a.add(b0 * asize + qoff);
         let (mut corr, mut dy) = (prep.corr.add(b0 * L), prep.dy.add(b0));
-        let (mut qw, mut d) = (t.qw.as_ptr(), t.d.as_ptr());
+        let (mut qw, mut d, mut m) = (t.qw.as_ptr(), t.d.as_ptr(), t.dmin.as_ptr());
         for _ in 0..t.n / ablk {
+            if p.has_min {
+                // Q8_1's `s`, after its `d`.
+                let s = _mm512_set1_ps(f16_at(a.sub(qoff - 2)));
+                for h in 0..H {
+                    summs[h] = _mm512_fmadd_ps(_mm512_loadu_ps(m.add(16 * h)), s, summs[h]);
+                }
+            }
             let y = _mm512_set1_ps(*dy);
             let mut dd = [_mm512_setzero_ps(); H];
             for h in 0..H {
@@ -340,11 +361,15 @@ unsafe fn run_lanes(t: &WideTile, k0: usize, a: *const u8, prep: Prepared, acc: 
             dy = dy.add(1);
             qw = qw.add(WIDE * ablk);
             d = d.add(WIDE);
+            m = m.add(WIDE);
         }
         for l in 0..L {
             for h in 0..H {
                 _mm512_store_ps(acc.sums[l].as_mut_ptr().add(16 * h), sum[l][h]);
             }
+        }
+        for h in 0..H {
+            _mm512_store_ps(acc.mins.as_mut_ptr().add(16 * h), summs[h]);
         }
     }
 }

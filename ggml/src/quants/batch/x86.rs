@@ -190,7 +190,7 @@ unsafe fn tile_with<const SIGNED: bool, const SCALED: bool>(
                 let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
                 let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
                 let dy = match p.act {
-                    Act::Q8_0 => f16_at(blk.as_ptr()),
+                    Act::Q8_0 | Act::Q8_1 => f16_at(blk.as_ptr()),
                     Act::Q8K => p.act.d(blk),
                 };
                 let dy = F8(_mm256_set1_ps(dy));
@@ -330,7 +330,7 @@ unsafe fn tile_vnni_rows<const R: usize>(
                     zero
                 };
                 let dy = match p.act {
-                    Act::Q8_0 => f16_at(blk.as_ptr()),
+                    Act::Q8_0 | Act::Q8_1 => f16_at(blk.as_ptr()),
                     Act::Q8K => p.act.d(blk),
                 };
                 let dy = F8(_mm256_set1_ps(dy));
@@ -443,13 +443,21 @@ impl Values for Avx2Values {
                 }
                 T::IQ4_NL => nibbles_lut(b.add(offset_of!(BlockIq4Nl, qs)), kvalues, q),
                 T::Q8_0 => st(q, ld(b.add(offset_of!(BlockQ8_0, qs)))),
-                T::Q5_0 => {
-                    // The codes (nibble plus 16 where the fifth bit is set) minus 16.
-                    let lo = bytes_from_nibbles_32(b.add(offset_of!(BlockQ5_0, qs)));
-                    let fifth = bytes_from_bits_32(b.add(offset_of!(BlockQ5_0, qh)));
+                T::Q4_1 => st(q, bytes_from_nibbles_32(b.add(offset_of!(BlockQ4_1, qs)))),
+                T::Q5_0 | T::Q5_1 => {
+                    // The codes: the nibble plus 16 where the fifth bit is set; Q5_0's
+                    // values are the codes minus 16.
+                    let (qs, qh) = if B::TYPE == T::Q5_0 {
+                        (offset_of!(BlockQ5_0, qs), offset_of!(BlockQ5_0, qh))
+                    } else {
+                        (offset_of!(BlockQ5_1, qs), offset_of!(BlockQ5_1, qh))
+                    };
+                    let lo = bytes_from_nibbles_32(b.add(qs));
+                    let fifth = bytes_from_bits_32(b.add(qh));
                     let codes =
                         _mm256_or_si256(lo, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
-                    st(q, _mm256_sub_epi8(codes, _mm256_set1_epi8(16)));
+                    let bias = if B::TYPE == T::Q5_0 { 16 } else { 0 };
+                    st(q, _mm256_sub_epi8(codes, _mm256_set1_epi8(bias)));
                 }
                 T::IQ4_XS => {
                     for ib in 0..8 {

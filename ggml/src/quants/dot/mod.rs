@@ -117,6 +117,18 @@ fn scalar_gemm_kernel(typ: GgmlType) -> Option<VecDotFn> {
     })
 }
 
+/// The batch kernels' lanes chain (`quants::batch::Path::Lanes`) as one dot product
+/// in plain Rust: tinyBLAS_Q0's for Q4_0, Q5_0, Q8_0 and IQ4_NL, the x86 `vec_dot`'s
+/// for Q4_1 and Q5_1 (bit for bit what the SIMD kernels give). `None` for the other
+/// types.
+pub(crate) fn lanes_dot(typ: GgmlType) -> Option<VecDotFn> {
+    match typ {
+        GgmlType::Q4_1 => Some(scalar::lanes_dot_q4_1_q8_1),
+        GgmlType::Q5_1 => Some(scalar::lanes_dot_q5_1_q8_1),
+        _ => scalar_gemm_kernel(typ),
+    }
+}
+
 /// The dot product of llamafile's `tinyBLAS_Q0_AVX` (ggml's `mul_mat` for batches of
 /// two or more rows of Q4_0, Q5_0, Q8_0 and IQ4_NL weights that were not repacked) at
 /// SIMD level `level`: per block 8 lanes of integer sums, one FMA per lane, then

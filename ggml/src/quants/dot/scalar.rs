@@ -270,6 +270,54 @@ fn lanes_q8_0<X: Block>(
     hsum_float_8(acc)
 }
 
+/// The order of the x86 `vec_dot` of Q4_1 and Q5_1 (`ggml_vec_dot_q4_1_q8_1`): the
+/// [`lanes_q8_0`] chain of `d · dy` on the values, then `hsum_float_8`, plus the
+/// chain `summs = fma(m, s, summs)` over the blocks (GCC contracts ggml's
+/// `summs += m * s`). Exactly the SIMD kernels' bits.
+#[inline]
+fn lanes_q8_1<X: Block>(
+    n: usize,
+    x: &[u8],
+    y: &[u8],
+    dm: impl Fn(&X) -> (f32, f32),
+    q: impl Fn(&X, usize) -> i32,
+) -> f32 {
+    let mut acc = [0f32; 8];
+    let mut summs = 0f32;
+    for (x, y) in pairs::<X, BlockQ8_1>(n, x, y) {
+        let (d, m) = dm(&x);
+        summs = m.mul_add(y.s.get(), summs);
+        let dxy = d * y.d.get();
+        for (l, acc) in acc.iter_mut().enumerate() {
+            let sum: i32 = (4 * l..4 * l + 4).map(|j| q(&x, j) * y.qs[j] as i32).sum();
+            *acc = dxy.mul_add(sum as f32, *acc);
+        }
+    }
+    hsum_float_8(acc) + summs
+}
+
+/// The x86 `vec_dot` order for Q4_1 ([`lanes_q8_1`]).
+pub(crate) fn lanes_dot_q4_1_q8_1(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_1(
+        n,
+        x,
+        y,
+        |x: &BlockQ4_1| (x.d.get(), x.m.get()),
+        |x, j| nibble(&x.qs, j) as i32,
+    )
+}
+
+/// The x86 `vec_dot` order for Q5_1 ([`lanes_q8_1`]).
+pub(crate) fn lanes_dot_q5_1_q8_1(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    lanes_q8_1(
+        n,
+        x,
+        y,
+        |x: &BlockQ5_1| (x.d.get(), x.m.get()),
+        |x, j| q5_quant(&x.qs, u32::from_le_bytes(x.qh), j),
+    )
+}
+
 /// tinyBLAS_Q0 order for Q4_0.
 pub(crate) fn gemm_dot_q4_0_q8_0(n: usize, x: &[u8], y: &[u8]) -> f32 {
     lanes_q8_0(
