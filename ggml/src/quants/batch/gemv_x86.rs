@@ -418,43 +418,38 @@ unsafe fn gemv_q4k(p: &Plan, n: usize, w: impl Blocks, a: &[u8], st: &mut Acc) {
 
 /// The repack GEMV of Q2_K against one Q8_K activation row (llama.cpp's
 /// `ggml_gemv_q2_K_8x8_q8_K`): per super-block, each row's `Σ sc · (q · a)` over its
-/// sixteen 16-element sub-blocks and `Σ m · bsum`, exact in `i32`, then one step of
-/// the repack chain for the whole 256 elements.
-///
-/// A 32-byte load of `qs` holds, at shift `2j`, 32 consecutive elements: two
-/// sub-blocks, one per 128-bit lane after `maddubs`, so each lane is scaled by its own
-/// sub-block's scale.
+/// sixteen 16-element sub-blocks ([`q2k_row_avx2`], or with `VNNI`
+/// [`q2k_row_vnni`]) and `Σ m · bsum`, exact in `i32`, then one step of the repack
+/// chain for the whole 256 elements.
 ///
 /// # Safety
 /// Each of `w`'s rows holds `n / 256` Q2_K blocks, `a` the `n / 256` Q8_K blocks of
-/// the activation row; AVX2, FMA and F16C enabled in the caller.
+/// the activation row; AVX2, FMA and F16C enabled in the caller, and AVX-512 F/BW and
+/// VNNI when `VNNI`.
 #[inline(always)]
-unsafe fn gemv_q2k(p: &Plan, n: usize, w: impl Blocks, a: &[u8], st: &mut Acc) {
+unsafe fn gemv_q2k<const VNNI: bool>(p: &Plan, n: usize, w: impl Blocks, a: &[u8], st: &mut Acc) {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
         use std::mem::offset_of;
         const W: usize = std::mem::size_of::<BlockQ2K>();
         const A: usize = 292;
-        let (o_scales, o_qs, o_d) = (
-            offset_of!(BlockQ2K, scales),
-            offset_of!(BlockQ2K, qs),
-            offset_of!(BlockQ2K, d),
-        );
-        let m3 = _mm256_set1_epi8(3);
+        let (o_scales, o_d) = (offset_of!(BlockQ2K, scales), offset_of!(BlockQ2K, d));
         let m4 = _mm_set1_epi8(0xF);
-        // Shift `2j` of a 32-byte load holds sub-blocks `2j` (low lane) and `2j + 1`
-        // (high lane) of its half: the shuffles that pick their scales out of the
-        // half's eight, as 16-bit lanes.
-        let pick: [__m256i; 4] = std::array::from_fn(|j| {
-            let at = |k: usize| _mm_set1_epi16(0x0100 + 0x0202 * k as i16);
-            _mm256_set_m128i(at(2 * j + 1), at(2 * j))
-        });
         let mut sum = F8(_mm256_loadu_ps(st.acc.as_ptr()));
         let mut summ = F8(_mm256_loadu_ps(st.accm.as_ptr()));
         for b in 0..n / QK_K {
             let ablk = a.as_ptr().add(A * b);
             let y: [__m256i; 8] = std::array::from_fn(|j| ld(ablk.add(4 + 32 * j)));
+            // For `vpdpbusd`: shift `2s` of the 64-byte `qs` holds elements `32s ..`
+            // of each 128-element half.
+            let y2: [__m512i; 4] = if VNNI {
+                std::array::from_fn(|s| {
+                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(y[s]), y[4 + s])
+                })
+            } else {
+                [_mm512_setzero_si512(); 4]
+            };
             let bsums = ld(ablk.add(260));
             let mut v = [_mm256_setzero_si256(); TILE];
             let mut vm = [_mm256_setzero_si256(); TILE];
@@ -463,38 +458,119 @@ unsafe fn gemv_q2k(p: &Plan, n: usize, w: impl Blocks, a: &[u8], st: &mut Acc) {
             for i in 0..TILE {
                 let blk = blks[i];
                 let sm = _mm_loadu_si128(blk.add(o_scales) as *const __m128i);
-                let sc = _mm_and_si128(sm, m4);
                 let m = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(sm), m4));
                 vm[i] = _mm256_madd_epi16(m, bsums);
-                let mut acc = _mm256_setzero_si256();
-                for half in 0..2 {
-                    let x = ld(blk.add(o_qs + 32 * half));
-                    let q = [
-                        _mm256_and_si256(x, m3),
-                        _mm256_and_si256(_mm256_srli_epi16::<2>(x), m3),
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(x), m3),
-                        _mm256_and_si256(_mm256_srli_epi16::<6>(x), m3),
-                    ];
-                    // The half's eight scales as 16-bit lanes, in both 128-bit lanes.
-                    let sc8 = if half == 0 {
-                        sc
-                    } else {
-                        _mm_unpackhi_epi64(sc, sc)
-                    };
-                    let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
-                    for j in 0..4 {
-                        let dot = _mm256_maddubs_epi16(q[j], y[4 * half + j]);
-                        let s = _mm256_shuffle_epi8(sc, pick[j]);
-                        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(dot, s));
-                    }
-                }
-                v[i] = acc;
+                let sc = _mm_and_si128(sm, m4);
+                v[i] = if VNNI {
+                    q2k_row_vnni(blk, sc, &y2)
+                } else {
+                    q2k_row_avx2(blk, sc, &y)
+                };
             }
             let (s1, s2) = (reduce8(&v), reduce8(&vm));
             k_step(p, &blks, o_d, ablk, (s1, s2), (&mut sum, &mut summ));
         }
         _mm256_storeu_ps(st.acc.as_mut_ptr(), sum.0);
         _mm256_storeu_ps(st.accm.as_mut_ptr(), summ.0);
+    }
+}
+
+/// One Q2_K row's `Σ sc · (q · a)` over the block at `blk` (its 16 scales `sc` as
+/// bytes, `y` the activation block's 8 × 32 bytes), spread over 8 `i32` lanes: a
+/// 32-byte load of `qs` holds, at shift `2j`, 32 consecutive elements, two sub-blocks,
+/// one per 128-bit lane after `maddubs`, each scaled by its own sub-block's scale.
+///
+/// # Safety
+/// `blk` holds a Q2_K block; AVX2 enabled in the caller.
+#[inline(always)]
+unsafe fn q2k_row_avx2(blk: *const u8, sc: __m128i, y: &[__m256i; 8]) -> __m256i {
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let o_qs = std::mem::offset_of!(BlockQ2K, qs);
+        let m3 = _mm256_set1_epi8(3);
+        let mut acc = _mm256_setzero_si256();
+        for half in 0..2 {
+            let x = ld(blk.add(o_qs + 32 * half));
+            let q = [
+                _mm256_and_si256(x, m3),
+                _mm256_and_si256(_mm256_srli_epi16::<2>(x), m3),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(x), m3),
+                _mm256_and_si256(_mm256_srli_epi16::<6>(x), m3),
+            ];
+            // The half's eight scales as 16-bit lanes, in both 128-bit lanes.
+            let sc8 = if half == 0 {
+                sc
+            } else {
+                _mm_unpackhi_epi64(sc, sc)
+            };
+            let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+            for j in 0..4 {
+                // Sub-blocks `2j` (low lane) and `2j + 1` (high lane) of the half.
+                let at = |k: usize| _mm_set1_epi16(0x0100 + 0x0202 * k as i16);
+                let pick = _mm256_set_m128i(at(2 * j + 1), at(2 * j));
+                let dot = _mm256_maddubs_epi16(q[j], y[4 * half + j]);
+                let s = _mm256_shuffle_epi8(sc, pick);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(dot, s));
+            }
+        }
+        acc
+    }
+}
+
+/// [`q2k_row_avx2`] with AVX-512 VNNI: all 64 bytes of `qs` at once; at shift `2s`
+/// they hold sub-blocks `2s`, `2s + 1`, `8 + 2s`, `9 + 2s`, four 4-lane groups of
+/// `vpdpbusd` sums against `y2[s]`, each group multiplied by its scale. The same
+/// total over the lanes, so the same bits after the reduction.
+///
+/// # Safety
+/// As [`q2k_row_avx2`]; AVX-512 F and VNNI enabled in the caller too.
+#[inline(always)]
+unsafe fn q2k_row_vnni(blk: *const u8, sc: __m128i, y2: &[__m512i; 4]) -> __m256i {
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let o_qs = std::mem::offset_of!(BlockQ2K, qs);
+        let m3 = _mm512_set1_epi8(3);
+        let zero = _mm512_setzero_si512();
+        let sc32 = _mm512_cvtepu8_epi32(sc);
+        let x = _mm512_loadu_si512(blk.add(o_qs) as *const _);
+        let q = [
+            _mm512_and_si512(x, m3),
+            _mm512_and_si512(_mm512_srli_epi16::<2>(x), m3),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(x), m3),
+            _mm512_and_si512(_mm512_srli_epi16::<6>(x), m3),
+        ];
+        let mut acc = zero;
+        for s in 0..4 {
+            // Lane `l`'s sub-block: `8 · (l / 8) + 2s + (l / 4) % 2`.
+            let at = |l: i32| 8 * (l / 8) + 2 * s as i32 + (l / 4) % 2;
+            let pick = _mm512_setr_epi32(
+                at(0),
+                at(1),
+                at(2),
+                at(3),
+                at(4),
+                at(5),
+                at(6),
+                at(7),
+                at(8),
+                at(9),
+                at(10),
+                at(11),
+                at(12),
+                at(13),
+                at(14),
+                at(15),
+            );
+            let dot = _mm512_dpbusd_epi32(zero, q[s], y2[s]);
+            let scale = _mm512_permutexvar_epi32(pick, sc32);
+            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dot, scale));
+        }
+        _mm256_add_epi32(
+            _mm512_castsi512_si256(acc),
+            _mm512_extracti64x4_epi64::<1>(acc),
+        )
     }
 }
 
@@ -517,7 +593,7 @@ unsafe fn avx2_of(
         match typ {
             GgmlType::Q4_0 => gemv_nibbles(p, None, n, w, a, acc),
             GgmlType::Q4_K => gemv_q4k(p, n, w, a, acc),
-            GgmlType::Q2_K => gemv_q2k(p, n, w, a, acc),
+            GgmlType::Q2_K => gemv_q2k::<false>(p, n, w, a, acc),
             GgmlType::IQ4_NL => {
                 let lut = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
                 gemv_nibbles(p, Some(_mm256_set_m128i(lut, lut)), n, w, a, acc)
@@ -545,6 +621,7 @@ unsafe fn vnni_of(
     unsafe {
         match typ {
             GgmlType::Q4_0 => gemv_nibbles_vnni(p, None, n, w, a, acc),
+            GgmlType::Q2_K => gemv_q2k::<true>(p, n, w, a, acc),
             GgmlType::IQ4_NL => {
                 let lut = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
                 gemv_nibbles_vnni(p, Some(lut), n, w, a, acc)
