@@ -175,7 +175,12 @@ pub(super) unsafe fn tile_wide(
         };
         if p.lanes {
             for (j, acc) in acc.iter_mut().enumerate() {
-                run_lanes(p, t, k0, a[j].as_ptr(), col(j), acc);
+                // The mins' chain as a constant, so that the loop without it is bare.
+                if p.has_min {
+                    run_lanes::<true>(p, t, k0, a[j].as_ptr(), col(j), acc);
+                } else {
+                    run_lanes::<false>(p, t, k0, a[j].as_ptr(), col(j), acc);
+                }
             }
             return;
         }
@@ -297,14 +302,15 @@ unsafe fn store_sums<const C: usize>(s: &[[[F16x; H]; C]; 2], acc: &mut [WideAcc
 /// elements), so the lane's integer sum is exact and on its own; each goes into the
 /// lane's float sum as `fma(f32(sum), d * dy, acc)`, the bits of llamafile's
 /// `madd(set1(d * dy), updot, acc)`. The lane sums stay in registers: 8 lanes for
-/// the 32 rows of the tile. With mins (Q4_1, Q5_1: Q8_1 activations, no bias), also
+/// the 32 rows of the tile. With `MINS` (Q4_1, Q5_1: Q8_1 activations, no bias), also
 /// `summs = fma(m, s, summs)` per block, as their `vec_dot`.
 ///
 /// # Safety
-/// As [`tile_wide`]; the plan is a 32-element type's with Q8_0 or Q8_1 activations.
+/// As [`tile_wide`]; the plan is a 32-element type's with Q8_0 activations, or Q8_1
+/// ones and `MINS`.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-unsafe fn run_lanes(
+unsafe fn run_lanes<const MINS: bool>(
     p: &Plan,
     t: &WideTile,
     k0: usize,
@@ -316,7 +322,7 @@ unsafe fn run_lanes(
     // pointer access below.
     unsafe {
         let (ablk, asize, qoff) = p.act.layout();
-        debug_assert!(ablk == 32 && (p.act == Act::Q8_1) == p.has_min);
+        debug_assert!(ablk == 32 && (p.act == Act::Q8_1) == MINS && p.has_min == MINS);
         const L: usize = LANES;
         let mut sum = [[_mm512_setzero_ps(); H]; L];
         let mut summs = [_mm512_setzero_ps(); H];
@@ -326,8 +332,10 @@ unsafe fn run_lanes(
                     sum[l][h] = _mm512_load_ps(acc.sums[l].as_ptr().add(16 * h));
                 }
             }
-            for h in 0..H {
-                summs[h] = _mm512_load_ps(acc.mins.as_ptr().add(16 * h));
+            if MINS {
+                for h in 0..H {
+                    summs[h] = _mm512_load_ps(acc.mins.as_ptr().add(16 * h));
+                }
             }
         }
         let b0 = k0 / ablk;
@@ -335,7 +343,7 @@ unsafe fn run_lanes(
         let (mut corr, mut dy) = (prep.corr.add(b0 * L), prep.dy.add(b0));
         let (mut qw, mut d, mut m) = (t.qw.as_ptr(), t.d.as_ptr(), t.dmin.as_ptr());
         for _ in 0..t.n / ablk {
-            if p.has_min {
+            if MINS {
                 // Q8_1's `s`, after its `d`.
                 let s = _mm512_set1_ps(f16_at(a.sub(qoff - 2)));
                 for h in 0..H {
@@ -368,8 +376,10 @@ unsafe fn run_lanes(
                 _mm512_store_ps(acc.sums[l].as_mut_ptr().add(16 * h), sum[l][h]);
             }
         }
-        for h in 0..H {
-            _mm512_store_ps(acc.mins.as_mut_ptr().add(16 * h), summs[h]);
+        if MINS {
+            for h in 0..H {
+                _mm512_store_ps(acc.mins.as_mut_ptr().add(16 * h), summs[h]);
+            }
         }
     }
 }
