@@ -17,6 +17,9 @@ thread_local! {
 /// level has one): unpacking a tile pays off only when several rows use it.
 const GEMV_ROWS: usize = 2;
 
+/// Activation rows ahead at which the wide kernels' output stores fetch their dst lines.
+const DST_AHEAD: usize = 8;
+
 /// Where the node goes, if it goes to the batch kernels (see [`batch::route`]).
 pub(super) fn route(params: &ComputeParams, s0: &TView, s1: &TView) -> Option<Route> {
     batch::route(s0.typ, s0.ne, s0.mapped, s1.typ, s1.ne, params.fast_int8)
@@ -138,6 +141,16 @@ pub(super) fn forward<'a>(
                     for (run, p) in &runs {
                         for j in run.clone() {
                             let (i11, i12, i13) = s1.row_index(ir1 + j);
+                            // The dst rows a few activation rows on: each store goes to a
+                            // line of its own dst row, which the hardware does not fetch
+                            // ahead of time.
+                            if j + DST_AHEAD < run.end {
+                                let (a11, a12, a13) = s1.row_index(ir1 + j + DST_AHEAD);
+                                // SAFETY: row `j + DST_AHEAD` of the run is a src1 row,
+                                // so its dst elements are inside dst.
+                                let ahead = unsafe { dst.elem_ptr(iir0, a11, a12, a13) };
+                                prefetch(ahead, 4 * (end0 - iir0));
+                            }
                             // SAFETY: dst elements (iir0 .. end0, i11, i12, i13) are
                             // adjacent (dst rows are dense), inside dst, and belong to
                             // this thread alone.
