@@ -7,7 +7,9 @@
 # Options:
 #   --quick               tiny shapes (tiny-llama, tiny-qwen2), -p 64 -n 16 -r 3: a smoke run
 #   --presets "A B"       gen-model presets (default: "qwen2-0.5b llama-1b")
-#   --types "A B"         file types (default: "f16 q8_0 q4_0 q4_k_m")
+#   --types "A B"         file types (default: "f16 q8_0 q4_0 q4_k_m"); "all": every type
+#                         both quantizers write (f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k
+#                         q3_k_m q4_k_m q5_k_m q6_k iq4_nl iq4_xs)
 #   -p N, -n N, -r N      prompt length, generated tokens, repetitions (default 512, 128, 5)
 #   -d N                  also generation at depth N (tg at -d N; default 4096, 0: none)
 #   --quantizer Q         who writes the quantized files: gen-model (this project's
@@ -78,6 +80,10 @@ while [[ $# -gt 0 ]]; do
     esac
     shift
 done
+
+if [[ $types == all ]]; then
+    types="f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k_m q4_k_m q5_k_m q6_k iq4_nl iq4_xs"
+fi
 
 if [[ $quick == 1 ]]; then
     [[ $set_presets == 1 ]] || presets="tiny-llama tiny-qwen2"
