@@ -187,8 +187,9 @@ impl Buffer {
         matches!(self.owner, Owner::Heap(_) | Owner::Empty)
     }
 
-    /// The whole contents of a read-only buffer (a file mapping), which no kernel can
-    /// ever write; `None` for writable buffers, which must be read with [`Buffer::read`].
+    /// The whole contents of a read-only buffer (a file mapping, or weights copied out
+    /// of one), which no kernel can ever write; `None` for writable buffers, which must
+    /// be read with [`Buffer::read`], and for interleaved ones, whose bytes are not rows.
     pub fn read_only_bytes(&self) -> Option<&[u8]> {
         match &self.owner {
             Owner::Mmap { map, .. } => Some(&map[..]),

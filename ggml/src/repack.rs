@@ -20,21 +20,23 @@ use crate::quants::interleave::{self, GROUP};
 use crate::tensor::{Tensor, TensorId};
 
 /// Whether `t` can be repacked: a dense 2-D tensor of a type that
-/// [`interleaves`](interleave::interleaves) and that llama.cpp repacks on this CPU
-/// ([`crate::quants::batch::repacks`]), with whole groups of 8 rows, whose bytes lie in
-/// a read-only file mapping.
+/// [`interleaves`](interleave::interleaves), with whole groups of 8 rows, whose bytes
+/// lie in a read-only mapping.
 pub fn can_repack(t: &Tensor) -> bool {
-    let mapped = t
-        .data
+    in_read_only_mapping(t) && is_interleavable(t)
+}
+
+/// Whether `t`'s bytes lie in a read-only mapping (a file's, or weights copied out of
+/// one; not an interleaved buffer, whose bytes are not rows).
+fn in_read_only_mapping(t: &Tensor) -> bool {
+    t.data
         .as_ref()
-        .is_some_and(|d| d.buffer.read_only_bytes().is_some());
-    mapped && is_interleavable(t)
+        .is_some_and(|d| d.buffer.read_only_bytes().is_some())
 }
 
 /// Whether `t`'s shape and type fit the interleaved layout (whatever its memory).
 pub(crate) fn is_interleavable(t: &Tensor) -> bool {
     interleave::interleaves(t.typ)
-        && crate::quants::batch::repacks(t.typ, t.ne[1])
         && t.ne[2] == 1
         && t.ne[3] == 1
         && t.ne[1].is_multiple_of(GROUP)
@@ -62,11 +64,7 @@ pub fn repack_weights(
 /// Whether `t` can be copied by [`copy_weights`]: a whole dense tensor whose bytes lie
 /// in a read-only mapping (not already interleaved).
 pub fn can_copy(t: &Tensor) -> bool {
-    let mapped = t
-        .data
-        .as_ref()
-        .is_some_and(|d| d.buffer.read_only_bytes().is_some() && !d.buffer.is_interleaved());
-    mapped && t.is_contiguous() && t.view_src.is_none()
+    in_read_only_mapping(t) && t.is_contiguous() && t.view_src.is_none()
 }
 
 /// Copies the tensors `ids` of `ctx` that [`can_copy`] out of their file mapping into

@@ -98,7 +98,8 @@ pub struct CommonParams {
     pub swa_full: bool,
     /// Q8_0 / Q5_0 prompts through the int8 GEMM (`--fast-int8`).
     pub fast_int8: bool,
-    /// Repack Q4_0 / IQ4_NL / Q4_K weights at load (`--repack`, default; `-nr` off).
+    /// Repack Q4_0 / IQ4_NL / Q4_K / Q2_K weights at load (`--repack`, default; `-nr`
+    /// off).
     pub repack: bool,
     /// How the weights are loaded (`-lm`).
     pub load_mode: LoadMode,

@@ -18,13 +18,10 @@ use crate::types::GgmlType;
 /// Rows per interleaved group.
 pub const GROUP: usize = 8;
 
-/// Whether weights of `typ` are repacked into this layout (the types with a GEMV that
-/// reads it).
+/// Whether weights of `typ` are repacked into this layout: the types llama.cpp
+/// repacks ([`crate::quants::batch::repacks`]), each with a GEMV that reads it.
 pub fn interleaves(typ: GgmlType) -> bool {
-    matches!(
-        typ,
-        GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::Q4_K | GgmlType::Q2_K
-    )
+    crate::quants::batch::repacks(typ, 0)
 }
 
 /// Whether `typ`'s blocks are split into their scales and nibbles (see the module doc).

@@ -54,6 +54,11 @@ pub struct Instance {
 type ModelKey = (PathBuf, bool, LoadMode);
 
 impl Instance {
+    /// What this test's loaded model can be reused for.
+    fn model_key(&self) -> ModelKey {
+        (self.model.clone(), self.repack, self.load_mode)
+    }
+
     /// How to load this test's model.
     fn model_params(&self) -> ModelParams {
         ModelParams {
@@ -305,7 +310,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Vec<T
             );
         }
         let (path, model, cost) = match loaded.take() {
-            Some(same) if same.0 == (inst.model.clone(), inst.repack, inst.load_mode) => same,
+            Some(same) if same.0 == inst.model_key() => same,
             previous => {
                 // Free the previous model before loading the next.
                 drop(previous);
@@ -316,11 +321,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<Vec<T
                     }
                 }
                 let cost = model_cost(&model);
-                (
-                    (inst.model.clone(), inst.repack, inst.load_mode),
-                    model,
-                    cost,
-                )
+                (inst.model_key(), model, cost)
             }
         };
         let r = run_test(&model, inst, p, &mut rng, cost, membw)?;

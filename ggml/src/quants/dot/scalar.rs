@@ -261,13 +261,19 @@ fn lanes_q8_0<X: Block>(
 ) -> f32 {
     let mut acc = [0f32; 8];
     for (x, y) in pairs::<X, BlockQ8_0>(n, x, y) {
-        let dxy = d(&x) * y.d.get();
-        for (l, acc) in acc.iter_mut().enumerate() {
-            let sum: i32 = (4 * l..4 * l + 4).map(|j| q(&x, j) * y.qs[j] as i32).sum();
-            *acc = dxy.mul_add(sum as f32, *acc);
-        }
+        lanes_step(&mut acc, d(&x) * y.d.get(), |j| q(&x, j) * y.qs[j] as i32);
     }
     hsum_float_8(acc)
+}
+
+/// One block of the lanes chain: lane `l` takes `fma(dxy, f32(Σ prod(j)), lane)` over
+/// its 4 elements `4l .. 4l + 4`.
+#[inline]
+fn lanes_step(acc: &mut [f32; 8], dxy: f32, prod: impl Fn(usize) -> i32) {
+    for (l, acc) in acc.iter_mut().enumerate() {
+        let sum: i32 = (4 * l..4 * l + 4).map(&prod).sum();
+        *acc = dxy.mul_add(sum as f32, *acc);
+    }
 }
 
 /// The order of the x86 `vec_dot` of Q4_1 and Q5_1 (`ggml_vec_dot_q4_1_q8_1`): the
@@ -287,11 +293,7 @@ fn lanes_q8_1<X: Block>(
     for (x, y) in pairs::<X, BlockQ8_1>(n, x, y) {
         let (d, m) = dm(&x);
         summs = m.mul_add(y.s.get(), summs);
-        let dxy = d * y.d.get();
-        for (l, acc) in acc.iter_mut().enumerate() {
-            let sum: i32 = (4 * l..4 * l + 4).map(|j| q(&x, j) * y.qs[j] as i32).sum();
-            *acc = dxy.mul_add(sum as f32, *acc);
-        }
+        lanes_step(&mut acc, d * y.d.get(), |j| q(&x, j) * y.qs[j] as i32);
     }
     hsum_float_8(acc) + summs
 }
