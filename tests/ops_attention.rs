@@ -404,12 +404,12 @@ proptest! {
 proptest! {
     #![proptest_config(config(32))]
 
-    /// A few queries per head against 512 keys or more take the grouped path: the
-    /// query heads sharing a K/V head attend together, over several key ranges whose
-    /// partials are merged, with row groups cut mid-head when a group has more than 64
-    /// rows. Against the f64 reference, with the same bits on 1 to 4 threads.
+    /// A few queries per head against 512 keys or more, many query heads on one K/V
+    /// head: ggml's one-row path (as llama.cpp's server computes several slots' next
+    /// tokens in one batch). Against the f64 reference, with the same bits on 1 to 4
+    /// threads.
     #[test]
-    fn flash_attn_ext_grouped_queries_match_attention(
+    fn flash_attn_ext_few_queries_many_keys_match_attention(
         dk in select(vec![16usize, 64, 128]),
         dv in select(vec![8usize, 64, 72]),
         n_q in 1usize..=9,
@@ -423,8 +423,13 @@ proptest! {
         n_threads in st::n_threads(),
     ) {
         let n_head = heads_kv * gqa;
-        // Q stays f32 and K, V are only widened: f32 arithmetic whatever their type.
-        let tol = Tolerance::nmse(1e-10);
+        // With an f16 K and V, Q and the running output are rounded to f16 (ggml's
+        // one-row arithmetic).
+        let tol = if kv_type == GgmlType::F16 {
+            Tolerance::nmse(1e-7 + n_kv as f64 * 2f64.powi(-20))
+        } else {
+            Tolerance::nmse(1e-10)
+        };
         check(|ctx| {
             let q = Layout::contiguous().make(ctx, GgmlType::F32, [dk, n_q, n_head, 1], Fill::uniform(seed, -1.0, 1.0));
             let k = Layout::contiguous().make(ctx, kv_type, [dk, n_kv, heads_kv, 1], Fill::uniform(seed ^ 1, -1.0, 1.0));
@@ -444,8 +449,8 @@ proptest! {
 proptest! {
     #![proptest_config(config(16))]
 
-    /// 64 queries or more per head (a prompt) take the grouped path with ggml's tiled
-    /// arithmetic: Q kept f32 (the reference rounds it to K's dot type, hence the
+    /// 64 queries or more per head (a prompt) take ggml's tiled path, the query heads
+    /// of a K/V head together: Q kept f32 (the reference rounds it to K's dot type, hence the
     /// tolerance with an f16 K), each score one chain over the transposed key tile,
     /// any key length. Against the f64 reference on 1 to 4 threads.
     #[test]

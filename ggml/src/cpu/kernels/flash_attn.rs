@@ -1,16 +1,15 @@
-//! `flash_attn_ext`: attention with an online softmax. Three paths:
-//! - grouped ([`super::flash_attn_grouped`]): the query heads that share a K/V head
-//!   attend together over widened f32 key and value tiles. It takes what ggml computes
-//!   with its tiled path (64 or more queries per head, f16/f32 K and V of the same
-//!   type), with that path's arithmetic bit for bit, and decoding against 512 keys or
-//!   more, where ggml splits the keys by thread count and its bits depend on it;
-//! - split-KV (one query against 512 or more keys when the grouped path does not take
-//!   the node, a key length that is not a multiple of 16, and `kv_split` > 1): ggml's
-//!   decode path, the keys cut into `kv_split` ranges whose partial (max, sum, output)
-//!   are merged;
-//! - one query row at a time otherwise (short contexts): ggml's arithmetic, bit for
-//!   bit: Q converted to K's `vec_dot_type`, and with an f16 V the running output kept
-//!   in f16.
+//! `flash_attn_ext`: attention with an online softmax, in ggml's arithmetic on each
+//! of its three paths, bit for bit:
+//! - tiled ([`super::flash_attn_tiled`]): 64 or more queries per head with f32 Q and
+//!   f16/f32 K and V of one type (prompts);
+//! - split-KV: one query (and one sequence) against 512 keys or more with f16/f32 K
+//!   and V (decoding at long contexts): the keys cut into `kv_split` ranges whose
+//!   partial (max, sum, output) are merged. ggml cuts them by its thread count, so its
+//!   bits depend on it; llama sets `kv_split` to its thread count to give the same
+//!   bits as llama.cpp with the same `-t`;
+//! - one query row at a time otherwise (short contexts, a few queries, quantized
+//!   caches): Q converted to K's `vec_dot_type`, and with an f16 V the running output
+//!   kept in f16.
 //!
 //! Unlike ggml, the work split never depends on thread timing or count: each thread
 //! owns a contiguous range of query rows (or whole key ranges), so a graph gives the
@@ -18,7 +17,7 @@
 
 use half::f16;
 
-use super::flash_attn_grouped as grouped;
+use super::flash_attn_tiled as tiled;
 use super::{alibi_slope, work_layout, ComputeParams, ExecNode};
 use crate::types::GgmlType;
 
@@ -37,15 +36,6 @@ fn use_tiled(node: &ExecNode) -> bool {
         && q.ne[1] >= Q_TILE
 }
 
-/// The grouped path takes the nodes where ggml's own arithmetic is its tiled one (64
-/// queries or more per head) or depends on its thread count (split-KV decoding, 512
-/// keys or more); short contexts keep ggml's one-row arithmetic, bit for bit. Returns
-/// whether ggml's tiled arithmetic applies, or `None` when the node is not grouped.
-fn grouped_mode(node: &ExecNode) -> Option<bool> {
-    let tiled = use_tiled(node);
-    (grouped::applies(node, tiled) && (tiled || node.src1().ne[1] >= SPLIT_KV_MIN)).then_some(tiled)
-}
-
 fn per_thread(node: &ExecNode) -> usize {
     let (q, v) = (node.src0(), &node.src[2].expect("flash_attn_ext has v"));
     let dk = q.ne[0];
@@ -55,14 +45,25 @@ fn per_thread(node: &ExecNode) -> usize {
 }
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
-    if let Some(tiled) = grouped_mode(node) {
-        grouped::work_size(node, nth, tiled)
+    if use_tiled(node) {
+        tiled::work_size(node, nth)
     } else if use_split_kv(node) {
         let partials = node.src0().ne[2] * kv_split(node) * partial_len(node) * 4;
         work_layout(partials, per_thread(node), nth)
     } else {
         work_layout(0, per_thread(node), nth)
     }
+}
+
+/// The node's scalar settings, as ggml's kernels use them.
+pub(super) struct Settings {
+    /// The score scale, divided by the soft-cap when there is one (ggml applies the
+    /// cap as `softcap * tanh(s * scale / softcap)`).
+    pub scale: f32,
+    /// ALiBi's maximum bias (0: none).
+    pub max_bias: f32,
+    /// The logit soft-cap (0: none).
+    pub logit_softcap: f32,
 }
 
 pub(super) fn forward(
@@ -72,17 +73,26 @@ pub(super) fn forward(
     max_bias: f32,
     logit_softcap: f32,
 ) {
-    if let Some(tiled) = grouped_mode(node) {
-        grouped::forward(params, node, scale, max_bias, logit_softcap, tiled)
+    let s = Settings {
+        scale: if logit_softcap != 0.0 {
+            scale / logit_softcap
+        } else {
+            scale
+        },
+        max_bias,
+        logit_softcap,
+    };
+    if use_tiled(node) {
+        tiled::forward(params, node, &s)
     } else if use_split_kv(node) {
-        split_kv(params, node, scale, max_bias, logit_softcap)
+        split_kv(params, node, &s)
     } else {
-        one_row(params, node, scale, max_bias, logit_softcap)
+        one_row(params, node, &s)
     }
 }
 
 /// The split-KV decode path: one query (and one sequence) against at least this many
-/// keys spreads the keys over the threads and merges their partial results.
+/// keys cuts the keys into ranges and merges their partial results.
 const SPLIT_KV_MIN: usize = 512;
 
 fn kv_split(node: &ExecNode) -> usize {
@@ -116,21 +126,13 @@ fn partial_len(node: &ExecNode) -> usize {
 /// (`ggml_compute_forward_flash_attn_ext_f16_one_chunk`).
 struct RowAttention<'a> {
     node: &'a ExecNode,
-    scale: f32,
-    max_bias: f32,
-    logit_softcap: f32,
+    s: &'a Settings,
     q_to_vdt: crate::types::FromFloatFn,
     kq_dot: crate::types::VecDotFn,
 }
 
 impl<'a> RowAttention<'a> {
-    fn new(
-        params: &ComputeParams,
-        node: &'a ExecNode,
-        scale: f32,
-        max_bias: f32,
-        logit_softcap: f32,
-    ) -> Option<Self> {
+    fn new(params: &ComputeParams, node: &'a ExecNode, s: &'a Settings) -> Option<Self> {
         let k = node.src1();
         let k_vdt = k.typ.traits().vec_dot_type;
         let (Some(q_to_vdt), Some(kq_dot)) = (k_vdt.traits().from_float, k.typ.traits().vec_dot)
@@ -141,16 +143,9 @@ impl<'a> RowAttention<'a> {
             });
             return None;
         };
-        let scale = if logit_softcap != 0.0 {
-            scale / logit_softcap
-        } else {
-            scale
-        };
         Some(RowAttention {
             node,
-            scale,
-            max_bias,
-            logit_softcap,
+            s,
             q_to_vdt,
             kq_dot,
         })
@@ -180,7 +175,7 @@ impl<'a> RowAttention<'a> {
         let iq3 = ir / (neq2 * neq1);
         let iq2 = (ir - iq3 * neq2 * neq1) / neq1;
         let iq1 = ir - iq3 * neq2 * neq1 - iq2 * neq1;
-        let slope = alibi_slope(self.max_bias, neq2, iq2);
+        let slope = alibi_slope(self.s.max_bias, neq2, iq2);
         let (ik2, ik3) = (iq2 / rk2, iq3 / rk3);
         let (iv2, iv3) = (iq2 / rv2, iq3 / rv3);
         let kernels = crate::cpu::simd::kernels();
@@ -229,9 +224,9 @@ impl<'a> RowAttention<'a> {
             }
             // SAFETY: key `ic < n_kv` of a dense-row K that is only read.
             let mut s = (self.kq_dot)(dk, unsafe { k.row_bytes(ic, ik2, ik3) }, q_bytes);
-            s *= self.scale;
-            if self.logit_softcap != 0.0 {
-                s = self.logit_softcap * s.tanh();
+            s *= self.s.scale;
+            if self.s.logit_softcap != 0.0 {
+                s = self.s.logit_softcap * s.tanh();
             }
             s += mv;
             let m_old = m_max;
@@ -292,8 +287,8 @@ impl<'a> RowAttention<'a> {
     }
 }
 
-fn one_row(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, logit_softcap: f32) {
-    let Some(att) = RowAttention::new(params, node, scale, max_bias, logit_softcap) else {
+fn one_row(params: &ComputeParams, node: &ExecNode, s: &Settings) {
+    let Some(att) = RowAttention::new(params, node, s) else {
         return;
     };
     let q = node.src0();
@@ -316,14 +311,8 @@ fn one_row(params: &ComputeParams, node: &ExecNode, scale: f32, max_bias: f32, l
 /// `ith` computing the ranges `ith, ith + nth, ...`; after a barrier the partials of
 /// each head are merged in range order. The ranges depend on `kv_split` only, so the
 /// bits do not depend on the thread count; ggml uses one range per thread.
-fn split_kv(
-    params: &ComputeParams,
-    node: &ExecNode,
-    scale: f32,
-    max_bias: f32,
-    logit_softcap: f32,
-) {
-    let Some(att) = RowAttention::new(params, node, scale, max_bias, logit_softcap) else {
+fn split_kv(params: &ComputeParams, node: &ExecNode, s: &Settings) {
+    let Some(att) = RowAttention::new(params, node, s) else {
         return;
     };
     let n_head = node.src0().ne[2];

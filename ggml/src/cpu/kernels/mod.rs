@@ -10,7 +10,7 @@
 mod binary;
 mod copy;
 mod flash_attn;
-mod flash_attn_grouped;
+mod flash_attn_tiled;
 mod gelu;
 mod gemm_float;
 mod matmul;

@@ -1,39 +1,33 @@
-//! `flash_attn_ext` by K/V head: the query heads that share a K/V head (grouped-query
-//! attention) attend together, so that each key and value row is read and widened to
-//! f32 once for all of them, and the scores and the value sums are register-tiled
-//! matrix products instead of one dot product and one axpy per (head, key). It takes
-//! prompts and decoding at long contexts (see `flash_attn.rs` for the split).
+//! `flash_attn_ext` for prompts: ggml's tiled path
+//! (`ggml_compute_forward_flash_attn_ext_tiled`, taken for 64 queries or more per head
+//! with an f32 Q and f16 or f32 K and V of one type), bit for bit, with the query heads
+//! that share a K/V head (grouped-query attention) attending together, so that each
+//! key and value row is read and widened to f32 once for all of them.
 //!
-//! The work is cut into fixed units (sequence, group of up to [`ROWS`] query rows,
-//! range of about [`KV_CHUNK`] keys, K/V head: in that order, so that a thread, given
-//! a contiguous range of units, walks the cache in memory order); each unit keeps an
-//! online softmax over tiles of [`KV_TILE`] keys and leaves a partial (max, sum,
-//! output) per row, and the partials of a row are merged in key order. The units
-//! depend on the shapes only, so the bits do not depend on the thread count.
-//!
-//! Arithmetic: softmax per tile with ggml's vectorised `expf` (sums in f64 within a
-//! tile), the output accumulated in f32 (`gemm_acc`). With 64 queries or more per head
-//! it is ggml's tiled path's, bit for bit: Q stays f32, each score is one chain of
-//! fused multiply-adds over the transposed key tile, one key range per row. With fewer
-//! (decoding at 512 keys or more, where ggml's result depends on its thread count) it
-//! is not ggml's, whose one-row path keeps the output in f16 and rescales per key: Q
-//! is rounded to K's dot type as there, but the scores are tinyBLAS-order f32 dot
-//! products (`gemm_block_f32`) and the output is f32.
+//! The work is cut into fixed units (sequence, group of up to [`ROWS`] query rows, K/V
+//! head: in that order, so that a thread, given a contiguous range of units, walks the
+//! cache in memory order); each unit keeps an online softmax over tiles of [`KV_TILE`]
+//! keys. Every output row's arithmetic is ggml's: Q stays f32, each score is one chain
+//! of fused multiply-adds over the transposed key tile (`simd_gemm`), scaled, soft-capped
+//! and masked; per tile the row's max, ggml's vectorised `expf` softmax with its sum in
+//! f64, and the output accumulated as one fused chain over the tile's keys. None of it
+//! depends on which rows share a tile, so grouping the heads, and the thread count,
+//! leave the bits as ggml's.
 
 use half::f16;
 
+use super::flash_attn::Settings;
 use super::{alibi_slope, work_layout, ComputeParams, ExecNode, TView};
-use crate::cpu::simd::{kernels, prefetch, GemmBlock};
+use crate::cpu::simd::{kernels, prefetch};
 use crate::types::GgmlType;
 
 /// Query rows (heads of a group × queries) attended together.
 const ROWS: usize = 64;
-/// Keys per tile: scores and values of a tile are one matrix product each.
+/// Keys per tile (`GGML_FA_TILE_KV`): scores and values of a tile are one matrix
+/// product each.
 const KV_TILE: usize = 64;
-/// Keys per unit of work; partials of a row are merged over these ranges.
-const KV_CHUNK: usize = 256;
 
-/// The shapes of a grouped attention node.
+/// The shapes of a tiled attention node.
 struct Layout {
     dk: usize,
     dv: usize,
@@ -48,15 +42,10 @@ struct Layout {
     row_groups: usize,
     n_kv_head: usize,
     n_seq: usize,
-    n_chunks: usize,
-    /// ggml's tiled arithmetic (64 queries or more per head): Q stays f32, every score
-    /// is one chain of fused multiply-adds over the transposed key tile, and the keys
-    /// are one range.
-    tiled: bool,
 }
 
 impl Layout {
-    fn of(node: &ExecNode, tiled: bool) -> Layout {
+    fn of(node: &ExecNode) -> Layout {
         let (q, k, v) = (node.src0(), node.src1(), v_of(node));
         let group = q.ne[2] / k.ne[2];
         let rows = group * q.ne[1];
@@ -70,36 +59,11 @@ impl Layout {
             row_groups: rows.div_ceil(ROWS),
             n_kv_head: k.ne[2],
             n_seq: q.ne[3],
-            n_chunks: if tiled {
-                1
-            } else {
-                k.ne[1].div_ceil(KV_CHUNK).max(1)
-            },
-            tiled,
         }
     }
 
     fn n_units(&self) -> usize {
-        self.n_seq * self.n_kv_head * self.row_groups * self.n_chunks
-    }
-
-    /// Rows of the largest row group.
-    fn group_rows(&self) -> usize {
-        ROWS.min(self.rows)
-    }
-
-    /// Floats of one row's partial: max, sum, then `dv` outputs.
-    fn partial_len(&self) -> usize {
-        2 + self.dv
-    }
-
-    /// Floats of the shared partials (none when each row has one key range).
-    fn shared_len(&self) -> usize {
-        if self.n_chunks == 1 {
-            0
-        } else {
-            self.n_units() * self.group_rows() * self.partial_len()
-        }
+        self.n_seq * self.n_kv_head * self.row_groups
     }
 
     fn per_thread(&self) -> usize {
@@ -112,63 +76,35 @@ fn v_of(node: &ExecNode) -> &TView {
     node.src[2].as_ref().expect("flash_attn_ext has v")
 }
 
-/// Whether this path computes the node (with ggml's tiled arithmetic when `tiled`): an
-/// f32 query, K and V that widen to f32 with the same head grouping, and, for the
-/// register-tiled scores, a key length that is a multiple of 16.
-pub(super) fn applies(node: &ExecNode, tiled: bool) -> bool {
-    let (q, k, v) = (node.src0(), node.src1(), v_of(node));
-    q.typ == GgmlType::F32
-        && (tiled || k.ne[0].is_multiple_of(16))
-        && k.typ.traits().to_float.is_some()
-        && v.typ.traits().to_float.is_some()
-        && k.dense_rows()
-        && v.dense_rows()
-        && k.ne[2] == v.ne[2]
-        && k.ne[3] == v.ne[3]
-        && q.ne[2].is_multiple_of(k.ne[2])
-        && q.ne[3].is_multiple_of(k.ne[3])
+pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
+    work_layout(0, Layout::of(node).per_thread(), nth)
 }
 
-pub(super) fn work_size(node: &ExecNode, nth: usize, tiled: bool) -> usize {
-    let l = Layout::of(node, tiled);
-    work_layout(l.shared_len() * 4, l.per_thread(), nth)
-}
-
-/// One unit's place: sequence, K/V head, row group, key chunk.
+/// One unit's place: sequence, K/V head, row group.
 #[derive(Clone, Copy)]
 struct Unit {
     seq: usize,
     kv_head: usize,
     row_group: usize,
-    chunk: usize,
 }
 
 impl Unit {
-    /// Unit `u`: the K/V heads of a key range are neighbours (they share the cache
-    /// rows' memory), then the key ranges, the row groups, the sequences.
+    /// Unit `u`: the K/V heads of a row group are neighbours (they share the cache
+    /// rows' memory), then the row groups, the sequences.
     fn of(l: &Layout, u: usize) -> Unit {
         let kv_head = u % l.n_kv_head;
         let rest = u / l.n_kv_head;
-        let chunk = rest % l.n_chunks;
-        let rest = rest / l.n_chunks;
         Unit {
             seq: rest / l.row_groups,
             kv_head,
             row_group: rest % l.row_groups,
-            chunk,
         }
-    }
-
-    /// The inverse of [`Unit::of`].
-    fn index(&self, l: &Layout) -> usize {
-        ((self.seq * l.row_groups + self.row_group) * l.n_chunks + self.chunk) * l.n_kv_head
-            + self.kv_head
     }
 
     /// Asks for key and value row `ic` of this unit's K/V head ahead of its use.
     ///
     /// # Safety
-    /// The node's tensors have the shapes `applies` checked; `ic < n_kv`.
+    /// The node's tensors have the shapes `flash_attn_ext` checked; `ic < n_kv`.
     unsafe fn prefetch_row(&self, node: &ExecNode, l: &Layout, ic: usize) {
         let (k, v) = (node.src1(), v_of(node));
         let (ik3, iv3) = (
@@ -180,12 +116,6 @@ impl Unit {
             prefetch(k.row_ptr(ic, self.kv_head, ik3), k.row_size());
             prefetch(v.row_ptr(ic, self.kv_head, iv3), v.row_size());
         }
-    }
-
-    /// The unit's keys.
-    fn keys(&self, l: &Layout) -> std::ops::Range<usize> {
-        let len = l.n_kv.div_ceil(l.n_chunks);
-        (self.chunk * len).min(l.n_kv)..((self.chunk + 1) * len).min(l.n_kv)
     }
 
     /// The unit's rows among its K/V head's `l.rows`.
@@ -200,101 +130,36 @@ impl Unit {
     }
 }
 
-/// The scalar settings of the node.
-struct Settings {
-    scale: f32,
-    max_bias: f32,
-    logit_softcap: f32,
-}
-
-pub(super) fn forward(
-    params: &ComputeParams,
-    node: &ExecNode,
-    scale: f32,
-    max_bias: f32,
-    logit_softcap: f32,
-    tiled: bool,
-) {
-    let l = Layout::of(node, tiled);
-    let s = Settings {
-        scale: if logit_softcap != 0.0 {
-            scale / logit_softcap
-        } else {
-            scale
-        },
-        max_bias,
-        logit_softcap,
-    };
-    let (nth, ith) = (params.nth, params.ith);
-    let (plen, gr) = (l.partial_len(), l.group_rows());
-    let shared = l.shared_len();
-    // SAFETY: the partials area (sized by work_size) is written only at the slots of
-    // this thread's units before the barrier and only read after it; the scratch area
-    // is this thread's; each destination row is written by one thread (the unit's when
-    // there is one chunk, else the merging thread's).
+pub(super) fn forward(params: &ComputeParams, node: &ExecNode, s: &Settings) {
+    let l = Layout::of(node);
+    // SAFETY: the scratch area is this thread's; each destination row belongs to one
+    // unit, and each unit to one thread.
     unsafe {
-        let partials = params.shared_f32_mut(shared);
-        let scratch = params.scratch_f32(shared * 4, l.per_thread());
+        let scratch = params.scratch_f32(0, l.per_thread());
         // Contiguous ranges of units: a thread streams through neighbouring cache rows.
         let mine = params.range(l.n_units());
         for u in mine.clone() {
             let unit = Unit::of(&l, u);
             let next = (u + 1 < mine.end).then(|| Unit::of(&l, u + 1));
-            let (m, sum, out) = attend_unit(node, &l, &s, unit, next, scratch);
-            let rows = unit.rows(&l).len();
-            if l.n_chunks == 1 {
-                for r in 0..rows {
-                    let (i1, i2, i3) = unit.query(&l, unit.row_group * ROWS + r);
-                    let o = &mut out[r * l.dv..(r + 1) * l.dv];
-                    let inv = if sum[r] == 0.0 { 0.0 } else { 1.0 / sum[r] };
-                    (kernels().scale_f32)(o, inv);
-                    // dst is [dv, n_head, n_q, n_seq]: heads and queries swapped.
-                    node.dst.row_f32_mut(i2, i1, i3).copy_from_slice(o);
-                }
-                continue;
+            let (sum, out) = attend_unit(node, &l, s, unit, next, scratch);
+            for (r, row) in unit.rows(&l).enumerate() {
+                let (i1, i2, i3) = unit.query(&l, row);
+                let o = &mut out[r * l.dv..(r + 1) * l.dv];
+                let inv = if sum[r] == 0.0 { 0.0 } else { 1.0 / sum[r] };
+                (kernels().scale_f32)(o, inv);
+                // dst is [dv, n_head, n_q, n_seq]: heads and queries swapped.
+                node.dst.row_f32_mut(i2, i1, i3).copy_from_slice(o);
             }
-            for r in 0..rows {
-                let slot = &mut partials[(u * gr + r) * plen..(u * gr + r + 1) * plen];
-                slot[0] = m[r];
-                slot[1] = sum[r];
-                slot[2..].copy_from_slice(&out[r * l.dv..(r + 1) * l.dv]);
-            }
-        }
-        if l.n_chunks == 1 || !params.barrier() {
-            return;
-        }
-        let out = &mut scratch[..l.dv];
-        // Rows to merge, as (sequence, row group, K/V head, row).
-        let n_rows = l.n_seq * l.row_groups * l.n_kv_head * gr;
-        for flat in (ith..n_rows).step_by(nth) {
-            let (r, rest) = (flat % gr, flat / gr);
-            let (kv_head, rest) = (rest % l.n_kv_head, rest / l.n_kv_head);
-            let unit = Unit {
-                seq: rest / l.row_groups,
-                kv_head,
-                row_group: rest % l.row_groups,
-                chunk: 0,
-            };
-            if r >= unit.rows(&l).len() {
-                continue;
-            }
-            let parts = (0..l.n_chunks).map(|chunk| {
-                let u = Unit { chunk, ..unit }.index(&l);
-                &partials[(u * gr + r) * plen..][..plen]
-            });
-            super::flash_attn::merge_partials(out, parts);
-            let (i1, i2, i3) = unit.query(&l, unit.row_group * ROWS + r);
-            node.dst.row_f32_mut(i2, i1, i3).copy_from_slice(out);
         }
     }
 }
 
-/// Attends the unit's rows to its keys: returns per row the running max and sum and
-/// the unnormalised outputs (`rows × dv`, in the scratch area).
+/// Attends the unit's rows to every key: returns per row the softmax sum and the
+/// unnormalised outputs (`rows × dv`, in the scratch area).
 ///
 /// # Safety
 /// `scratch` holds `l.per_thread()` floats owned by this thread; the node's tensors
-/// are valid for reading with the shapes `applies` checked.
+/// are valid for reading with the shapes `flash_attn_ext` checked.
 unsafe fn attend_unit<'s>(
     node: &ExecNode,
     l: &Layout,
@@ -302,7 +167,7 @@ unsafe fn attend_unit<'s>(
     unit: Unit,
     next: Option<Unit>,
     scratch: &'s mut [f32],
-) -> ([f32; ROWS], [f32; ROWS], &'s mut [f32]) {
+) -> ([f32; ROWS], &'s mut [f32]) {
     let (q, k, v) = (node.src0(), node.src1(), v_of(node));
     let mask = node.src[3].as_ref();
     let kern = kernels();
@@ -310,8 +175,8 @@ unsafe fn attend_unit<'s>(
     let rows = unit.rows(l);
     let nr = rows.len();
     let (k_to_f32, v_to_f32) = (
-        k.typ.traits().to_float.expect("checked by applies"),
-        v.typ.traits().to_float.expect("checked by applies"),
+        k.typ.traits().to_float.expect("checked by flash_attn_ext"),
+        v.typ.traits().to_float.expect("checked by flash_attn_ext"),
     );
     let (qbuf, rest) = scratch.split_at_mut(ROWS * dk);
     let (k32, rest) = rest.split_at_mut(KV_TILE * dk);
@@ -322,13 +187,6 @@ unsafe fn attend_unit<'s>(
     let out = &mut rest[..ROWS * dv];
 
     let n_head = q.ne[2];
-    let vdt = k.typ.traits().vec_dot_type;
-    let q_round = match (vdt, vdt.traits().from_float, vdt.traits().to_float) {
-        _ if l.tiled => None,
-        (GgmlType::F32, ..) => None,
-        (_, Some(from), Some(to)) => Some((from, to)),
-        _ => None,
-    };
     let (ik3, iv3) = (
         unit.seq / (q.ne[3] / k.ne[3]),
         unit.seq / (q.ne[3] / v.ne[3]),
@@ -339,17 +197,7 @@ unsafe fn attend_unit<'s>(
         let (i1, i2, i3) = unit.query(l, r);
         // SAFETY: query row (i1, i2, i3) is inside q and only read.
         let q_row = unsafe { q.row_f32(i1, i2, i3) };
-        let q_dst = &mut qbuf[i * dk..(i + 1) * dk];
-        match q_round {
-            // As ggml's one-row path, the query rounded to the type K's dot product
-            // reads (f16 for an f16 K), here through the K tile's area.
-            Some((from, to)) => {
-                let bytes = as_bytes_mut(k32, k.typ.traits().vec_dot_type.row_size(dk));
-                from(q_row, bytes);
-                to(bytes, q_dst);
-            }
-            None => q_dst.copy_from_slice(q_row),
-        }
+        qbuf[i * dk..(i + 1) * dk].copy_from_slice(q_row);
         slope[i] = alibi_slope(s.max_bias, n_head, i2);
         // SAFETY: the mask has at least n_q rows and is broadcast over dims 2 and 3
         // (checked when the node was built).
@@ -359,10 +207,9 @@ unsafe fn attend_unit<'s>(
     let mut m_max = [f32::NEG_INFINITY; ROWS];
     let mut s_sum = [0f32; ROWS];
 
-    let keys = unit.keys(l);
-    let mut ic = keys.start;
-    while ic < keys.end {
-        let n = KV_TILE.min(keys.end - ic);
+    let mut ic = 0;
+    while ic < l.n_kv {
+        let n = KV_TILE.min(l.n_kv - ic);
         let mut can_skip = mask.is_some();
         for i in 0..nr {
             match (mask, mask_rows[i]) {
@@ -397,14 +244,11 @@ unsafe fn attend_unit<'s>(
             let ahead = ic + t + KV_TILE;
             // SAFETY: each prefetched key is below its unit's end, so below n_kv.
             unsafe {
-                if ahead < keys.end {
+                if ahead < l.n_kv {
                     prefetch(k.row_ptr(ahead, unit.kv_head, ik3), k.row_size());
                     prefetch(v.row_ptr(ahead, unit.kv_head, iv3), v.row_size());
-                } else if let Some(nu) = next {
-                    let row = nu.keys(l).start + (ahead - keys.end);
-                    if row < nu.keys(l).end {
-                        nu.prefetch_row(node, l, row);
-                    }
+                } else if let Some(nu) = next.filter(|_| ahead - l.n_kv < l.n_kv) {
+                    nu.prefetch_row(node, l, ahead - l.n_kv);
                 }
             }
             // SAFETY: key and value rows `ic + t < n_kv` of dense-row tensors, only read.
@@ -420,27 +264,10 @@ unsafe fn attend_unit<'s>(
         // Rows past the end of the keys take part in the products with weight 0.
         k32[n * dk..].fill(0.0);
         v32[n * dv..].fill(0.0);
-        if l.tiled {
-            // The key tile transposed to [dk][KV_TILE]: each score a chain over dk.
-            transpose_keys(k32, dk, kt);
-            kq[..nr * KV_TILE].fill(0.0);
-            (kern.gemm_acc)(kq, qbuf, kt, nr, dk, KV_TILE);
-        } else {
-            (kern.gemm_block_f32)(
-                &GemmBlock {
-                    a: qbuf,
-                    lda: dk,
-                    m: nr,
-                    b: k32,
-                    ldb: dk,
-                    n: KV_TILE,
-                    k: dk,
-                    cs_i: KV_TILE,
-                    cs_j: 1,
-                },
-                kq,
-            );
-        }
+        // The key tile transposed to [dk][KV_TILE]: each score a chain over dk.
+        transpose_keys(k32, dk, kt);
+        kq[..nr * KV_TILE].fill(0.0);
+        (kern.gemm_acc)(kq, qbuf, kt, nr, dk, KV_TILE);
         let scores = &mut kq[..nr * KV_TILE];
         (kern.scale_f32)(scores, s.scale);
         if s.logit_softcap != 0.0 {
@@ -478,7 +305,7 @@ unsafe fn attend_unit<'s>(
         );
         ic += n;
     }
-    (m_max, s_sum, out)
+    (s_sum, out)
 }
 
 /// `kt[d * KV_TILE + t] = k32[t * dk + d]` for the [`KV_TILE`] keys of a tile, in
@@ -509,14 +336,6 @@ fn transpose_keys(k32: &[f32], dk: usize, kt: &mut [f32]) {
             }
         }
     }
-}
-
-/// The first `len` bytes of an f32 area.
-fn as_bytes_mut(area: &mut [f32], len: usize) -> &mut [u8] {
-    assert!(len <= area.len() * 4, "byte view past its area");
-    // SAFETY: `len` bytes lie inside `area` (asserted); u8 has no alignment or
-    // validity requirement, and the borrow of `area` is held for the result's life.
-    unsafe { std::slice::from_raw_parts_mut(area.as_mut_ptr() as *mut u8, len) }
 }
 
 /// Keys `ic..ic + n` of a mask row as f32 times `slope` into `out[..n]`, and -inf in
