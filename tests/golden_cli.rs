@@ -6,14 +6,6 @@ mod common;
 
 use llamars::cli::completion;
 
-fn trim_end(b: &[u8]) -> &[u8] {
-    let n = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(0, |i| i + 1);
-    &b[..n]
-}
-
 fn run_case(name: &str) {
     let Some(args) = common::shared_file(&format!("golden/cli/{name}.args")) else {
         return;
@@ -24,16 +16,9 @@ fn run_case(name: &str) {
     let shared = common::shared_dir().display().to_string();
     let args = common::args_words(&std::fs::read_to_string(args).expect("args"), &shared);
     let want = std::fs::read(want).expect("txt");
-    let (mut out, mut log) = (Vec::new(), Vec::new());
-    let code = completion::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
-    assert_eq!(
-        code,
-        0,
-        "{name}: exit code {code}; log:\n{}",
-        String::from_utf8_lossy(&log)
-    );
+    let out = common::run_cli(name, &args);
     assert!(
-        trim_end(&out) == trim_end(&want),
+        common::trim_end(&out) == common::trim_end(&want),
         "{name}: stdout differs from llama.cpp's\n ours: {:?}\nwant: {:?}",
         String::from_utf8_lossy(&out),
         String::from_utf8_lossy(&want)

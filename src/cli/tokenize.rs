@@ -87,6 +87,11 @@ pub fn options() -> Vec<Opt<Params>> {
             |p| p.show_count = true,
         ),
         Opt::flag(
+            &["--log-disable"],
+            "no log output (accepted for llama.cpp's command lines: this program logs nothing)",
+            |_| {},
+        ),
+        Opt::flag(
             &["--no-escape"],
             "do not process escapes (\\n, \\t, \\\\, \\xNN, ...) in the text",
             |p| p.no_escape = true,

@@ -119,3 +119,101 @@ pub fn weight_tensor(
     ctx.new_tensor_with_data(typ, ne, ggml::DataRef { buffer, offset: 0 })
         .expect("mapped weights")
 }
+
+/// The folder the real trained models are fetched into by
+/// `scripts/fetch-real-models.py`: `$LLAMA_REAL_MODELS_DIR`, else
+/// `~/.cache/llamars/real`.
+pub fn real_models_dir() -> PathBuf {
+    match std::env::var_os("LLAMA_REAL_MODELS_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+            home.join(".cache").join("llamars").join("real")
+        }
+    }
+}
+
+/// The real model `file` in [`real_models_dir`] if it is there. When it is not: with
+/// `CI` set the test fails; otherwise it prints a loud skip message (saying how to
+/// fetch it) and returns `None`.
+pub fn real_model(file: &str) -> Option<PathBuf> {
+    let p = real_models_dir().join(file);
+    if p.is_file() {
+        return Some(p);
+    }
+    let msg = format!(
+        "real model not found: {} (fetch it with scripts/fetch-real-models.py, or set \
+         LLAMA_REAL_MODELS_DIR)",
+        p.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg} (CI is set, so this is a failure)");
+    }
+    eprintln!("\n!!! SKIPPING: {msg}\n");
+    None
+}
+
+/// `b` without its trailing ASCII white space.
+pub fn trim_end(b: &[u8]) -> &[u8] {
+    let n = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    &b[..n]
+}
+
+/// Runs llama-cli in-process with `args` and returns its stdout; panics naming `name`,
+/// with the log, when it exits with an error.
+pub fn run_cli(name: &str, args: &[String]) -> Vec<u8> {
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let code = llamars::cli::completion::main_with(args, &mut std::io::empty(), &mut out, &mut log);
+    assert_eq!(
+        code,
+        0,
+        "{name}: exit code {code}; log:\n{}",
+        String::from_utf8_lossy(&log)
+    );
+    out
+}
+
+/// Runs llama-perplexity with `args` and checks it against `want`, a `.ppl` golden
+/// (llama.cpp's printed estimate and a relative tolerance): the estimate within the
+/// tolerance and printed the same, a per-chunk line and the final line. Panics naming
+/// `name` otherwise.
+pub fn check_perplexity(name: &str, args: &[String], want: &str) {
+    use llamars::cli::perplexity;
+    let mut fields = want.split_whitespace();
+    let want_text = fields.next().expect("ppl");
+    let want_ppl: f64 = want_text.parse().expect("number");
+    let rel_tol: f64 = fields.next().expect("tolerance").parse().expect("number");
+    let params = perplexity::parse_args(args)
+        .expect("arguments")
+        .expect("not -h");
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let est = match perplexity::run(&params, &mut out, &mut log) {
+        Ok(est) => est,
+        Err(e) => panic!("{name}: {e}\nlog:\n{}", String::from_utf8_lossy(&log)),
+    };
+    let rel = (est.ppl - want_ppl).abs() / want_ppl;
+    assert!(
+        rel <= rel_tol,
+        "{name}: PPL {:.4} vs llama.cpp's {want_ppl:.4} (relative {rel:.2e} > {rel_tol:e})",
+        est.ppl
+    );
+    // Our arithmetic is llama.cpp's, so the printed estimate is the same too.
+    assert_eq!(
+        format!("{:.4}", est.ppl),
+        want_text,
+        "{name}: printed estimate"
+    );
+    let printed = String::from_utf8_lossy(&out);
+    assert!(
+        printed.starts_with("[1]"),
+        "{name}: per-chunk line missing: {printed:?}"
+    );
+    let log = String::from_utf8_lossy(&log);
+    assert!(
+        log.contains("Final estimate: PPL = "),
+        "{name}: no final line in\n{log}"
+    );
+}
