@@ -96,15 +96,11 @@ fn gemma4_vocabulary_tokenizes_as_llama_cpp() {
                 "{text:?} (parse_special {parse_special}): ours {got:?}, llama.cpp {want:?}"
             ));
         }
-        // Detokenized, a text of the vocabulary's characters comes back (spaces from
-        // `▁`), BOS aside; characters it lacks are dropped, as llama.cpp drops them.
-        let known = text.chars().all(|c| {
-            let c = if c == ' ' { '\u{2581}' } else { c };
-            vocab.tokenize(c.to_string(), TokenizeOptions::TEXT).len() == 1
-        });
-        if !parse_special && known {
+        // Detokenized, the text comes back (spaces from `▁`), BOS aside: what no piece
+        // covers went through the byte-fallback tokens, nothing is lost.
+        if !parse_special {
             let back = vocab.detokenize(&got[1..], false, false).unwrap();
-            if String::from_utf8_lossy(&back) != text {
+            if back != text.as_bytes() {
                 failures.push(format!(
                     "{text:?}: detokenized {:?}",
                     String::from_utf8_lossy(&back)

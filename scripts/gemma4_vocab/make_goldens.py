@@ -3,7 +3,8 @@
 made by llama.cpp 0c1e570's own llama-tokenize.
 
 A small vocabulary of Gemma 4's form (SentencePiece-style BPE: `▁` for spaces, merges
-over raw UTF-8, `<bos>`/`<eos>`/`<turn|>` control tokens, newline tokens) is learned
+over raw UTF-8, `<bos>`/`<eos>`/`<turn|>` control tokens, newline tokens, and the 256
+byte-fallback tokens `<0x00>`..`<0xFF>` that take what no piece covers) is learned
 here by a few dozen BPE merges on a short text, written into a vocabulary-only GGUF by
 the ignored test `write_gemma4_vocab` in tests/tokenizer_gemma4.rs, and tokenized by
 llama-tokenize. Writes tests/data/gemma4_vocab.json (spec and cases); the test makes the
@@ -35,6 +36,8 @@ CASES = [
     "2025? then they met.",
     "  leading and trailing  ",
     "\u00fcber \u4e2d\u6587 \U0001F600",
+    # Characters no piece covers: byte-fallback tokens, nothing lost.
+    "na\u00efve \U0001F980 crab \u2603",
 ]
 
 
@@ -66,8 +69,10 @@ def learn():
             seqs[w] = out
     specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<turn|>"]
     pieces = [m.replace(" ", "") for m in merges]
-    tokens = specials + ["\n", "\n\n"] + chars + [p for p in dict.fromkeys(pieces) if p not in chars]
-    types = [3] * len(specials) + [1] * (len(tokens) - len(specials))
+    byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
+    tokens = (specials + byte_tokens + ["\n", "\n\n"] + chars
+              + [p for p in dict.fromkeys(pieces) if p not in chars])
+    types = [3] * len(specials) + [6] * len(byte_tokens) + [1] * (len(tokens) - len(specials) - 256)
     return {"tokens": tokens, "token_type": types, "merges": merges,
             "bos_token_id": 2, "eos_token_id": 1, "unknown_token_id": 3, "padding_token_id": 0,
             "add_bos_token": False}

@@ -51,11 +51,24 @@ impl Vocab {
                 let piece = &word[range];
                 match self.text_to_token(piece) {
                     Some(id) => out.push(id),
-                    // As llama.cpp: look up each byte of the piece on its own; bytes
-                    // that are not tokens by themselves are dropped.
-                    None => out.extend(piece.iter().filter_map(|&b| self.text_to_token(&[b]))),
+                    None => self.push_byte_tokens(piece, out),
                 }
             }
+        }
+    }
+
+    /// A piece that is not a token, byte by byte, as llama.cpp: a GPT-2 vocabulary
+    /// looks each (byte-encoded) byte up as text; a SentencePiece-style one (Gemma 4)
+    /// has byte-fallback tokens `<0xXX>`, so no text is lost. A byte with no token is
+    /// dropped, as there.
+    fn push_byte_tokens(&self, piece: &[u8], out: &mut Vec<Token>) {
+        for &b in piece {
+            let id = if self.pre.spm_style() {
+                self.text_to_token(format!("<0x{b:02X}>").as_bytes())
+            } else {
+                self.text_to_token(&[b])
+            };
+            out.extend(id);
         }
     }
 }
