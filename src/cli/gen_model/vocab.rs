@@ -21,16 +21,33 @@ pub struct VocabKeys {
     pub padded: usize,
 }
 
-/// A SentencePiece vocabulary of `n` tokens: `<unk>`, `<s>`, `</s>`, the 256 byte
-/// tokens, then pieces (`▁`, ASCII characters, `▁`+letter, letter pairs, ...).
-pub fn synth_vocab(n: usize) -> Result<VocabKeys> {
-    if n < 259 {
+/// Control tokens llama.cpp looks up by text when it loads a model of `arch`, beyond
+/// `<unk>`, `<s>` and `</s>` (it fails to load one without them): for a model named
+/// Phi-3, `<|endoftext|>` (`llama_vocab::impl::load`, per-model token attributes).
+fn arch_control_tokens(arch: Arch) -> &'static [&'static str] {
+    match arch {
+        Arch::Phi3 => &["<|endoftext|>"],
+        _ => &[],
+    }
+}
+
+/// A SentencePiece vocabulary of `n` tokens for a model of `arch`: `<unk>`, `<s>`,
+/// `</s>`, the control tokens llama.cpp needs for `arch`, the 256 byte tokens, then
+/// pieces (`▁`, ASCII characters, `▁`+letter, letter pairs, ...). Errors when `n` is
+/// too small for the special and byte tokens.
+pub fn synth_vocab(n: usize, arch: Arch) -> Result<VocabKeys> {
+    let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
+    tokens.extend(arch_control_tokens(arch).iter().map(|t| t.to_string()));
+    let mut types: Vec<i32> = vec![2, 3, 3];
+    types.resize(tokens.len(), 3);
+    let n_fixed = tokens.len() + 256;
+    if n < n_fixed {
         return Err(CliError::Usage(format!(
-            "a synthesized vocabulary needs at least 259 tokens (3 special + 256 bytes), --vocab is {n}"
+            "a synthesized {} vocabulary needs at least {n_fixed} tokens ({} special + 256 bytes), --vocab is {n}",
+            arch.name(),
+            tokens.len()
         )));
     }
-    let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
-    let mut types: Vec<i32> = vec![2, 3, 3];
     for b in 0..=255u8 {
         tokens.push(format!("<0x{b:02X}>"));
         types.push(6);
@@ -62,7 +79,13 @@ pub fn synth_vocab(n: usize) -> Result<VocabKeys> {
         k += 1;
     }
     let scores: Vec<f32> = (0..n)
-        .map(|i| if i < 259 { 0.0 } else { -((i - 259) as f32) })
+        .map(|i| {
+            if i < n_fixed {
+                0.0
+            } else {
+                -((i - n_fixed) as f32)
+            }
+        })
         .collect();
     let kv: Vec<(String, GgufValue)> = vec![
         ("tokenizer.ggml.model".into(), "llama".into()),
@@ -83,9 +106,11 @@ pub fn synth_vocab(n: usize) -> Result<VocabKeys> {
     })
 }
 
-/// The `tokenizer.*` keys of the vocabulary GGUF `path`, padded with `[PADn]` tokens
-/// (user-defined, score 0) up to `n` tokens. Errors when the file has more.
-pub fn file_vocab(path: &Path, n: usize) -> Result<VocabKeys> {
+/// The `tokenizer.*` keys of the vocabulary GGUF `path` for a model of `arch`, padded
+/// up to `n` tokens: first with the control tokens llama.cpp needs for `arch` that the
+/// file lacks, then with `[PADn]` tokens (user-defined, score 0). Errors when the file
+/// has more than `n` tokens, or no room for a control token it lacks.
+pub fn file_vocab(path: &Path, n: usize, arch: Arch) -> Result<VocabKeys> {
     let file = GgufFile::open(path).map_err(|source| CliError::Ggml {
         what: format!("cannot read vocabulary '{}'", path.display()),
         source,
@@ -105,15 +130,40 @@ pub fn file_vocab(path: &Path, n: usize) -> Result<VocabKeys> {
             path.display()
         )));
     }
+    let missing: Vec<&str> = {
+        let have = kv
+            .iter()
+            .find(|(k, _)| k == "tokenizer.ggml.tokens")
+            .and_then(|(_, v)| v.as_array());
+        let has = |t: &str| match have {
+            Some(GgufArray::String(all)) => all.iter().any(|x| x == t),
+            _ => false,
+        };
+        arch_control_tokens(arch)
+            .iter()
+            .copied()
+            .filter(|t| !has(t))
+            .collect()
+    };
     let pad = n - n_file;
+    if missing.len() > pad {
+        return Err(CliError::Usage(format!(
+            "'{}' lacks {} (llama.cpp needs it to load a {} model) and --vocab {n} leaves no room to add it",
+            path.display(),
+            missing.join(", "),
+            arch.name()
+        )));
+    }
     if pad > 0 {
         for (k, v) in kv.iter_mut() {
             match (k.as_str(), v) {
                 ("tokenizer.ggml.tokens", GgufValue::Array(GgufArray::String(t))) => {
-                    t.extend((0..pad).map(|i| format!("[PAD{}]", n_file + i)));
+                    t.extend(missing.iter().map(|s| s.to_string()));
+                    t.extend((missing.len()..pad).map(|i| format!("[PAD{}]", n_file + i)));
                 }
                 ("tokenizer.ggml.token_type", GgufValue::Array(GgufArray::I32(t))) => {
-                    t.extend(std::iter::repeat_n(4, pad));
+                    t.extend(std::iter::repeat_n(3, missing.len()));
+                    t.extend(std::iter::repeat_n(4, pad - missing.len()));
                 }
                 ("tokenizer.ggml.scores", GgufValue::Array(GgufArray::F32(t))) => {
                     t.extend(std::iter::repeat_n(0.0, pad));
@@ -148,8 +198,8 @@ fn file_tokens(path: &Path) -> usize {
 /// tokens when no llama 3 vocabulary is found); may change `shape.n_vocab`.
 pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
     match &p.vocab {
-        VocabChoice::Synth => synth_vocab(shape.n_vocab),
-        VocabChoice::File(f) => file_vocab(f, shape.n_vocab),
+        VocabChoice::Synth => synth_vocab(shape.n_vocab, shape.arch),
+        VocabChoice::File(f) => file_vocab(f, shape.n_vocab, shape.arch),
         VocabChoice::Auto => {
             let dir = p.vocab_dir();
             let candidates: &[&str] = match shape.arch {
@@ -161,7 +211,7 @@ pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
             for c in candidates {
                 let path = dir.join(c);
                 if path.exists() && file_tokens(&path) == shape.n_vocab {
-                    return file_vocab(&path, shape.n_vocab);
+                    return file_vocab(&path, shape.n_vocab, shape.arch);
                 }
             }
             if p.preset == Some(Preset::Llama1B)
@@ -171,10 +221,10 @@ pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
                 shape.n_vocab = LLAMA2_VOCAB;
                 let spm = dir.join("ggml-vocab-llama-spm.gguf");
                 if spm.exists() && file_tokens(&spm) == LLAMA2_VOCAB {
-                    return file_vocab(&spm, LLAMA2_VOCAB);
+                    return file_vocab(&spm, LLAMA2_VOCAB, shape.arch);
                 }
             }
-            synth_vocab(shape.n_vocab)
+            synth_vocab(shape.n_vocab, shape.arch)
         }
     }
 }
@@ -186,7 +236,7 @@ mod tests {
 
     #[test]
     fn synthesized_vocab_loads() {
-        let v = synth_vocab(600).unwrap();
+        let v = synth_vocab(600, Arch::Llama).unwrap();
         let mut w = GgufWriter::new();
         for (k, val) in v.kv {
             w.set(k, val).unwrap();
@@ -197,6 +247,7 @@ mod tests {
         let toks = vocab.tokenize("hello world", llama::TokenizeOptions::ADD_SPECIAL);
         assert_eq!(toks[0], 1);
         assert!(toks.len() > 2);
-        assert!(synth_vocab(100).is_err());
+        assert!(synth_vocab(100, Arch::Llama).is_err());
+        assert!(synth_vocab(259, Arch::Phi3).is_err());
     }
 }
