@@ -182,6 +182,49 @@ fn a_saved_sequence_carries_its_window_and_restores_to_the_same_logits() {
     assert_eq!(b.memory_seq_pos_min(1).unwrap(), None);
 }
 
+/// A checkpoint of the windowed cache alone (`StateScope::WindowedOnly`, what a
+/// server keeps): after the sequence went on past the window, restoring it and cutting
+/// both caches back to the checkpoint's prefix gives the logits of a fresh evaluation
+/// of that prefix; the global cache is left as it was. Data of one scope is refused
+/// under the other.
+#[test]
+fn a_windowed_checkpoint_restores_a_prefix_the_window_forgot() {
+    use llama::memory::StateScope;
+    let m = model();
+    let toks = tokens(600, 10);
+    let mut c = ctx(&m, 1, false);
+    feed(&mut c, 0, 0, &toks[..96]);
+    let data = c
+        .state_seq_get_data_scoped(0, StateScope::WindowedOnly)
+        .expect("save");
+    feed(&mut c, 0, 96, &toks[96..]);
+    // The window has moved on: cutting back to 96 alone would leave no windowed cells.
+    assert!(c.memory_seq_pos_min(0).unwrap().unwrap() > 96);
+    let n = c
+        .state_seq_set_data_scoped(0, StateScope::WindowedOnly, &data)
+        .expect("restore");
+    assert_eq!(n, data.len());
+    // The windowed cache holds the checkpoint's window; the global one all 600.
+    assert_eq!(c.memory_seq_pos_max(0).unwrap(), Some(95));
+    c.memory_seq_rm(0, 96..).unwrap();
+    let next = tokens(8, 11);
+    let got = feed(&mut c, 0, 96, &next);
+    let mut fresh = ctx(&m, 1, false);
+    feed(&mut fresh, 0, 0, &toks[..96]);
+    let want = feed(&mut fresh, 0, 96, &next);
+    assert_close(&got, &want, "restored checkpoint");
+    // The scopes do not mix.
+    assert!(matches!(
+        c.state_seq_set_data(0, &data),
+        Err(LlamaError::State(_))
+    ));
+    let all = fresh.state_seq_get_data(0).unwrap();
+    assert!(matches!(
+        fresh.state_seq_set_data_scoped(0, StateScope::WindowedOnly, &all),
+        Err(LlamaError::State(_))
+    ));
+}
+
 #[test]
 fn shifting_needs_caches_of_one_size() {
     let m = model();

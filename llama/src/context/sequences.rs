@@ -10,7 +10,7 @@ use super::LlamaContext;
 use crate::batch::Token;
 use crate::error::{LlamaError, Result};
 use crate::memory::api::{ClearMode, MemoryOps, Sequences};
-use crate::memory::{read_file_header, write_file_header, Pos, SeqId};
+use crate::memory::{read_file_header, write_file_header, Pos, SeqId, StateScope};
 
 impl LlamaContext {
     /// Empties the memory: every cell of every sequence, and with
@@ -109,9 +109,18 @@ impl LlamaContext {
     /// ([`LlamaError::Memory`]), the K-shift's computation. llama.cpp:
     /// `llama_state_seq_get_data`.
     pub fn state_seq_get_data(&mut self, seq: SeqId) -> Result<Vec<u8>> {
+        self.state_seq_get_data_scoped(seq, StateScope::All)
+    }
+
+    /// [`LlamaContext::state_seq_get_data`] for the caches of `scope` only: with
+    /// [`StateScope::WindowedOnly`], a sliding-window model's windowed cache (a
+    /// server's checkpoint of what cannot be cut back). Restore it with
+    /// [`LlamaContext::state_seq_set_data_scoped`] and the same scope. llama.cpp:
+    /// `llama_state_seq_get_data_ext` with `LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY`.
+    pub fn state_seq_get_data_scoped(&mut self, seq: SeqId, scope: StateScope) -> Result<Vec<u8>> {
         self.apply_kv_shift()?;
         let mut out = Vec::new();
-        self.memory.seq_state_write(seq, &mut out)?;
+        self.memory.seq_state_write(seq, scope, &mut out)?;
         Ok(out)
     }
 
@@ -121,8 +130,21 @@ impl LlamaContext {
     /// cache type or memory kind, truncated or corrupt data, or no room in the cache
     /// (`seq` is then left empty). llama.cpp: `llama_state_seq_set_data`.
     pub fn state_seq_set_data(&mut self, seq: SeqId, data: &[u8]) -> Result<usize> {
+        self.state_seq_set_data_scoped(seq, StateScope::All, data)
+    }
+
+    /// Restores data of [`LlamaContext::state_seq_get_data_scoped`] made with the same
+    /// `scope`; only the caches of that scope change (the others keep what they hold of
+    /// `seq`). Errors: those of [`LlamaContext::state_seq_set_data`], and data of
+    /// another scope ([`LlamaError::State`]). llama.cpp: `llama_state_seq_set_data_ext`.
+    pub fn state_seq_set_data_scoped(
+        &mut self,
+        seq: SeqId,
+        scope: StateScope,
+        data: &[u8],
+    ) -> Result<usize> {
         let mut r = data;
-        self.memory.seq_state_read(seq, &mut r)?;
+        self.memory.seq_state_read(seq, scope, &mut r)?;
         Ok(data.len() - r.len())
     }
 
@@ -145,7 +167,7 @@ impl LlamaContext {
         };
         let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
         write_file_header(&mut w, tokens)?;
-        self.memory.seq_state_write(seq, &mut w)?;
+        self.memory.seq_state_write(seq, StateScope::All, &mut w)?;
         w.flush().map_err(io)?;
         let n = w.get_mut().stream_position().map_err(io)?;
         Ok(n as usize)
@@ -169,7 +191,7 @@ impl LlamaContext {
         })?;
         let mut r = std::io::BufReader::new(file);
         let tokens = read_file_header(&mut r)?;
-        self.memory.seq_state_read(seq, &mut r)?;
+        self.memory.seq_state_read(seq, StateScope::All, &mut r)?;
         Ok(tokens)
     }
 }

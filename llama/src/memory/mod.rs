@@ -24,6 +24,7 @@ pub use api::{ClearMode, MemoryOps, Sequences};
 pub use cells::{DivShift, Pos, SeqId, MAX_SEQ};
 pub use kinds::Memory;
 
+pub use state::StateScope;
 pub(crate) use state::{read_file_header, write_file_header};
 
 #[cfg(test)]

@@ -13,6 +13,12 @@
 //! grouped K). The sliding-window cache saves only the cells inside the window of the
 //! sequence's last position, as llama.cpp's `state_write`.
 //!
+//! With [`StateScope::WindowedOnly`] (llama.cpp's `LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY`)
+//! a sliding-window model's data holds only the sliding-window cache, under the magic
+//! `LRSP`: what a server keeps as a checkpoint, since the global cache can always be cut
+//! back to a prefix while the windowed one forgets what the window passed. For a memory
+//! without a windowed cache the scope makes no difference, as in llama.cpp.
+//!
 //! A sequence file: magic `LRSQ`, version, the token ids the caller attached, then the
 //! sequence data.
 
@@ -29,6 +35,7 @@ use crate::batch::{Token, UBatch};
 use crate::error::{LlamaError, Result};
 
 const DATA_MAGIC: &[u8; 4] = b"LRSD";
+const WINDOWED_DATA_MAGIC: &[u8; 4] = b"LRSP";
 const DATA_VERSION: u32 = 2;
 const FILE_MAGIC: &[u8; 4] = b"LRSQ";
 const FILE_VERSION: u32 = 2;
@@ -58,6 +65,17 @@ fn check_magic(r: &mut impl Read, magic: &[u8; 4], version: u32, what: &str) -> 
         return Err(LlamaError::State(format!("unsupported {what} version {v}")));
     }
     Ok(())
+}
+
+/// Which caches a sequence's saved state covers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StateScope {
+    /// Every cache (the default).
+    #[default]
+    All,
+    /// Only a sliding-window model's windowed cache (every cache for other models):
+    /// llama.cpp's `LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY`.
+    WindowedOnly,
 }
 
 /// Writes a sequence file's header: magic, version and `tokens`.
@@ -155,17 +173,40 @@ impl Memory {
         v
     }
 
-    /// Writes the sequence data of `seq` (see the module docs); returns the number of
-    /// cells written (of the global cache). Errors: a bad id; [`LlamaError::State`]
-    /// when a position shift is pending (apply the K-shift first) or writing fails.
-    pub(crate) fn seq_state_write(&self, seq: SeqId, w: &mut impl Write) -> Result<usize> {
+    /// The indices into [`Memory::state_parts`] that `scope` covers.
+    fn scoped_parts(&self, scope: StateScope) -> std::ops::Range<usize> {
+        let n = self.state_parts().len();
+        match scope {
+            StateScope::WindowedOnly if self.swa().is_some() => n - 1..n,
+            _ => 0..n,
+        }
+    }
+
+    fn data_magic(&self, scope: StateScope) -> &'static [u8; 4] {
+        if self.scoped_parts(scope).start > 0 {
+            WINDOWED_DATA_MAGIC
+        } else {
+            DATA_MAGIC
+        }
+    }
+
+    /// Writes the sequence data of `seq` for the caches of `scope` (see the module
+    /// docs); returns the number of cells written (of the first cache written).
+    /// Errors: a bad id; [`LlamaError::State`] when a position shift is pending (apply
+    /// the K-shift first) or writing fails.
+    pub(crate) fn seq_state_write(
+        &self,
+        seq: SeqId,
+        scope: StateScope,
+        w: &mut impl Write,
+    ) -> Result<usize> {
         if self.has_shift() {
             return Err(LlamaError::State(
                 "apply the pending K-shift before saving".into(),
             ));
         }
         self.base().check_seq(seq)?;
-        w.write_all(DATA_MAGIC).map_err(state_io)?;
+        w.write_all(self.data_magic(scope)).map_err(state_io)?;
         put_u32(w, DATA_VERSION)?;
         let shape = self.state_shape();
         put_u32(w, shape.len() as u32)?;
@@ -173,7 +214,7 @@ impl Memory {
             put_u32(w, v)?;
         }
         let mut written = None;
-        for part in self.state_parts() {
+        for part in &self.state_parts()[self.scoped_parts(scope)] {
             let (stream, idx) = part.cache.seq_cells(seq)?;
             let cells = &part.cache.streams()[stream as usize];
             put_u32(w, idx.len() as u32)?;
@@ -188,21 +229,32 @@ impl Memory {
         Ok(written.unwrap_or(0))
     }
 
-    /// Reads sequence data written by [`Memory::seq_state_write`] into `seq`. On any
+    /// Reads sequence data written by [`Memory::seq_state_write`] with the same
+    /// `scope` into `seq`, replacing what the caches of that scope held of it. On any
     /// error after the id was checked `seq` is left empty, as llama.cpp's `state_read`
-    /// leaves it. Errors: a bad id; [`LlamaError::State`] for data of another shape or
-    /// kind, truncated or corrupt data, or no room in the cache.
-    pub(crate) fn seq_state_read(&mut self, seq: SeqId, r: &mut impl Read) -> Result<()> {
+    /// leaves it. Errors: a bad id; [`LlamaError::State`] for data of another shape,
+    /// kind or scope, truncated or corrupt data, or no room in the cache.
+    pub(crate) fn seq_state_read(
+        &mut self,
+        seq: SeqId,
+        scope: StateScope,
+        r: &mut impl Read,
+    ) -> Result<()> {
         self.base().check_seq(seq)?;
-        let result = self.read_seq(seq, r);
+        let result = self.read_seq(seq, scope, r);
         if result.is_err() {
             self.seq_rm(Sequences::One(seq), PosRange::ALL)?;
         }
         result
     }
 
-    fn read_seq(&mut self, seq: SeqId, r: &mut impl Read) -> Result<()> {
-        check_magic(r, DATA_MAGIC, DATA_VERSION, "sequence state data")?;
+    fn read_seq(&mut self, seq: SeqId, scope: StateScope, r: &mut impl Read) -> Result<()> {
+        check_magic(
+            r,
+            self.data_magic(scope),
+            DATA_VERSION,
+            "sequence state data",
+        )?;
         let want = self.state_shape();
         if get_u32(r)? as usize != want.len() {
             return Err(LlamaError::State(
@@ -216,9 +268,13 @@ impl Memory {
                 )));
             }
         }
-        // Every cache is emptied first: a failure part-way leaves none half-filled.
-        self.seq_rm(Sequences::One(seq), PosRange::ALL)?;
-        for k in 0..self.state_parts().len() {
+        // Every cache of the scope is emptied first: a failure part-way leaves none
+        // half-filled.
+        let parts = self.scoped_parts(scope);
+        if parts.start == 0 {
+            self.seq_rm(Sequences::One(seq), PosRange::ALL)?;
+        }
+        for k in parts {
             let Some(cache) = self.state_cache_mut(k) else {
                 break;
             };
