@@ -9,6 +9,8 @@
 //! and global layers).
 
 mod common;
+#[path = "common/server.rs"]
+mod srv;
 
 use llamars::cli::tokenize;
 
@@ -229,6 +231,69 @@ fn logits_equal_llama_cpp_for_every_batch_split() {
                     case["prompt"],
                     &split[..split.len().min(4)],
                     &row[..8]
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The server's greedy chat answers through the built-in `gemma` format equal
+/// llama.cpp's server's, text and log-probabilities, on the first send and on the
+/// second, which finds the prompt cached: a sliding-window model's context checkpoints
+/// decide where the first send's prompt batches end and how much of the cache the
+/// second reuses, as in llama.cpp (the short chat's answer is then the same on both
+/// sends; the longer one's log-probabilities move a little, in llama.cpp as here).
+#[test]
+fn server_chat_answers_equal_llama_cpp_cached_or_not() {
+    let Some(path) = common::real_model(MODEL) else {
+        return;
+    };
+    let g = real_goldens();
+    let args: Vec<&str> = g["server_args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("arg"))
+        .collect();
+    let server = srv::TestServer::start(&path, &args);
+    let mut failures = Vec::new();
+    for (c, case) in g["server"].as_array().expect("cases").iter().enumerate() {
+        for (k, want) in case["sends"].as_array().expect("sends").iter().enumerate() {
+            let (code, v) = server.post("/v1/chat/completions", &case["body"]);
+            assert_eq!(code, 200, "{v}");
+            let choice = &v["choices"][0];
+            let got_logprobs: Vec<serde_json::Value> = choice["logprobs"]["content"]
+                .as_array()
+                .expect("logprobs")
+                .iter()
+                .map(|t| {
+                    let top: Vec<serde_json::Value> = t["top_logprobs"]
+                        .as_array()
+                        .expect("top")
+                        .iter()
+                        .map(|x| serde_json::json!([x["token"], x["logprob"]]))
+                        .collect();
+                    serde_json::json!({"token": t["token"], "logprob": t["logprob"], "top": top})
+                })
+                .collect();
+            let cached = &v["usage"]["prompt_tokens_details"]["cached_tokens"];
+            if choice["message"]["content"] != want["content"] {
+                failures.push(format!(
+                    "chat {c} send {k}: {} vs llama.cpp's {}",
+                    choice["message"]["content"], want["content"]
+                ));
+            }
+            if *cached != want["cached_tokens"] {
+                failures.push(format!(
+                    "chat {c} send {k}: {cached} cached tokens, llama.cpp {}",
+                    want["cached_tokens"]
+                ));
+            }
+            if got_logprobs != want["logprobs"].as_array().expect("want").as_slice() {
+                failures.push(format!(
+                    "chat {c} send {k}: log-probabilities differ, first: {} vs llama.cpp's {}",
+                    got_logprobs[0], want["logprobs"][0]
                 ));
             }
         }

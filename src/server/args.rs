@@ -42,6 +42,12 @@ pub struct ServerParams {
     pub timeout: u64,
     /// Least prompt similarity for picking a slot by its cache (`-sps`, default 0.1).
     pub slot_prompt_similarity: f32,
+    /// Most context checkpoints per slot of a sliding-window model (`-ctxcp`, default
+    /// 32, 0 = none).
+    pub n_ctx_checkpoints: usize,
+    /// Least spacing in tokens between checkpoints of earlier tasks (`-cms`, default
+    /// 8192).
+    pub checkpoint_min_step: usize,
     /// Expose `GET /metrics` (`--metrics`).
     pub metrics: bool,
     /// Expose `GET /slots` (`--slots`, default on).
@@ -87,6 +93,8 @@ impl Default for ServerParams {
             api_keys: Vec::new(),
             timeout: 3600,
             slot_prompt_similarity: 0.1,
+            n_ctx_checkpoints: 32,
+            checkpoint_min_step: 8192,
             metrics: false,
             slots_endpoint: true,
             webui: true,
@@ -180,6 +188,24 @@ pub fn server_opts() -> Vec<Opt<ServerParams>> {
             "how much a prompt must share with a slot's cache to pick that slot (default: 0.1, 0 = off)",
             |p, v| {
                 p.slot_prompt_similarity = v.num_in(0.0, 1.0, "must be in [0, 1]")?;
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"],
+            "N",
+            "most context checkpoints per slot of a sliding-window model, saved as prompts are processed so that a later prompt can reuse the cache (default: 32, 0 = none)",
+            |p, v| {
+                p.n_ctx_checkpoints = v.num()?;
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["-cms", "--checkpoint-min-step"],
+            "N",
+            "least spacing in tokens between context checkpoints of earlier requests (default: 8192, 0 = no minimum)",
+            |p, v| {
+                p.checkpoint_min_step = v.num()?;
                 Ok(())
             },
         ),

@@ -11,6 +11,7 @@ pub mod error;
 pub mod metrics;
 pub mod response;
 pub mod routes;
+pub mod spans;
 pub mod task;
 pub mod text;
 pub mod types;
@@ -155,6 +156,15 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
         ctx_shift,
         add_bos: model.vocab.add_bos(),
         slot_prompt_similarity: p.slot_prompt_similarity,
+        checkpoints: engine::CheckpointPolicy {
+            max: p.n_ctx_checkpoints,
+            min_step: p.checkpoint_min_step,
+            n_swa: if p.common.swa_full {
+                0
+            } else {
+                ctx.memory().n_swa() as usize
+            },
+        },
         slot_save_path: p.slot_save_path.clone(),
         grp_attn: (p.common.grp_attn_n != 1).then_some((p.common.grp_attn_n, p.common.grp_attn_w)),
         max_queue: p.max_queue,

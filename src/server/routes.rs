@@ -26,6 +26,7 @@ use super::error::ApiError;
 use super::response::{
     completion_id, final_json, generation_settings, now_secs, partial_json, ResponseMeta,
 };
+use super::spans::{parse_delimiters, MessageSpans};
 use super::task::{Event, Task};
 use super::types::{
     parse_gen_params, parse_messages, tokenize_prompt, Fields, GenParams, ResponseKind,
@@ -408,6 +409,7 @@ struct Prepared {
     params: GenParams,
     truncated_turns: usize,
     turn_starts: Vec<(usize, usize)>,
+    spans: MessageSpans,
 }
 
 /// Reads a completion request and renders and tokenizes its prompt (chats fitted to a
@@ -421,6 +423,14 @@ fn prepare(
     let f = Fields::of(&b)?;
     check_model(st, &f)?;
     let mut params = parse_gen_params(&b, &st.defaults, kind, &st.model)?;
+    // As llama.cpp: a chat's delimiters come from its template (none for the built-in
+    // formats; the Jinja template analysis that finds them is not built yet), a raw
+    // completion's from its body.
+    let delimiters = if kind == ResponseKind::OaiChat {
+        Vec::new()
+    } else {
+        parse_delimiters(f.get("message_delimiters"), &st.model.vocab)
+    };
     let (prompt, truncated_turns, turn_starts) = if kind == ResponseKind::OaiChat {
         let messages = parse_messages(f.get("messages"))?;
         let reserve = params.n_predict.max(0) as usize;
@@ -472,11 +482,13 @@ fn prepare(
         }
         (tokens, 0, Vec::new())
     };
+    let spans = MessageSpans::split(&prompt, &delimiters);
     Ok(Prepared {
         prompt,
         params,
         truncated_turns,
         turn_starts,
+        spans,
     })
 }
 
@@ -492,6 +504,7 @@ async fn start_completion(
         params,
         truncated_turns,
         turn_starts,
+        spans,
     } = tokio::task::spawn_blocking(move || prepare(&st2, body, kind))
         .await
         .map_err(|e| ApiError::Server(format!("request preparation failed: {e}")))??;
@@ -522,6 +535,7 @@ async fn start_completion(
         kind,
         truncated_turns,
         turn_starts,
+        spans,
         events: tx,
         t_arrival,
     })?;

@@ -26,6 +26,9 @@ pub struct Task {
     /// included: `(token offset in prompt, message index)`, oldest first. A context
     /// shift during generation drops whole turns between these boundaries.
     pub turn_starts: Vec<(usize, usize)>,
+    /// Where the prompt's messages start, for a sliding-window model's checkpoints
+    /// (from `message_delimiters` in a `/completion` body).
+    pub spans: crate::server::spans::MessageSpans,
     /// Where results go; a closed channel cancels the task.
     pub events: UnboundedSender<Event>,
     /// When the request arrived.

@@ -38,19 +38,6 @@ pub fn shift_out(
     seq_add(ctx, seq, k + d..n, -d)
 }
 
-/// Whether the cache of `seq` still holds what a token at position `n_past` attends
-/// to: always, except for a sliding-window model whose windowed cache has already
-/// forgotten positions inside that token's window (llama.cpp's server then re-processes
-/// the prompt).
-pub fn window_kept(ctx: &LlamaContext, seq: usize, n_past: usize) -> bool {
-    let n_swa = ctx.memory().n_swa() as Pos;
-    if n_swa == 0 {
-        return true;
-    }
-    let need = (n_past as Pos - n_swa + 1).max(0);
-    matches!(ctx.memory_seq_pos_min(seq as SeqId), Ok(Some(m)) if m <= need)
-}
-
 /// One Self-Extend (KV-shift form) pass over `seq` before tokens at `n_past` are added;
 /// returns the new `n_past`.
 pub fn self_extend(

@@ -6,9 +6,12 @@
 //! task's own channel. The HTTP side only parses, queues and forwards; every call into
 //! the model is in this module.
 
+mod checkpoint;
 mod kv;
 mod sampling;
 mod slot;
+
+pub use checkpoint::CheckpointPolicy;
 
 use llama::vocab::TokenizeOptions;
 use std::collections::VecDeque;
@@ -42,6 +45,8 @@ pub struct EngineConfig {
     pub add_bos: bool,
     /// Least prompt similarity for picking a slot by its cache.
     pub slot_prompt_similarity: f32,
+    /// Context checkpoints of a sliding-window model (`--ctx-checkpoints`).
+    pub checkpoints: CheckpointPolicy,
     /// Where slots are saved.
     pub slot_save_path: Option<PathBuf>,
     /// Self-Extend's KV-shift form (`--grp-attn-n`, `--grp-attn-w`).
@@ -382,6 +387,7 @@ impl Engine {
         s.cache.clear();
         s.pos_next = 0;
         s.n_exact = 0;
+        s.checkpoints.clear();
     }
 
     /// One iteration of the loop; `false` when there was nothing to decode.
@@ -436,6 +442,7 @@ impl Engine {
             }
             let slot = &mut self.slots[i];
             slot.cache.drain(n_keep..n_keep + n_discard);
+            slot.checkpoints.clear();
             slot.pos_next = slot.cache.len() as Pos;
             slot.n_exact = slot.n_exact.min(n_keep);
             if let Some(job) = slot.job.as_mut() {
@@ -518,14 +525,55 @@ impl Engine {
                 continue;
             };
             let prompt = std::mem::take(&mut job.task.prompt);
-            let from = job.n_fed;
-            let n = (prompt.len() - from).min(n_batch - self.batch.len());
-            for k in from..from + n {
-                self.push(i, prompt[k], k + 1 == prompt.len());
+            let spans = std::mem::take(&mut job.task.spans);
+            let (id_task, from) = (job.task.id, job.n_fed);
+            let n_ubatch = self.ctx.cparams().n_ubatch as usize;
+            let mut n_fed = from;
+            while n_fed < prompt.len() && self.batch.len() < n_batch {
+                self.push(i, prompt[n_fed], n_fed + 1 == prompt.len());
+                n_fed += 1;
+                // A sliding-window model's batch stops where a checkpoint is due.
+                let policy = &self.cfg.checkpoints;
+                if self.slots[i].checkpoints.cut_after(
+                    policy,
+                    &spans,
+                    n_fed,
+                    prompt.len(),
+                    n_batch,
+                    n_ubatch,
+                ) {
+                    break;
+                }
+            }
+            let made = self.slots[i].checkpoints.maybe_create(
+                &mut self.ctx,
+                i,
+                &self.cfg.checkpoints,
+                &spans,
+                id_task,
+                n_fed,
+                n_fed - from,
+                prompt.len(),
+                n_ubatch,
+            );
+            match made {
+                Ok(true) => {
+                    let c = &self.slots[i].checkpoints;
+                    slt!(
+                        i,
+                        "created context checkpoint {} of {} at {} prompt tokens",
+                        c.len(),
+                        self.cfg.checkpoints.max,
+                        from
+                    );
+                }
+                Ok(false) => {}
+                Err(e) => slt!(i, "could not make a context checkpoint: {e}"),
             }
             if let Some(job) = self.slots[i].job.as_mut() {
                 job.task.prompt = prompt;
-                job.n_fed += n;
+                job.task.spans = spans;
+                job.n_fed = n_fed;
             }
         }
     }
@@ -570,15 +618,41 @@ impl Engine {
                 .map_err(|e| ApiError::Server(format!("cache reuse failed: {e}")))?;
             }
         }
-        if n_past == n_prompt {
-            n_past -= 1;
-        }
-        if n_past > 0 && !kv::window_kept(&self.ctx, i, n_past) {
+        // A sliding-window model's windowed cache may not hold what the prefix needs:
+        // restore a checkpoint and reuse its shorter prefix, or start afresh.
+        let n_matched = n_past;
+        n_past = match slot.checkpoints.reuse(
+            &mut self.ctx,
+            i,
+            &self.cfg.checkpoints,
+            n_past,
+            slot.cache.len(),
+            n_prompt,
+        ) {
+            Ok(n) => n,
+            Err(e) => {
+                slt!(
+                    i,
+                    "could not restore a context checkpoint ({e}): the prompt is processed again"
+                );
+                slot.checkpoints.clear();
+                0
+            }
+        };
+        if n_past < n_matched {
             slt!(
                 i,
-                "forcing full prompt re-processing due to lack of cache data (the sliding window has moved past the kept prefix)"
+                "{}",
+                if n_past == 0 {
+                    "forcing full prompt re-processing due to lack of cache data (sliding window)"
+                        .to_string()
+                } else {
+                    format!("restored context checkpoint, n_past = {n_past}")
+                }
             );
-            n_past = 0;
+        }
+        if n_past == n_prompt {
+            n_past -= 1;
         }
         kv::seq_rm_from(&mut self.ctx, i, n_past).map_err(|e| ApiError::Server(e.to_string()))?;
         slot.cache.truncate(n_past);
@@ -901,6 +975,7 @@ impl Engine {
                         s.pos_next = n as Pos;
                         s.n_exact = n;
                         s.cache = tokens;
+                        s.checkpoints.clear();
                         Ok(
                             json!({"id_slot": id, "filename": name, "n_restored": n, "n_read": bytes,
                                   "timings": {"restore_ms": t0.elapsed().as_secs_f64() * 1e3}}),

@@ -8,6 +8,7 @@ use llama::sampling::SamplerChain;
 use llama::window::SelfExtend;
 use llama::Token;
 
+use super::checkpoint::Checkpoints;
 use crate::server::task::{Event, Final, Partial, StopType, Task, Timings, TokenProbs};
 use crate::server::text::{find_stop, lossy, utf8_complete_len, StopMatch};
 
@@ -266,6 +267,8 @@ pub struct Slot {
     pub n_exact: usize,
     /// Self-Extend state (`--grp-attn-n`).
     pub ga: Option<SelfExtend>,
+    /// Saved states of a sliding-window model's windowed cache.
+    pub checkpoints: Checkpoints,
     /// When the slot last finished a job.
     pub t_last_used: Option<Instant>,
     /// The running job.
@@ -284,6 +287,7 @@ impl Slot {
             pos_next: 0,
             n_exact: 0,
             ga: None,
+            checkpoints: Checkpoints::default(),
             t_last_used: None,
             job: None,
             last_task: None,
