@@ -82,3 +82,53 @@ fn mul_mat_attention_shapes() {
         check(build, n_threads, Tolerance::F32).unwrap();
     }
 }
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// `hadamard` (ggml's `mul_mat` with `GGML_HINT_SRC0_IS_HADAMARD`): runs of `n`
+    /// values of an f32 or f16 tensor times the Walsh-Hadamard matrix, against the f64
+    /// matrix product, on 1 to 4 threads with the same bits.
+    #[test]
+    fn hadamard_matches_the_matrix_product(
+        log_n in 0u32..=8,
+        runs in 1usize..=6,
+        rows in 1usize..=3,
+        typ in st::float_type(),
+        seed in st::seed(),
+        n_threads in st::n_threads(),
+    ) {
+        let n = 1usize << log_n;
+        check(|ctx| {
+            let a = Layout::contiguous().make(ctx, typ, [n * runs, rows, 2, 1], Fill::uniform(seed, -2.0, 2.0));
+            vec![ctx.hadamard(a, n)]
+        }, n_threads, Tolerance::F32)?;
+    }
+}
+
+/// The transform is its own inverse (up to rounding), and refuses what it cannot do.
+#[test]
+fn hadamard_twice_is_the_identity_and_bad_input_is_refused() {
+    let mut ctx = ggml::Context::new();
+    let x: Vec<f32> = (0..256).map(|i| ((i * 37) % 17) as f32 - 8.0).collect();
+    let a = ctx.new_tensor(GgmlType::F32, &[128, 2]);
+    ctx.set_f32(a, &x).unwrap();
+    let h = ctx.hadamard(a, 64);
+    let back = ctx.hadamard(h, 64);
+    let mut g = ggml::Graph::new();
+    g.build_forward_expand(&ctx, back);
+    ggml::Executor::new(2).unwrap().compute(&ctx, &g).unwrap();
+    let y = ctx.get_f32(back).unwrap();
+    for (a, b) in x.iter().zip(&y) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+    assert!(ctx.try_hadamard(a, 48).is_err(), "not a power of two");
+    assert!(
+        ctx.try_hadamard(a, 512).is_err(),
+        "256 values are not runs of 512"
+    );
+    let t = ctx.transpose(a);
+    assert!(ctx.try_hadamard(t, 2).is_err(), "not contiguous");
+    let q = ctx.new_tensor(GgmlType::Q8_0, &[64, 1]);
+    assert!(ctx.try_hadamard(q, 64).is_err(), "quantized");
+}

@@ -47,7 +47,7 @@
 //! | element-wise binary (broadcasting) | `add`, `add_inplace`, `sub`, `mul`, `mul_inplace`, `div` |
 //! | element-wise unary, gated units | `scale`, `scale_inplace`, `scale_bias`, `sqr`, `sqrt`, `silu`, `gelu`, `relu`, `swiglu`, `swiglu_split`, `geglu_split` |
 //! | row reductions, normalisation | `sum_rows`, `mean`, `norm`, `rms_norm`, `argmax` |
-//! | matrix multiplication | `mul_mat` |
+//! | matrix multiplication | `mul_mat`, `hadamard` |
 //! | rows by index | `get_rows`, `set_rows` |
 //! | attention | `soft_max`, `soft_max_ext` ([`SoftMaxParams`]), `rope_ext`, `rope_ext_inplace` ([`RopeParams`]), `diag_mask_inf`, `flash_attn_ext` ([`FlashAttnParams`]) |
 //! | copies, conversions | `cpy`, `cont`, `cont_4d`, `cast`, `concat`, `repeat` |

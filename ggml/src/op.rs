@@ -237,6 +237,13 @@ pub enum Op {
     /// `mul_mat` with a matrix of the stack src0 chosen per row by the I32 ids in
     /// src2 (mixture of experts).
     MulMatId,
+    /// Each run of `n` consecutive values of src0 times the orthonormal Walsh-Hadamard
+    /// matrix of size `n` (ggml: `mul_mat` with `GGML_HINT_SRC0_IS_HADAMARD`, computed
+    /// by `ggml_compute_forward_fwht`).
+    Hadamard {
+        /// The matrix size, a power of two.
+        n: u32,
+    },
     /// Rows of src0 picked by the I32 indices in src1.
     GetRows,
     /// Rows of src0 (values) written into src2 (destination) at the indices in src1; a view of src2.
@@ -312,6 +319,7 @@ impl Op {
             Op::TopK => "TOP_K",
             Op::MulMat => "MUL_MAT",
             Op::MulMatId => "MUL_MAT_ID",
+            Op::Hadamard { .. } => "HADAMARD",
             Op::GetRows => "GET_ROWS",
             Op::SetRows => "SET_ROWS",
             Op::SoftMax { .. } => "SOFT_MAX",

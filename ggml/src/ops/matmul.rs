@@ -7,7 +7,7 @@ use crate::op::Op;
 use crate::tensor::TensorId;
 use crate::types::GgmlType;
 
-/// # Matrix multiplication: `mul_mat`, `mul_mat_id`
+/// # Matrix multiplication: `mul_mat`, `mul_mat_id`, `hadamard`
 ///
 /// ggml's convention: both operands are stored row by row with the shared dimension
 /// `K` as `ne0`, and every result element is the dot product of a row of `a` with a
@@ -41,6 +41,46 @@ impl Context {
         /// # Panics
         /// When the shapes, types or layouts do not fit.
         pub fn mul_mat_id => try_mul_mat_id(a: TensorId, b: TensorId, ids: TensorId);
+
+        /// `a` (contiguous, f32 or f16) with each run of `n` consecutive values
+        /// multiplied by the orthonormal Walsh-Hadamard matrix of size `n` (Sylvester's,
+        /// scaled by `1/sqrt(n)`; it is its own inverse): f32 of `a`'s shape. ggml writes
+        /// it as `mul_mat(H, a)` with `GGML_HINT_SRC0_IS_HADAMARD` and computes it as
+        /// this does, by the fast transform: every value scaled by `1/sqrtf(n)`, then
+        /// butterflies `(u + v, u - v)` of widths 1, 2, 4, ... `n/2`. llama.cpp rotates
+        /// Q, K and V with it around a quantized KV cache.
+        ///
+        /// # Panics
+        /// When `n` is not a power of two, `a` is not contiguous, not f32 or f16, or
+        /// its element count is not a multiple of `n`.
+        pub fn hadamard => try_hadamard(a: TensorId, n: usize);
+    }
+
+    /// [`Context::hadamard`], returning [`crate::Error::InvalidOp`] instead of
+    /// panicking.
+    pub fn try_hadamard(&mut self, a: TensorId, n: usize) -> Result<TensorId> {
+        const OP: &str = "hadamard";
+        let ta = self.tensor(a);
+        ensure!(
+            n.is_power_of_two() && n <= u32::MAX as usize,
+            OP,
+            "the size {n} is not a power of two"
+        );
+        ensure!(
+            matches!(ta.typ, GgmlType::F32 | GgmlType::F16) && ta.is_contiguous(),
+            OP,
+            "'{}' must be a contiguous f32 or f16 tensor, is {}",
+            self.label(a),
+            ta.typ
+        );
+        ensure!(
+            ta.nelements().is_multiple_of(n),
+            OP,
+            "{} does not split into runs of {n} values",
+            self.label_shape(a)
+        );
+        let ne = ta.ne;
+        self.new_op(GgmlType::F32, ne, Op::Hadamard { n: n as u32 }, &[a])
     }
 
     /// [`Context::mul_mat`], returning [`crate::Error::InvalidOp`] instead of

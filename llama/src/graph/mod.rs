@@ -397,11 +397,15 @@ impl<'a> GraphBuilder<'a> {
         kq_scale: f32,
         il: usize,
     ) -> Result<TensorId> {
+        let (cache, li) = self.mem.layer_cache(il);
+        let rot = self.mem.cache(cache).storage().rotation();
+        let q = self.rotate(q, rot.k);
+        let k = self.rotate(k, rot.k);
+        let v = self.rotate(v, rot.v);
         // Q, V then K, so that the stores come right before the attention reads them.
         self.gf.build_forward_expand(&self.ctx, q);
         self.gf.build_forward_expand(&self.ctx, v);
         self.gf.build_forward_expand(&self.ctx, k);
-        let (cache, li) = self.mem.layer_cache(il);
         let inputs = self.inputs.attn[cache.index()];
         let Some(inp) = inputs else {
             return Err(LlamaError::InvalidParam(
@@ -420,8 +424,25 @@ impl<'a> GraphBuilder<'a> {
         let mask = inp.kq_mask_cnv;
         let cur = self.build_attn_mha(q, kc, vc, mask, kq_scale, il);
         self.cb(cur, "kqv_out", Some(il));
+        let cur = self.rotate(cur, rot.v);
         let wo = self.req(l, T::AttnOut, il)?;
         self.build_mm(wo, cur, l.bias(T::AttnOut))
+    }
+
+    /// `x` times the Walsh-Hadamard matrix of size `n` run by run, when the cache asks
+    /// for that rotation (llama.cpp's `llama_mul_mat_hadamard`: a copy first when `x`
+    /// is not contiguous).
+    fn rotate(&mut self, x: TensorId, n: Option<usize>) -> TensorId {
+        let Some(n) = n else {
+            return x;
+        };
+        let ctx = &mut self.ctx;
+        let x = if ctx.tensor(x).is_contiguous() {
+            x
+        } else {
+            ctx.cont(x)
+        };
+        ctx.hadamard(x, n)
     }
 
     /// Exact Self-Extend's attention of layer `il` (see [`self_extend`]): stores the
@@ -440,10 +461,13 @@ impl<'a> GraphBuilder<'a> {
         kq_scale: f32,
         il: usize,
     ) -> Result<TensorId> {
+        let (cache, li) = self.mem.layer_cache(il);
+        let rot = self.mem.cache(cache).storage().rotation();
+        let [q_n, q_g, k_n, k_g] = [q_n, q_g, k_n, k_g].map(|t| self.rotate(t, rot.k));
+        let v = self.rotate(v, rot.v);
         for t in [q_n, q_g, v, k_n, k_g] {
             self.gf.build_forward_expand(&self.ctx, t);
         }
-        let (cache, li) = self.mem.layer_cache(il);
         let inputs = self.inputs.attn[cache.index()];
         let Some(AttnInputs {
             k_idxs,
@@ -501,6 +525,7 @@ impl<'a> GraphBuilder<'a> {
         let vt = ctx.permute(vc, [0, 2, 1, 3]);
         let cur = self_extend::build_bilevel_attention(ctx, q_n, q_g, kc, kgc, vt, mask, kq_scale);
         self.cb(cur, "kqv_out", Some(il));
+        let cur = self.rotate(cur, rot.v);
         let wo = self.req(l, T::AttnOut, il)?;
         self.build_mm(wo, cur, l.bias(T::AttnOut))
     }

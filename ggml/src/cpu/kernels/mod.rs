@@ -13,6 +13,7 @@ mod flash_attn;
 mod flash_attn_tiled;
 mod gelu;
 mod gemm_float;
+mod hadamard;
 mod matmul;
 mod matmul_batch;
 mod mul_mat_id;
@@ -448,6 +449,7 @@ pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
         | Op::Norm { .. }
         | Op::RmsNorm { .. }
         | Op::Argmax
+        | Op::Hadamard { .. }
         | Op::DiagMaskInf { .. } => 0,
     }
 }
@@ -470,6 +472,7 @@ pub(crate) fn forward(params: &ComputeParams, node: &ExecNode) {
         Op::Argmax => norm::argmax(params, node),
         Op::MulMat => matmul::forward(params, node),
         Op::MulMatId => mul_mat_id::forward(params, node),
+        Op::Hadamard { n } => hadamard::forward(params, node, n as usize),
         Op::Argsort { order } => sort::argsort(params, node, order),
         Op::TopK => sort::top_k(params, node),
         Op::GetRows => rows::get_rows(params, node),

@@ -25,6 +25,24 @@ pub(super) fn mul_mat(a: &RefTensor, b: &RefTensor) -> Result<RefTensor> {
     Ok(out)
 }
 
+/// Each run of `n` values of `a` times the Walsh-Hadamard matrix of size `n` (entry
+/// `(i, j)` is `(-1)^popcount(i & j) / sqrt(n)`), as a plain matrix product.
+pub(super) fn hadamard(a: &RefTensor, n: usize) -> RefTensor {
+    let mut out = RefTensor::zeros(GgmlType::F32, a.ne);
+    let scale = 1.0 / (n as f64).sqrt();
+    for (k, run) in a.data.chunks(n).enumerate() {
+        for i in 0..n {
+            let sum: f64 = run
+                .iter()
+                .enumerate()
+                .map(|(j, &x)| if (i & j).count_ones() % 2 == 0 { x } else { -x })
+                .sum();
+            out.data[k * n + i] = sum * scale;
+        }
+    }
+    out
+}
+
 /// Experts `a` `[K, M, n_expert]`, activations `b` `[K, n_b, n_tokens]`, ids `[n_used,
 /// n_tokens]`: `[M, n_used, n_tokens]`, row `(i, t)` the products of expert `ids[i, t]`
 /// with row `(i % n_b, t)` of `b`, which is first rounded to the experts'

@@ -124,6 +124,7 @@ fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
         Op::TopK => rows::top_k(s(0)?, t.ne[0]),
         Op::MulMat => matrix::mul_mat(s(0)?, s(1)?)?,
         Op::MulMatId => matrix::mul_mat_id(s(0)?, s(1)?, s(2)?)?,
+        Op::Hadamard { n } => matrix::hadamard(s(0)?, n as usize),
         Op::GetRows => matrix::get_rows(s(0)?, s(1)?, t.typ)?,
         Op::SetRows => matrix::set_rows(s(0)?, s(1)?, s(2)?)?,
         Op::SoftMax { scale, max_bias } => rows::soft_max(s(0)?, src[1].as_ref(), scale, max_bias),

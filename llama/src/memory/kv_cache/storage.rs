@@ -50,10 +50,72 @@ pub(crate) struct KvGraphTensors {
     pub(crate) v: Vec<TensorId>,
 }
 
+/// llama.cpp's rotations around a quantized cache (`attn_rot_k`, `attn_rot_v`; its PR
+/// 21038): keys and queries, and values and the attention's output, are multiplied by
+/// an orthonormal Walsh-Hadamard matrix ([`ggml::Context::hadamard`]) so that the
+/// quantization error spreads over a head instead of sitting on its outliers. Scores
+/// and outputs are unchanged but for rounding, and only llama.cpp's bits come from
+/// doing the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KvRotation {
+    /// The size of the keys' (and queries') rotation: the largest power of two of 64 or
+    /// more dividing the head size, for a quantized K of heads of a multiple of 64.
+    pub(crate) k: Option<usize>,
+    /// The size of the values' rotation: 64, for a quantized V of heads of a multiple
+    /// of 64.
+    pub(crate) v: Option<usize>,
+}
+
+impl KvRotation {
+    /// The rotations llama.cpp uses for a cache of `layout` over the layers `dims`
+    /// (none when their head sizes differ, or when the environment variable
+    /// `LLAMA_ATTN_ROT_DISABLE` is a non-zero number, as llama.cpp reads it).
+    fn of(dims: &[KvLayerDims], layout: &StorageLayout, with_v: bool) -> KvRotation {
+        if rotation_disabled() {
+            return KvRotation::default();
+        }
+        let common = |f: fn(&KvLayerDims) -> usize| {
+            let first = dims.first().map_or(0, f);
+            if dims.iter().all(|d| f(d) == first) {
+                first
+            } else {
+                0
+            }
+        };
+        let (head_k, head_v) = (common(|d| d.n_embd_head_k), common(|d| d.n_embd_head_v));
+        let k =
+            (head_k > 0 && layout.type_k.is_quantized() && head_k.is_multiple_of(64)).then(|| {
+                let mut n = 64;
+                while head_k.is_multiple_of(n * 2) {
+                    n *= 2;
+                }
+                n
+            });
+        let v = (with_v && head_v > 0 && layout.type_v.is_quantized() && head_v.is_multiple_of(64))
+            .then_some(64);
+        KvRotation { k, v }
+    }
+}
+
+/// `LLAMA_ATTN_ROT_DISABLE` as llama.cpp's `atoi` reads it: leading digits (after an
+/// optional sign) that make a non-zero number.
+fn rotation_disabled() -> bool {
+    let Ok(v) = std::env::var("LLAMA_ATTN_ROT_DISABLE") else {
+        return false;
+    };
+    let v = v.trim_start();
+    let digits = v.strip_prefix(['+', '-']).unwrap_or(v);
+    digits
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .any(|c| c != '0')
+}
+
 /// Per-layer K (and V) tensors in one buffer.
 pub(crate) struct KvStorage {
     layout: StorageLayout,
     dims: Vec<KvLayerDims>,
+    rotation: KvRotation,
     ctx: Context,
     k: Vec<TensorId>,
     v: Vec<TensorId>,
@@ -118,6 +180,7 @@ impl KvStorage {
         let buffer = ctx.alloc_tensors()?;
         Ok(KvStorage {
             layout,
+            rotation: KvRotation::of(dims, &layout, with_v),
             dims: dims.to_vec(),
             ctx,
             k,
@@ -134,6 +197,11 @@ impl KvStorage {
     /// The layer shapes.
     pub(crate) fn dims(&self) -> &[KvLayerDims] {
         &self.dims
+    }
+
+    /// The rotations around this cache's quantized keys and values.
+    pub(crate) fn rotation(&self) -> KvRotation {
+        self.rotation
     }
 
     /// Bytes of all K tensors and of all V tensors.
@@ -347,11 +415,19 @@ impl KvStorage {
             };
             let row = typ.row_size(d.n_embd_k_gqa());
             let out = if typ.is_quantized() {
-                // Whole rows: quantized blocks may span heads.
+                // Whole rows: quantized blocks may span heads. Rotated keys are turned
+                // back before the rope and forward after it (the rotation is its own
+                // inverse), as llama.cpp's `build_rope_shift`.
                 let k2 = gctx.view_2d(k, d.n_embd_k_gqa(), n_cells, row, 0);
-                let f = gctx.cast(k2, GgmlType::F32);
+                let mut f = gctx.cast(k2, GgmlType::F32);
+                if let Some(n) = self.rotation.k {
+                    f = gctx.hadamard(f, n);
+                }
                 let f3 = gctx.reshape_3d(f, d.n_embd_head_k, d.n_head_kv, n_cells);
-                let r = gctx.rope_ext(f3, shift, factors, p);
+                let mut r = gctx.rope_ext(f3, shift, factors, p);
+                if let Some(n) = self.rotation.k {
+                    r = gctx.hadamard(r, n);
+                }
                 gctx.cpy(r, k2)
             } else {
                 let k3 = gctx.view_3d(
