@@ -146,48 +146,6 @@ fn real_goldens() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("real_goldens.json")).expect("json")
 }
 
-/// FNV-1a 64 of the little-endian bits of `row`, as the golden scripts hash logits.
-fn fnv64(row: &[f32]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for x in row {
-        for b in x.to_bits().to_le_bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    format!("{h:016x}")
-}
-
-/// The last token's logits after decoding `tokens` in batches of `split` tokens
-/// (micro-batches of `n_ubatch`), only the last token asking for logits.
-fn last_logits_for_split(
-    model: &std::sync::Arc<llama::Model>,
-    tokens: &[i32],
-    split: &[usize],
-    n_ubatch: u32,
-    flash_attn: bool,
-) -> Vec<f32> {
-    let params = llama::ContextParams {
-        n_ctx: 4096,
-        n_ubatch,
-        n_threads: 2,
-        flash_attn,
-        ..Default::default()
-    };
-    let mut ctx = llama::LlamaContext::new(model.clone(), &params).expect("context");
-    let mut at = 0;
-    for &n in split {
-        let mut batch = llama::Batch::new();
-        for (i, &t) in tokens[at..at + n].iter().enumerate() {
-            let pos = at + i;
-            batch.add(t, pos as i32, &[0], pos + 1 == tokens.len());
-        }
-        ctx.decode(&batch).expect("decode");
-        at += n;
-    }
-    ctx.logits_ith(-1).expect("last logits").to_vec()
-}
-
 /// A token's logits equal llama.cpp's for every split of its prompt into batches and
 /// micro-batches: whole, with the last token alone, a token at a time, in batches of
 /// 12 and of 4, and across micro-batches of 512, 128 and 64, with flash attention on
@@ -202,24 +160,14 @@ fn logits_equal_llama_cpp_for_every_batch_split() {
     let g = real_goldens();
     let mut failures = Vec::new();
     for case in g["splits"].as_array().expect("splits") {
-        let tokens: Vec<i32> = case["tokens"]
-            .as_array()
-            .expect("tokens")
-            .iter()
-            .map(|t| t.as_i64().expect("id") as i32)
-            .collect();
+        let tokens: Vec<i32> = common::json_ints(&case["tokens"]);
         for run in case["runs"].as_array().expect("runs") {
-            let split: Vec<usize> = run["split"]
-                .as_array()
-                .expect("split")
-                .iter()
-                .map(|n| n.as_u64().expect("size") as usize)
-                .collect();
-            let ub = run["n_ubatch"].as_u64().expect("n_ubatch") as u32;
-            let fa = run["flash_attn"].as_i64().expect("flash_attn") != 0;
-            let row = last_logits_for_split(&model, &tokens, &split, ub, fa);
+            let (split, params) = common::split_run(run);
+            let (ub, fa) = (params.n_ubatch, params.flash_attn);
+            let mut ctx = llama::LlamaContext::new(model.clone(), &params).expect("context");
+            let row = common::last_logits_for_split(&mut ctx, &tokens, &split);
             let want = run["fnv64"].as_str().expect("fnv64");
-            if fnv64(&row) != want {
+            if common::fnv64(&row) != want {
                 let head: Vec<f64> = run["head"]
                     .as_array()
                     .expect("head")

@@ -4,7 +4,7 @@
 For each case, gen-model writes a small random model (`gen-model --arch NAME --type T`,
 the architecture's example shape, seed 42); then llama.cpp 0c1e570 gives
 - teacher-forced logits of the first 64 tokens of ../shared/golden/text/story-a.txt
-  (dump_logits.cpp, linked against the build's libllama: the first 256 values of
+  (scripts/llama-cpp-tools/dump_logits.cpp, linked against the build's libllama: the first 256 values of
   the rows at a few positions, and an FNV-1a hash of every logit's bits),
 - llama-completion's greedy text, and its text with context shift (`-c 64
   --context-shift`) and with Self-Extend (`--grp-attn-n 4 --grp-attn-w 128`), plus the
@@ -30,6 +30,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "llama-cpp-tools"))
+import build  # noqa: E402
 SRC = sys.argv[1] if len(sys.argv) > 1 else "/work/ref/llama.cpp-src"
 BUILD = sys.argv[2] if len(sys.argv) > 2 else "/work/ref/build"
 SHARED = os.environ.get("LLAMA_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
@@ -82,14 +84,7 @@ ROW_VALUES = 256
 
 
 def build_dump_logits(d):
-    exe = os.path.join(d, "dump_logits")
-    libs = [os.path.join(BUILD, p) for p in (
-        "src/libllama.a", "ggml/src/libggml.a", "ggml/src/libggml-cpu.a", "ggml/src/libggml-base.a")]
-    subprocess.run(["g++", "-O2", "-std=c++17", "-I", os.path.join(SRC, "include"),
-                    "-I", os.path.join(SRC, "ggml", "include"),
-                    os.path.join(ROOT, "scripts", "arch_goldens", "dump_logits.cpp"), *libs,
-                    "-fopenmp", "-lpthread", "-ldl", "-o", exe], check=True)
-    return exe
+    return build.tool("dump_logits", BUILD, SRC, d)
 
 
 # llama-completion runs per case: greedy text, then the context window tools.

@@ -1,14 +1,16 @@
 // The last token's logits of a prompt decoded in the given split into batches, by
-// llama.cpp, for this project's real-model goldens (tests/real_model.rs). Only
-// llama.h's public API.
+// llama.cpp, for this project's goldens (tests/real_model.rs, tests/attention_shapes.rs).
+// Only llama.h's public API.
 //
 //   split_logits MODEL TOKENS_FILE SPLIT [--fa 0|1] [--ub N] [-t N] [--n-ctx N]
+//                [--ctk TYPE] [--ctv TYPE]
 //
 // TOKENS_FILE holds token ids separated by white space; SPLIT is the batch sizes,
 // comma-separated, summing to the number of tokens (as llama_decode calls, each cut
 // into micro-batches of --ub tokens). Only the prompt's last token asks for logits,
 // as llama-completion and llama-server ask. Prints one JSON object:
-//   {"split", "n_ubatch", "flash_attn", "n_threads", "n_vocab", "fnv64": FNV-1a 64 of
+//   {"split", "n_ubatch", "flash_attn", "n_threads", "type_k", "type_v", "n_vocab",
+//    "fnv64": FNV-1a 64 of
 //    the last token's logits' f32 bits (little-endian), "head": its first 8 values}
 #include "llama.h"
 
@@ -20,6 +22,15 @@
 #include <string>
 #include <vector>
 
+static ggml_type type_named(const std::string & s) {
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        const char * n = ggml_type_name((ggml_type) t);
+        if (n && s == n) return (ggml_type) t;
+    }
+    fprintf(stderr, "unknown cache type %s\n", s.c_str());
+    exit(1);
+}
+
 static void quiet(ggml_log_level level, const char * text, void *) {
     if (level == GGML_LOG_LEVEL_ERROR) {
         fputs(text, stderr);
@@ -28,15 +39,19 @@ static void quiet(ggml_log_level level, const char * text, void *) {
 
 int main(int argc, char ** argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s MODEL TOKENS_FILE SPLIT [--fa 0|1] [--ub N] [-t N] [--n-ctx N]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL TOKENS_FILE SPLIT [--fa 0|1] [--ub N] [-t N] [--n-ctx N] [--ctk TYPE] [--ctv TYPE]\n", argv[0]);
         return 1;
     }
     int fa = 1, n_ubatch = 512, n_threads = 2, n_ctx = 4096;
+    std::string ctk = "f16", ctv = "f16";
     for (int i = 4; i < argc; i++) {
         std::string a = argv[i];
         if (i + 1 >= argc) { fprintf(stderr, "%s needs a value\n", a.c_str()); return 1; }
-        int v = atoi(argv[++i]);
-        if (a == "--fa") fa = v;
+        std::string value = argv[++i];
+        int v = atoi(value.c_str());
+        if (a == "--ctk") ctk = value;
+        else if (a == "--ctv") ctv = value;
+        else if (a == "--fa") fa = v;
         else if (a == "--ub") n_ubatch = v;
         else if (a == "-t") n_threads = v;
         else if (a == "--n-ctx") n_ctx = v;
@@ -73,6 +88,8 @@ int main(int argc, char ** argv) {
     cp.n_threads_batch = n_threads;
     cp.swa_full = false;
     cp.flash_attn_type = fa ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = type_named(ctk);
+    cp.type_v = type_named(ctv);
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "cannot make a context\n"); return 1; }
 
@@ -104,8 +121,8 @@ int main(int argc, char ** argv) {
     }
     printf("{\"split\": [");
     for (size_t i = 0; i < split.size(); i++) printf("%s%d", i ? ", " : "", split[i]);
-    printf("], \"n_ubatch\": %d, \"flash_attn\": %d, \"n_threads\": %d, \"n_vocab\": %d, \"fnv64\": \"%016llx\", \"head\": [",
-           n_ubatch, fa, n_threads, n_vocab, (unsigned long long) h);
+    printf("], \"n_ubatch\": %d, \"flash_attn\": %d, \"n_threads\": %d, \"type_k\": \"%s\", \"type_v\": \"%s\", \"n_vocab\": %d, \"fnv64\": \"%016llx\", \"head\": [",
+           n_ubatch, fa, n_threads, ctk.c_str(), ctv.c_str(), n_vocab, (unsigned long long) h);
     for (int i = 0; i < 8; i++) printf("%s%.9g", i ? ", " : "", row[i]);
     printf("]}\n");
     llama_free(ctx);

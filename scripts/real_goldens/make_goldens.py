@@ -3,7 +3,7 @@
 llama.cpp 0c1e570 itself: what its arithmetic gives for each split of a prompt into
 batches, and what its server answers to the same chat request sent twice.
 
-- Splits (split_logits.cpp, linked against the build's libllama): the last token's
+- Splits (scripts/llama-cpp-tools/split_logits.cpp, linked against the build's libllama): the last token's
   logits (an FNV-1a hash of their bits, and the first values) of a short and a long
   prompt decoded whole, with the last token alone, a token at a time, in batches of
   12 and of 4, across micro-batches of 512, 128 and 64, with flash attention on and
@@ -27,6 +27,8 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "llama-cpp-tools"))
+import build  # noqa: E402
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "/work/ref/build-avx512emu"
 SRC = os.path.join(os.path.dirname(BUILD), "llama.cpp-avx512emu-src")
 SHARED = os.environ.get("LLAMA_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
@@ -52,14 +54,7 @@ def run(args, **kw):
 
 
 def build_split_logits(d):
-    exe = os.path.join(d, "split_logits")
-    libs = [os.path.join(BUILD, p) for p in (
-        "src/libllama.a", "ggml/src/libggml.a", "ggml/src/libggml-cpu.a", "ggml/src/libggml-base.a")]
-    run(["g++", "-O2", "-std=c++17", "-I", os.path.join(SRC, "include"),
-         "-I", os.path.join(SRC, "ggml", "include"),
-         os.path.join(ROOT, "scripts", "real_goldens", "split_logits.cpp"), *libs,
-         "-fopenmp", "-lpthread", "-ldl", "-o", exe])
-    return exe
+    return build.tool("split_logits", BUILD, SRC, d)
 
 
 def tokenize(text):

@@ -217,3 +217,72 @@ pub fn check_perplexity(name: &str, args: &[String], want: &str) {
         "{name}: no final line in\n{log}"
     );
 }
+
+/// FNV-1a 64 of the little-endian bits of `row`, as the golden scripts hash logits
+/// (`scripts/llama-cpp-tools/split_logits.cpp`).
+pub fn fnv64(row: &[f32]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for x in row {
+        for b in x.to_bits().to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// The last token's logits after decoding `tokens` into sequence 0 of `ctx` in
+/// batches of `split` tokens, only the last token asking for logits (as
+/// `split_logits.cpp` does for llama.cpp).
+pub fn last_logits_for_split(
+    ctx: &mut llama::LlamaContext,
+    tokens: &[i32],
+    split: &[usize],
+) -> Vec<f32> {
+    let mut at = 0;
+    for &n in split {
+        let mut batch = llama::Batch::new();
+        for (i, &t) in tokens[at..at + n].iter().enumerate() {
+            let pos = at + i;
+            batch.add(t, pos as i32, &[0], pos + 1 == tokens.len());
+        }
+        ctx.decode(&batch).expect("decode");
+        at += n;
+    }
+    ctx.logits_ith(-1).expect("last logits").to_vec()
+}
+
+/// The token ids (or sizes) of a JSON array of integers.
+pub fn json_ints<T: TryFrom<i64>>(v: &serde_json::Value) -> Vec<T> {
+    v.as_array()
+        .expect("an array")
+        .iter()
+        .map(|x| {
+            let i = x.as_i64().expect("an integer");
+            T::try_from(i).unwrap_or_else(|_| panic!("{i} out of range"))
+        })
+        .collect()
+}
+
+/// A run of `split_logits.cpp` (its JSON line): the split and the context llama.cpp
+/// made for it (4096 cells, its micro-batch, flash attention, threads and cache types;
+/// F16 caches when the line names none).
+pub fn split_run(run: &serde_json::Value) -> (Vec<usize>, llama::ContextParams) {
+    let cache_type = |key: &str| match run.get(key).and_then(|t| t.as_str()).unwrap_or("f16") {
+        "f16" => ggml::GgmlType::F16,
+        "f32" => ggml::GgmlType::F32,
+        "q8_0" => ggml::GgmlType::Q8_0,
+        "q4_0" => ggml::GgmlType::Q4_0,
+        other => panic!("cache type {other}"),
+    };
+    let params = llama::ContextParams {
+        n_ctx: 4096,
+        n_ubatch: run["n_ubatch"].as_u64().expect("n_ubatch") as u32,
+        n_threads: run["n_threads"].as_u64().expect("n_threads") as usize,
+        flash_attn: run["flash_attn"].as_i64().expect("flash_attn") != 0,
+        type_k: cache_type("type_k"),
+        type_v: cache_type("type_v"),
+        ..Default::default()
+    };
+    (json_ints(&run["split"]), params)
+}
