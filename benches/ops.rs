@@ -1,7 +1,9 @@
 //! `rope_ext`, `soft_max_ext`, `rms_norm` and `flash_attn_ext` at llama-like shapes (a
 //! 0.5B model: 14 heads of 64 sharing 2 K/V heads, d_model 896, a 512-cell KV window),
 //! decode (1 token) and prefill (512 tokens), 1 and 2 threads; and `flash_attn_ext` of
-//! one token at depth 4096 (an F16 cache of 4096 cells). Throughput in elements of the
+//! one token at depth 4096 (an F16 cache of 4096 cells, its keys split into as many
+//! ranges as threads, as llama's graph asks), at that shape and at Gemma 3 270M's (4
+//! heads of 256 on one K/V head: `flash_attn_ext_d256`). Throughput in elements of the
 //! result.
 //!
 //! `cargo bench --bench ops`, or a subset: `cargo bench --bench ops -- rope`.
@@ -46,7 +48,7 @@ fn causal_mask(ctx: &mut Context, n_kv: usize, n_tok: usize) -> TensorId {
 }
 
 /// The graph of one op at `n_tok` tokens over `n_kv` cells.
-fn build(op: &str, n_tok: usize, n_kv: usize) -> (Context, Graph, TensorId) {
+fn build(op: &str, n_tok: usize, n_kv: usize, n_threads: usize) -> (Context, Graph, TensorId) {
     let mut ctx = Context::new();
     let out = match op {
         "rope_ext" => {
@@ -68,10 +70,15 @@ fn build(op: &str, n_tok: usize, n_kv: usize) -> (Context, Graph, TensorId) {
                 },
             )
         }
-        "flash_attn_ext" => {
-            let q = input(&mut ctx, &[HEAD_DIM, n_tok, N_HEAD]);
+        "flash_attn_ext" | "flash_attn_ext_d256" => {
+            let (d, n_head, n_head_kv) = if op == "flash_attn_ext" {
+                (HEAD_DIM, N_HEAD, N_HEAD_KV)
+            } else {
+                (256, 4, 1)
+            };
+            let q = input(&mut ctx, &[d, n_tok, n_head]);
             let kv = |ctx: &mut Context, seed| {
-                let t = ctx.new_tensor(GgmlType::F16, &[HEAD_DIM, n_kv, N_HEAD_KV]);
+                let t = ctx.new_tensor(GgmlType::F16, &[d, n_kv, n_head_kv]);
                 Fill::uniform(seed, -1.0, 1.0).apply(ctx, t).unwrap();
                 t
             };
@@ -81,7 +88,9 @@ fn build(op: &str, n_tok: usize, n_kv: usize) -> (Context, Graph, TensorId) {
                 scale: 0.125,
                 ..Default::default()
             };
-            ctx.flash_attn_ext(q, k, v, Some(mask), p)
+            let out = ctx.flash_attn_ext(q, k, v, Some(mask), p);
+            ctx.flash_attn_ext_set_kv_split(out, n_threads);
+            out
         }
         _ => {
             let x = input(&mut ctx, &[D_MODEL, n_tok]);
@@ -104,11 +113,14 @@ fn ops(c: &mut Criterion) {
     let cases = ops
         .iter()
         .flat_map(|&op| shapes.map(|(t, kv)| (op, t, kv)))
-        .chain([("flash_attn_ext", 1, 4096)]);
+        .chain([
+            ("flash_attn_ext", 1, 4096),
+            ("flash_attn_ext_d256", 1, 4096),
+        ]);
     for (op, n_tok, n_kv) in cases {
-        let (ctx, g, out) = build(op, n_tok, n_kv);
-        group.throughput(Throughput::Elements(ctx.tensor(out).nelements() as u64));
         for n_threads in [1, 2] {
+            let (ctx, g, out) = build(op, n_tok, n_kv, n_threads);
+            group.throughput(Throughput::Elements(ctx.tensor(out).nelements() as u64));
             let mut exec = Executor::new(n_threads).unwrap();
             let name = match n_kv {
                 N_KV => format!("{op}/n_tok={n_tok}"),
