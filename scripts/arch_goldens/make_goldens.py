@@ -18,7 +18,9 @@ checks ours against it (no llama.cpp needed there).
 
 Usage: scripts/arch_goldens/make_goldens.py [LLAMA_CPP_SRC] [LLAMA_CPP_BUILD]
 (default /work/ref/llama.cpp-src and /work/ref/build, as benches/compare-llama-cpp.sh
-builds it from the llama-cpp-python 0.3.36 source package).
+builds it from the llama-cpp-python 0.3.36 source package). The build must compute the
+AVX-512 build's bits: on a CPU without AVX-512, scripts/llama-cpp-avx512emu's
+(/work/ref/llama.cpp-avx512emu-src /work/ref/build-avx512emu).
 """
 import base64
 import json
@@ -59,6 +61,16 @@ CASES = [
     ("gemma3", "f32", []), ("gemma3", "f16", []), ("gemma3", "q8_0", []), ("gemma3", "q4_k_m", []),
     # Another pattern and window, the windowed layers' own rope base, soft-capped logits.
     ("gemma3", "f32", ["--swa", "24", "--swa-pattern", "3", "--rope-base-swa", "20000", "--softcap", "30"]),
+    # Real models' head shapes: heads of 80, 96 and 128, seven query heads on one K/V
+    # head, and Gemma 3 270M's attention (four heads of 256 on one K/V head, five
+    # windowed layers to a global one). tests/attention_shapes.rs checks every
+    # attention path at these shapes bit for bit.
+    ("llama", "q8_0", ["--embd", "320", "--heads", "4", "--kv-heads", "4", "--head-dim", "80"]),
+    ("phi3", "f16", ["--embd", "384", "--heads", "4", "--kv-heads", "4", "--head-dim", "96"]),
+    ("qwen2", "q4_k_m", ["--embd", "896", "--heads", "7", "--kv-heads", "1", "--head-dim", "128"]),
+    ("qwen3", "q8_0", ["--heads", "8", "--kv-heads", "4", "--head-dim", "128"]),
+    ("gemma3", "q4_k_m", ["--embd", "640", "--layers", "6", "--heads", "4", "--kv-heads", "1", "--head-dim", "256",
+                          "--swa", "128", "--swa-pattern", "6"]),
 ]
 # Runs only some cases make (by architecture and file type): the sliding window's
 # cache wrapping around, the context shift it allows (-c 256: both caches 256 cells)
@@ -184,8 +196,10 @@ def main():
             })
             print(f"{arch} {typ} {' '.join(extra)}: ppl {ppl}, fnv {logits['fnv64']}", file=sys.stderr)
     out = {
-        "about": "llama.cpp 0c1e570 (AVX-512 VNNI, no AMX), 2 threads, F16 KV cache, on gen-model's "
-                 "example models of each architecture; made by scripts/arch_goldens/make_goldens.py",
+        "about": "llama.cpp 0c1e570's AVX-512 (VNNI, no AMX) arithmetic, 2 threads, F16 KV cache, on "
+                 "gen-model's models of each architecture and real models' head shapes; made by "
+                 "scripts/arch_goldens/make_goldens.py (last with scripts/llama-cpp-avx512emu's build, "
+                 "which reproduced the earlier cases unchanged)",
         "text": "golden/text/story-a.txt, first 64 tokens with BOS",
         "cases": cases,
     }
