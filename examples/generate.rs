@@ -5,6 +5,7 @@
 //!
 //! `cargo run --release --example generate [MODEL] [PROMPT]`
 
+use llama::MemoryOps;
 use std::io::Write;
 
 use llama::{load_model, ContextParams, GenerateParams, LlamaContext, ModelParams};

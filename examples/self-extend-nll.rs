@@ -24,7 +24,7 @@ use std::time::Instant;
 use llama::graph::self_extend::SelfExtendParams;
 use llama::memory::DivShift;
 use llama::sampling::{SamplerChain, SamplerParams};
-use llama::window::{context_shift, SelfExtend};
+use llama::shifts::{context_shift, SelfExtend};
 use llama::{
     load_model, Batch, ContextParams, LlamaContext, Model, ModelParams, Token, TokenizeOptions,
 };

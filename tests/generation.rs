@@ -9,6 +9,7 @@
 
 mod common;
 
+use llama::MemoryOps;
 use std::collections::VecDeque;
 use std::sync::Arc;
 

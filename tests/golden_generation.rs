@@ -6,6 +6,7 @@
 
 mod common;
 
+use llama::MemoryOps;
 use std::sync::Arc;
 
 use llama::sampling::{SamplerChain, SamplerParams};

@@ -5,11 +5,12 @@
 
 mod common;
 
+use llama::MemoryOps;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use llama::graph::self_extend::SelfExtendParams;
-use llama::window::context_shift;
+use llama::shifts::context_shift;
 use llama::{
     load_model, Batch, ClearMode, ContextParams, LlamaContext, LlamaError, MemoryError, Model,
     ModelParams, Sequences, TokenizeOptions,

@@ -4,6 +4,7 @@
 
 mod common;
 
+use llama::MemoryOps;
 use std::sync::Arc;
 
 use ggml::GgmlType;

@@ -7,6 +7,7 @@
 use ggml::testing::{config, nmse, Fill, Rng};
 use ggml::{Context, GgmlType, Graph, RopeMode, RopeParams};
 use llama::graph::self_extend::{build_bilevel_attention, SelfExtendParams};
+use llama::MemoryOps;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

@@ -8,6 +8,7 @@
 
 mod common;
 
+use llama::MemoryOps;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 

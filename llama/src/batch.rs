@@ -5,10 +5,15 @@ use std::ops::Range;
 use smallvec::SmallVec;
 
 use crate::error::{LlamaError, Result};
-use crate::memory::cells::{Pos, SeqId};
-
 /// A token id.
 pub type Token = i32;
+/// A position in a sequence (llama.cpp's `llama_pos`).
+pub type Pos = i32;
+/// A sequence id (llama.cpp's `llama_seq_id`).
+pub type SeqId = i32;
+
+/// Largest number of sequences a cache can track (as llama.cpp's `LLAMA_MAX_SEQ`).
+pub const MAX_SEQ: usize = 256;
 
 /// One entry of a batch: a token at a position, in one or more sequences, and
 /// whether its logits are wanted.

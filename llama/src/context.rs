@@ -5,306 +5,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ggml::{Executor, GgmlType, GraphAllocator, RopeParams};
+use ggml::Executor;
 
 use crate::batch::{Batch, Token, UBatch};
 use crate::error::{LlamaError, Result};
-use crate::graph::inputs::InputScratch;
-use crate::graph::self_extend::SelfExtendParams;
-use crate::graph::GraphBuilder;
-use crate::hparams::{Hparams, RopeScaling};
-use crate::memory::api::{PosRange, Sequences};
-use crate::memory::iswa::SwaLayout;
-use crate::memory::kinds::{CacheId, MemorySlots};
-use crate::memory::kv_cache::slots::SlotInfo;
-use crate::memory::kv_cache::{KvCacheParams, KvLayerDims};
-use crate::memory::{Memory, Pos, SeqId, MAX_SEQ};
+use crate::memory::{KvCacheParams, KvLayerDims, Memory, Pos, SeqId, SwaLayout};
 use crate::model::Model;
 use crate::vocab::TokenizeOptions;
+use runner::GraphRunner;
 
+mod runner;
 mod sequences;
 
-/// How to make a context. Zero / negative values mean "the model's value", as in
-/// llama.cpp's `llama_context_params`.
-#[derive(Clone, Debug)]
-pub struct ContextParams {
-    /// Context size in tokens (0: the trained context). Padded up to a multiple of 256.
-    pub n_ctx: u32,
-    /// Most tokens one `decode` call accepts.
-    pub n_batch: u32,
-    /// Tokens per graph computation (micro-batch).
-    pub n_ubatch: u32,
-    /// Number of sequences the cache serves.
-    pub n_seq_max: u32,
-    /// Worker threads.
-    pub n_threads: usize,
-    /// K cache type.
-    pub type_k: GgmlType,
-    /// V cache type.
-    pub type_v: GgmlType,
-    /// Use the fused flash-attention op (V cache not transposed). On by default, as
-    /// llama.cpp's `-fa auto` resolves on a CPU.
-    pub flash_attn: bool,
-    /// One KV stream for all sequences (`true`) or one per sequence.
-    pub kv_unified: bool,
-    /// Rope base frequency override (0: model).
-    pub rope_freq_base: f32,
-    /// Rope position scale override (0: model).
-    pub rope_freq_scale: f32,
-    /// Rope scaling type override (`None`: model).
-    pub rope_scaling: Option<RopeScaling>,
-    /// YaRN original context override (0: model).
-    pub yarn_orig_ctx: u32,
-    /// YaRN extrapolation mix (negative: 1 for YaRN, else 0).
-    pub yarn_ext_factor: f32,
-    /// YaRN magnitude factor (negative: model).
-    pub yarn_attn_factor: f32,
-    /// YaRN fast boundary (negative: model).
-    pub yarn_beta_fast: f32,
-    /// YaRN slow boundary (negative: model).
-    pub yarn_beta_slow: f32,
-    /// How `seq_div` records pending shifts: exact (default) or llama.cpp 0c1e570's sign
-    /// (see [`crate::memory::DivShift`]).
-    pub div_shift: crate::memory::DivShift,
-    /// Keep every intermediate tensor of the last graph readable (see
-    /// [`LlamaContext::debug_tensors`]); costs memory, for debugging only.
-    pub keep_intermediates: bool,
-    /// Exact Self-Extend (the paper's bi-level attention, see
-    /// [`crate::graph::self_extend`]) instead of plain attention; `None` for plain.
-    /// Uses the non-flash attention path and keeps a second, grouped copy of the keys.
-    /// A group size or window of 0 is refused when the context is made. With a
-    /// sliding-window model both caches keep grouped keys.
-    pub self_extend: Option<SelfExtendParams>,
-    /// For sliding-window models (Gemma 3): keep the whole context in the windowed
-    /// layers' cache too, instead of the window plus a micro-batch. Costs memory; lets a
-    /// context shift move positions and a prefix of any length be reused. Off by
-    /// default, as llama.cpp's programs (`--swa-full` turns it on); llama.cpp's
-    /// library default (`llama_context_default_params`) has it on, which on Gemma 3
-    /// 270M at its trained 32768 tokens costs 576 MiB of cache instead of 111 MiB.
-    pub swa_full: bool,
-    /// Prompt batches against Q8_0 / Q5_0 weights through the wide int8 GEMM
-    /// (`ggml::Executor::set_fast_int8`): about twice the prompt speed on AVX-512 VNNI
-    /// CPUs, but not llama.cpp's float order, so logits differ from llama.cpp's
-    /// (by about what its own flash attention changes). Off by default.
-    pub fast_int8: bool,
-}
-
-impl Default for ContextParams {
-    fn default() -> Self {
-        ContextParams {
-            n_ctx: 0,
-            n_batch: 2048,
-            n_ubatch: 512,
-            n_seq_max: 1,
-            n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            type_k: GgmlType::F16,
-            type_v: GgmlType::F16,
-            flash_attn: true,
-            kv_unified: true,
-            rope_freq_base: 0.0,
-            rope_freq_scale: 0.0,
-            rope_scaling: None,
-            yarn_orig_ctx: 0,
-            yarn_ext_factor: -1.0,
-            yarn_attn_factor: -1.0,
-            yarn_beta_fast: -1.0,
-            yarn_beta_slow: -1.0,
-            div_shift: crate::memory::DivShift::Exact,
-            keep_intermediates: false,
-            self_extend: None,
-            swa_full: false,
-            fast_int8: false,
-        }
-    }
-}
-
-/// Context parameters with every default resolved.
-#[derive(Clone, Debug)]
-pub struct Cparams {
-    /// Context size (a multiple of 256).
-    pub n_ctx: u32,
-    /// Cells per KV stream.
-    pub n_ctx_seq: u32,
-    /// Most tokens per `decode`.
-    pub n_batch: u32,
-    /// Tokens per graph.
-    pub n_ubatch: u32,
-    /// Sequences.
-    pub n_seq_max: u32,
-    /// Threads.
-    pub n_threads: usize,
-    /// Flash attention on.
-    pub flash_attn: bool,
-    /// Rope base frequency.
-    pub rope_freq_base: f32,
-    /// Rope position scale.
-    pub rope_freq_scale: f32,
-    /// YaRN original context.
-    pub n_ctx_orig_yarn: u32,
-    /// YaRN extrapolation mix.
-    pub yarn_ext_factor: f32,
-    /// YaRN magnitude factor.
-    pub yarn_attn_factor: f32,
-    /// YaRN fast boundary.
-    pub yarn_beta_fast: f32,
-    /// YaRN slow boundary.
-    pub yarn_beta_slow: f32,
-    /// Exact Self-Extend, if on.
-    pub self_extend: Option<SelfExtendParams>,
-}
-
-/// The largest context a [`LlamaContext`] accepts (`n_ctx`, after padding to 256):
-/// 16M tokens; more is [`LlamaError::InvalidParam`].
-pub const MAX_N_CTX: u32 = 1 << 24;
-
-impl Cparams {
-    /// Resolves `p` against the model, as llama.cpp's `llama_context` constructor does.
-    /// [`LlamaError::InvalidParam`] for values out of range.
-    pub fn resolve(p: &ContextParams, hp: &Hparams) -> Result<Cparams> {
-        if p.n_seq_max == 0 || p.n_seq_max as usize > MAX_SEQ {
-            return Err(LlamaError::InvalidParam(format!(
-                "n_seq_max = {} must be in 1..={MAX_SEQ}",
-                p.n_seq_max
-            )));
-        }
-        if p.n_threads == 0 {
-            return Err(LlamaError::InvalidParam("n_threads must be >= 1".into()));
-        }
-        let n_ctx = if p.n_ctx == 0 {
-            hp.n_ctx_train
-        } else {
-            p.n_ctx
-        };
-        if n_ctx == 0 || n_ctx > MAX_N_CTX {
-            return Err(LlamaError::InvalidParam(format!(
-                "n_ctx = {n_ctx} is out of range"
-            )));
-        }
-        let n_ctx = n_ctx.next_multiple_of(256);
-        let n_ctx_seq = if p.kv_unified {
-            n_ctx
-        } else {
-            (n_ctx / p.n_seq_max).next_multiple_of(256)
-        };
-        let n_ctx = if p.kv_unified {
-            n_ctx
-        } else {
-            n_ctx_seq * p.n_seq_max
-        };
-        let n_batch = p.n_batch.min(n_ctx).max(1);
-        let n_ubatch = p.n_ubatch.min(n_batch).max(1);
-        let scaling = p.rope_scaling.unwrap_or(hp.rope_scaling);
-        let mut freq_scale = if p.rope_freq_scale == 0.0 {
-            hp.rope_freq_scale_train
-        } else {
-            p.rope_freq_scale
-        };
-        if scaling == RopeScaling::None {
-            freq_scale = 1.0;
-        }
-        let ext_factor = if p.yarn_ext_factor >= 0.0 {
-            p.yarn_ext_factor
-        } else if hp.yarn_ext_factor >= 0.0 {
-            hp.yarn_ext_factor
-        } else if scaling == RopeScaling::Yarn {
-            1.0
-        } else {
-            0.0
-        };
-        let mut attn_factor = if p.yarn_attn_factor >= 0.0 {
-            p.yarn_attn_factor
-        } else {
-            hp.yarn_attn_factor
-        };
-        if ext_factor != 0.0 {
-            let factor = 1.0 / freq_scale;
-            let mscale = if factor <= 1.0 {
-                1.0
-            } else {
-                0.1 * factor.ln() + 1.0
-            };
-            attn_factor = mscale / (1.0 + 0.1 * factor.ln());
-        }
-        attn_factor *= hp.rope_attn_factor;
-        for (name, v) in [
-            ("rope_freq_base", p.rope_freq_base),
-            ("rope_freq_scale", freq_scale),
-        ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(LlamaError::InvalidParam(format!("{name} = {v}")));
-            }
-        }
-        Ok(Cparams {
-            n_ctx,
-            n_ctx_seq,
-            n_batch,
-            n_ubatch,
-            n_seq_max: p.n_seq_max,
-            n_threads: p.n_threads,
-            // The bi-level attention merges two score sets before one softmax, which the
-            // fused flash-attention op cannot express.
-            flash_attn: p.flash_attn && p.self_extend.is_none(),
-            self_extend: p.self_extend,
-            rope_freq_base: if p.rope_freq_base == 0.0 {
-                hp.rope_freq_base_train
-            } else {
-                p.rope_freq_base
-            },
-            rope_freq_scale: freq_scale,
-            n_ctx_orig_yarn: if p.yarn_orig_ctx != 0 {
-                p.yarn_orig_ctx
-            } else if hp.n_ctx_orig_yarn != 0 {
-                hp.n_ctx_orig_yarn
-            } else {
-                hp.n_ctx_train
-            },
-            yarn_ext_factor: ext_factor,
-            yarn_attn_factor: attn_factor,
-            yarn_beta_fast: if p.yarn_beta_fast >= 0.0 {
-                p.yarn_beta_fast
-            } else {
-                hp.yarn_beta_fast
-            },
-            yarn_beta_slow: if p.yarn_beta_slow >= 0.0 {
-                p.yarn_beta_slow
-            } else {
-                hp.yarn_beta_slow
-            },
-        })
-    }
-
-    /// The rope parameters for `rope_ext` on Q and K, and for the K-shift, of a layer
-    /// with global attention.
-    pub fn rope_params(&self, hp: &Hparams) -> RopeParams {
-        RopeParams {
-            n_dims: hp.n_rot,
-            mode: hp.rope_mode,
-            n_ctx_orig: self.n_ctx_orig_yarn as usize,
-            freq_base: self.rope_freq_base,
-            freq_scale: self.rope_freq_scale,
-            ext_factor: self.yarn_ext_factor,
-            attn_factor: self.yarn_attn_factor,
-            beta_fast: self.yarn_beta_fast,
-            beta_slow: self.yarn_beta_slow,
-        }
-    }
-
-    /// The rope parameters of layer `il`: [`Cparams::rope_params`], with the model's
-    /// own base and scale for a sliding-window layer (llama.cpp's
-    /// `get_rope_freq_base/scale`: the context's overrides apply to global layers).
-    pub fn rope_params_layer(&self, hp: &Hparams, il: usize) -> RopeParams {
-        let p = self.rope_params(hp);
-        if hp.is_swa(il) {
-            RopeParams {
-                freq_base: hp.rope_freq_base_train_swa,
-                freq_scale: hp.rope_freq_scale_train_swa,
-                ..p
-            }
-        } else {
-            p
-        }
-    }
-}
+pub use crate::cparams::{ContextParams, Cparams, MAX_N_CTX};
 
 /// Timing counters, as llama.cpp's `llama_perf_context`.
 #[derive(Clone, Debug, Default)]
@@ -326,51 +39,26 @@ pub struct LlamaContext {
     model: Arc<Model>,
     cparams: Cparams,
     memory: Memory,
-    exec: Executor,
-    galloc: GraphAllocator,
-    scratch: InputScratch,
+    runner: GraphRunner,
+    /// The logits of the last batch's output tokens, in micro-batch order.
     logits: Vec<f32>,
     /// For each token of the last batch: its row in `logits`, or -1.
     output_rows: Vec<i32>,
     perf: PerfCounters,
-    keep_intermediates: bool,
-    last_graph: Option<(ggml::Context, ggml::Graph)>,
-    /// The last micro-batch graph, reused while micro-batches keep its shape (every
-    /// decode step between two growths of `n_kv`), as llama.cpp reuses graphs.
-    cached: Option<CachedGraph>,
-    /// Buffers of `decode`, kept so that a steady decode loop allocates nothing.
-    work: DecodeBuffers,
+    /// Buffers of `decode`'s batch check, kept so that a steady decode loop
+    /// allocates nothing.
+    work: BatchCheck,
 }
 
-/// What `decode` fills per batch, reused from one call to the next.
+/// What checking a batch fills, reused from one call to the next.
 #[derive(Default)]
-struct DecodeBuffers {
+struct BatchCheck {
+    /// The batch's tokens with their positions resolved.
     all: UBatch,
-    ubatches: Vec<UBatch>,
-    sinfos: Vec<MemorySlots>,
-    slot_scratch: Vec<SlotInfo>,
+    /// Per sequence: where its next unpositioned token goes.
     next_pos: Vec<Option<Pos>>,
+    /// Per sequence: the lowest and highest position in the batch and the count.
     seq_pos: Vec<(Pos, Pos, usize)>,
-}
-
-/// What a micro-batch graph's structure depends on; inputs carry the rest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct GraphKey {
-    n_tokens: usize,
-    n_outputs: usize,
-    n_kv: [u32; 2],
-    s0: u32,
-    s1: u32,
-    n_stream: usize,
-}
-
-/// A built and allocated micro-batch graph.
-struct CachedGraph {
-    key: GraphKey,
-    ctx: ggml::Context,
-    graph: ggml::Graph,
-    inputs: crate::graph::GraphInputs,
-    logits: ggml::TensorId,
 }
 
 impl LlamaContext {
@@ -426,16 +114,11 @@ impl LlamaContext {
             model,
             cparams,
             memory,
-            exec,
-            galloc: GraphAllocator::new(),
-            scratch: InputScratch::default(),
+            runner: GraphRunner::new(exec, params.keep_intermediates),
             logits: Vec::new(),
             output_rows: Vec::new(),
             perf: PerfCounters::default(),
-            keep_intermediates: params.keep_intermediates,
-            last_graph: None,
-            cached: None,
-            work: DecodeBuffers::default(),
+            work: BatchCheck::default(),
         })
     }
 
@@ -483,17 +166,17 @@ impl LlamaContext {
 
     /// Bytes of the compute buffer planned so far.
     pub fn compute_buffer_size(&self) -> usize {
-        self.galloc.buffer_size() + self.exec.work_size()
+        self.runner.compute_buffer_size()
     }
 
     /// Turns per-op timing on (see [`ggml::cpu::Profile`]).
     pub fn set_profiling(&mut self, on: bool) {
-        self.exec.set_profiling(on);
+        self.runner.set_profiling(on);
     }
 
     /// The per-op timings gathered since the last call.
     pub fn take_profile(&mut self) -> ggml::cpu::Profile {
-        self.exec.take_profile()
+        self.runner.take_profile()
     }
 
     /// Logits of the `i`-th token of the last batch (negative: from the end), if that
@@ -527,11 +210,8 @@ impl LlamaContext {
             .rope_factors(cp.n_ctx_seq, hp.n_ctx_orig_yarn)
             .map(|id| (self.model.tensors(), id));
         let mut g = self.memory.build_k_shift(&rope, factors)?;
-        self.galloc.alloc_graph(&mut g.ctx, &g.graph)?;
-        for (t, values) in &g.inputs {
-            g.ctx.set_i32(*t, values)?;
-        }
-        self.exec.compute(&g.ctx, &g.graph)?;
+        self.runner
+            .run_with_inputs(&mut g.ctx, &g.graph, &g.inputs)?;
         self.memory.reset_shift();
         Ok(())
     }
@@ -543,59 +223,43 @@ impl LlamaContext {
     /// [`LlamaError::TokenOutOfRange`], [`LlamaError::BadSeqId`],
     /// [`LlamaError::BadPosition`], [`LlamaError::NoKvSlot`], and computation errors.
     pub fn decode(&mut self, batch: &Batch) -> Result<()> {
-        self.prepare_batch(batch)?;
+        self.check_batch(batch)?;
         self.apply_kv_shift()?;
-        // Taken out for the loop (compute_ubatch borrows the context), put back after,
-        // so that their capacity is kept.
-        let ubatches = std::mem::take(&mut self.work.ubatches);
-        let mut sinfos = std::mem::take(&mut self.work.sinfos);
-        let result = self.decode_ubatches(batch, &ubatches, &mut sinfos);
-        self.work.ubatches = ubatches;
-        self.work.sinfos = sinfos;
-        result
-    }
-
-    fn decode_ubatches(
-        &mut self,
-        batch: &Batch,
-        ubatches: &[UBatch],
-        sinfos: &mut Vec<MemorySlots>,
-    ) -> Result<()> {
-        if !self
+        let mut mb = self
             .memory
-            .prepare_into(ubatches, sinfos, &mut self.work.slot_scratch)
-        {
-            let n = ubatches.iter().map(|u| u.n_tokens()).max().unwrap_or(0);
-            return Err(LlamaError::NoKvSlot {
-                n_tokens: n,
-                size: self.memory.size(),
-            });
-        }
+            .prepare(&self.work.all, self.cparams.n_ubatch as usize)?;
         let n_vocab = self.model.hparams.n_vocab;
-        let n_outputs: usize = batch.tokens().iter().filter(|t| t.logits).count();
-        // Logits rows come in micro-batch order, which `split_equal` may permute.
+        // Logits rows come in micro-batch order, which an equal split may permute.
         self.output_rows.clear();
         self.output_rows.resize(batch.len(), -1);
-        let mut row = 0;
-        for ub in ubatches {
+        let mut n_outputs = 0;
+        for ub in mb.ubatches() {
             for (&bi, &out) in ub.batch_index.iter().zip(&ub.output) {
                 if out {
-                    self.output_rows[bi] = row;
-                    row += 1;
+                    self.output_rows[bi] = n_outputs;
+                    n_outputs += 1;
                 }
             }
         }
-        self.logits.resize(n_outputs * n_vocab, 0.0);
+        self.logits.resize(n_outputs as usize * n_vocab, 0.0);
 
         let t0 = Instant::now();
-        let mut out_row = 0usize;
-        for (k, (ub, sinfo)) in ubatches.iter().zip(sinfos.iter()).enumerate() {
-            self.memory.apply_ubatch(sinfo, ub);
-            if let Err(e) = self.compute_ubatch(ub, sinfo, &mut out_row) {
-                for failed in &ubatches[k..] {
-                    self.forget(failed);
-                }
+        let mut row = 0;
+        loop {
+            mb.apply();
+            let rows = row..row + mb.ubatch().n_outputs();
+            let logits = &mut self.logits[rows.start * n_vocab..rows.end * n_vocab];
+            let run = self
+                .runner
+                .run_ubatch(&self.model, &self.cparams, &mut mb, logits);
+            if let Err(e) = run {
+                mb.forget_rest();
                 return Err(e);
+            }
+            self.perf.n_graphs += 1;
+            row = rows.end;
+            if !mb.next() {
+                break;
             }
         }
         let dt = t0.elapsed();
@@ -609,112 +273,14 @@ impl LlamaContext {
         Ok(())
     }
 
-    fn compute_ubatch(
-        &mut self,
-        ub: &UBatch,
-        slots: &MemorySlots,
-        out_row: &mut usize,
-    ) -> Result<()> {
-        let n_vocab = self.model.hparams.n_vocab;
-        let sinfo = &slots.base;
-        let key = GraphKey {
-            n_tokens: ub.n_tokens(),
-            n_outputs: ub.n_outputs(),
-            n_kv: [CacheId::Base, CacheId::Swa].map(|id| self.memory.n_kv(id, slots)),
-            s0: sinfo.s0,
-            s1: sinfo.s1,
-            n_stream: sinfo.n_stream(),
-        };
-        let reuse = !self.keep_intermediates && self.cached.as_ref().is_some_and(|c| c.key == key);
-        if !reuse {
-            self.cached = None;
-            let model = Arc::clone(&self.model);
-            let mut b = GraphBuilder::new(
-                &model,
-                &self.cparams,
-                &self.memory,
-                slots,
-                ub.n_tokens(),
-                ub.n_outputs(),
-            )?;
-            let logits = crate::models::build_graph(&mut b)?;
-            let (mut gctx, graph, inputs) = (b.ctx, b.gf, b.inputs);
-            if self.keep_intermediates {
-                for &n in graph.nodes() {
-                    gctx.set_output(n);
-                }
-            }
-            self.galloc.alloc_graph(&mut gctx, &graph)?;
-            self.cached = Some(CachedGraph {
-                key,
-                ctx: gctx,
-                graph,
-                inputs,
-                logits,
-            });
-        }
-        let Some(c) = self.cached.as_ref() else {
-            return Err(LlamaError::InvalidParam(
-                "no graph for the micro-batch".into(),
-            ));
-        };
-        c.inputs.set(
-            &c.ctx,
-            ub,
-            &self.memory,
-            slots,
-            self.model.hparams.use_alibi(),
-            &mut self.scratch,
-        )?;
-        self.exec.compute(&c.ctx, &c.graph)?;
-        self.perf.n_graphs += 1;
-        let n_out = ub.n_outputs();
-        if n_out > 0 {
-            let rows = &mut self.logits[*out_row * n_vocab..(*out_row + n_out) * n_vocab];
-            c.ctx.read_f32_into(c.logits, rows)?;
-            *out_row += n_out;
-        }
-        if self.keep_intermediates {
-            // A fresh allocator next time, so that this graph's memory stays intact.
-            self.galloc = GraphAllocator::new();
-            if let Some(c) = self.cached.take() {
-                self.last_graph = Some((c.ctx, c.graph));
-            }
-        }
-        Ok(())
-    }
-
     /// With `keep_intermediates`, every named node of the last graph computed, in
     /// execution order, with its values (llama.cpp's eval callback, after the fact).
     pub fn debug_tensors(&self) -> Vec<(String, Vec<usize>, Vec<f32>)> {
-        let Some((ctx, graph)) = &self.last_graph else {
-            return Vec::new();
-        };
-        graph
-            .nodes()
-            .iter()
-            .filter_map(|&id| {
-                let t = ctx.tensor(id);
-                let vals = ctx.get_f32(id).ok()?;
-                Some((t.name.clone(), t.ne.to_vec(), vals))
-            })
-            .collect()
+        self.runner.debug_tensors()
     }
 
-    /// Removes a micro-batch's tokens from the cache (after a failed computation).
-    fn forget(&mut self, ub: &UBatch) {
-        for (i, seqs) in ub.seq_ids.iter().enumerate() {
-            for &s in seqs {
-                let at = PosRange::span(ub.pos[i], ub.pos[i] + 1);
-                // The ids were checked when the batch was prepared.
-                let _ = self.memory.seq_rm(Sequences::One(s), at);
-            }
-        }
-    }
-
-    /// Validates a batch, resolves its positions and splits it into micro-batches
-    /// (into `self.work.ubatches`).
-    fn prepare_batch(&mut self, batch: &Batch) -> Result<()> {
+    /// Validates a batch and resolves its positions (into `self.work.all`).
+    fn check_batch(&mut self, batch: &Batch) -> Result<()> {
         if batch.is_empty() {
             return Err(LlamaError::EmptyBatch);
         }
@@ -810,12 +376,6 @@ impl LlamaContext {
                     detail: format!("positions {lo}..={hi} of the batch have gaps"),
                 });
             }
-        }
-        let n_ubatch = self.cparams.n_ubatch as usize;
-        if self.memory.n_stream() == 1 {
-            all.split_simple_into(n_ubatch, &mut w.ubatches);
-        } else {
-            w.ubatches = all.clone().split_equal(n_ubatch)?;
         }
         Ok(())
     }

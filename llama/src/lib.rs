@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use llama::{load_model, ContextParams, GenerateParams, LlamaContext, ModelParams};
-//! use llama::{SamplerChain, SamplerParams, TokenizeOptions};
+//! use llama::{MemoryOps, SamplerChain, SamplerParams, TokenizeOptions};
 //!
 //! let path = "../../shared/models/stories260K.gguf";
 //! # let Some(path) = llama::doctest::model(path) else { return Ok(()) };
@@ -36,7 +36,7 @@
 //! - [`chat`]: a conversation as the prompt a model was trained on (chat templates);
 //! - [`LlamaContext`]: [`LlamaContext::decode`] of a [`Batch`] into logits, and the
 //!   sequences held in its memory, edited with llama.cpp's memory API
-//!   ([`LlamaContext::memory_seq_rm`] and its siblings, also the [`MemoryOps`] trait)
+//!   (the [`MemoryOps`] trait: `memory_seq_rm` and its siblings)
 //!   and saved or restored with [`LlamaContext::state_seq_get_data`] and friends;
 //! - [`load_model`] and [`Model`], [`vocab`] (the tokenizer, [`vocab::Vocab::tokenize`]).
 //!
@@ -50,6 +50,7 @@ pub mod arch;
 pub mod batch;
 pub mod chat;
 pub mod context;
+pub mod cparams;
 #[doc(hidden)]
 pub mod doctest;
 pub mod error;
@@ -62,8 +63,9 @@ pub mod model;
 pub mod models;
 pub mod quantize;
 pub mod sampling;
+pub mod shifts;
+pub mod tensor_map;
 pub mod vocab;
-pub mod window;
 
 pub use batch::{Batch, BatchToken, Logits, Token};
 pub use context::{ContextParams, LlamaContext};

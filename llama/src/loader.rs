@@ -13,6 +13,7 @@ use crate::arch::{Arch, Kv};
 use crate::error::{LlamaError, Result};
 use crate::hparams::{Hparams, RopeScaling};
 use crate::model::{Model, ModelInfo};
+use crate::models::TensorSource;
 use crate::vocab::Vocab;
 
 /// How to load a model.
@@ -130,6 +131,7 @@ pub fn load_model(path: impl AsRef<Path>, mut params: ModelParams) -> Result<Arc
     };
     let mut ctx = Context::new_no_alloc();
     let hparams = load_hparams(g, arch, vocab.n_tokens())?;
+    info.model_type = crate::models::model_type(&hparams);
     let mut loader = TensorLoader {
         file: &file,
         ctx: &mut ctx,
@@ -344,17 +346,8 @@ pub struct TensorLoader<'a> {
     n_done: usize,
 }
 
-impl TensorLoader<'_> {
-    /// The tensor `name`, which must have shape `ne` (ggml order, trailing 1s omitted).
-    pub fn require(&mut self, name: &str, ne: &[usize]) -> Result<TensorId> {
-        self.optional(name, ne)?
-            .ok_or_else(|| LlamaError::MissingTensor {
-                name: name.to_string(),
-            })
-    }
-
-    /// The tensor `name` if the file has it (then with shape `ne`).
-    pub fn optional(&mut self, name: &str, ne: &[usize]) -> Result<Option<TensorId>> {
+impl TensorSource for TensorLoader<'_> {
+    fn optional(&mut self, name: &str, ne: &[usize]) -> Result<Option<TensorId>> {
         let g = self.file.gguf();
         let Ok(info) = g.tensor_info(name) else {
             return Ok(None);
@@ -394,7 +387,9 @@ impl TensorLoader<'_> {
         }
         Ok(Some(id))
     }
+}
 
+impl TensorLoader<'_> {
     /// Moves the 2-D weights out of the file mapping: with `repack`, those that can be
     /// ([`ggml::repack::can_repack`]) into interleaves, but the token embeddings, which
     /// `get_rows` reads (also when they are the output head); where `mode` copies, the

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use ggml::{Buffer, Context, TensorId};
 
 use crate::hparams::Hparams;
-use crate::models::TensorMap;
+use crate::tensor_map::TensorMap;
 
 /// All weights of a decoder-only model, as its architecture's manifest
-/// ([`crate::models::Architecture::manifest`]) lists them.
+/// (an architecture's manifest, `crate::models`) lists them.
 #[derive(Clone, Debug)]
 pub struct Weights {
     /// Token embeddings `[n_embd, n_vocab]`.
@@ -59,6 +59,8 @@ pub struct ModelInfo {
     pub n_params: usize,
     /// GGUF version.
     pub gguf_version: u32,
+    /// The size label llama.cpp prints as `model type` (`0.5B`; `?B` when unknown).
+    pub model_type: &'static str,
     /// The chat templates of the metadata (`tokenizer.chat_template*`).
     pub chat_templates: crate::chat::GgufChatTemplates,
 }
@@ -130,7 +132,7 @@ impl Model {
             kv("rope scaling", hp.rope_scaling.name().to_string()),
             kv("freq_base_train", format!("{:.1}", hp.rope_freq_base_train)),
             kv("freq_scale_train", format!("{}", hp.rope_freq_scale_train)),
-            kv("model type", crate::models::model_type(hp).to_string()),
+            kv("model type", info.model_type.to_string()),
             kv("model params", params_str),
             kv("general.name", info.name.clone()),
             kv("vocab type", format!("{:?}", self.vocab.kind())),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llama::sampling::SamplerChain;
-use llama::window::{context_shift, SelfExtend};
+use llama::shifts::{context_shift, SelfExtend};
 use llama::{Batch, LlamaContext, Model, Token, TokenizeOptions};
 
 use super::args::{parse_params, run_main, Opt};

@@ -6,6 +6,7 @@
 //! generated text goes to `out` exactly as llama.cpp prints it; the verdict (key
 //! found or not) goes to `log`.
 
+use llama::MemoryOps;
 use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::time::Instant;

@@ -4,6 +4,7 @@
 //! chunk scores its second half: `PPL = exp(mean NLL)`, printed per chunk and as
 //! `Final estimate: PPL = X +/- Y`.
 
+use llama::MemoryOps;
 use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::time::Instant;

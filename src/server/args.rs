@@ -270,7 +270,7 @@ pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<ServerParams>, C
             ));
         }
         if p.common.grp_attn_n != 1 {
-            llama::window::SelfExtend::new(p.common.grp_attn_n, p.common.grp_attn_w)
+            llama::shifts::SelfExtend::new(p.common.grp_attn_n, p.common.grp_attn_w)
                 .map_err(|e| CliError::Usage(e.to_string()))?;
         }
     }

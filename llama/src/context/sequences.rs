@@ -1,107 +1,17 @@
 //! The sequence API of a context, in llama.cpp's terms: the `llama_memory_*` functions
-//! (`include/llama.h`) as `memory_*` methods, and saving and restoring one sequence
+//! (`include/llama.h`) as the `memory_*` methods of [`MemoryOps`], and saving and restoring one sequence
 //! (`llama_state_seq_get_data`, `set_data`, `save_file`, `load_file`).
 
 use std::io::{Seek, Write};
-use std::ops::RangeBounds;
 use std::path::Path;
 
 use super::LlamaContext;
 use crate::batch::Token;
 use crate::error::{LlamaError, Result};
-use crate::memory::api::{ClearMode, MemoryOps, Sequences};
-use crate::memory::{read_file_header, write_file_header, Pos, SeqId, StateScope};
+use crate::memory::api::MemoryOps;
+use crate::memory::{read_file_header, write_file_header, Memory, SeqId, StateScope};
 
 impl LlamaContext {
-    /// Empties the memory: every cell of every sequence, and with
-    /// [`ClearMode::MetadataAndData`] the K and V bytes too. Errors: writing the tensor
-    /// buffer ([`LlamaError::Ggml`]). llama.cpp: `llama_memory_clear`.
-    pub fn memory_clear(&mut self, mode: ClearMode) -> Result<()> {
-        self.memory.memory_clear(mode)
-    }
-
-    /// Removes the tokens of `seqs` ([`Sequences::All`], or a sequence id) at positions
-    /// in `range` (`..`, `a..b`, `a..`, `..=b`, ...). `ctx.memory_seq_rm(0, n..)` cuts
-    /// sequence 0 after position `n - 1`. Errors: [`crate::MemoryError::BadSeqId`],
-    /// [`crate::MemoryError::BadRange`] (a start below 0, an end before the start);
-    /// nothing changes then. llama.cpp: `llama_memory_seq_rm`.
-    pub fn memory_seq_rm(
-        &mut self,
-        seqs: impl Into<Sequences>,
-        range: impl RangeBounds<Pos>,
-    ) -> Result<()> {
-        self.memory.memory_seq_rm(seqs, range)
-    }
-
-    /// Makes the tokens of `src` at positions in `range` also belong to `dst` (a
-    /// shared prompt is stored once in a unified cache). With one KV stream per
-    /// sequence (`kv_unified = false`) the whole stream is copied and only `..` is
-    /// accepted. Errors: a bad id or range,
-    /// [`crate::MemoryError::PartialCopyAcrossStreams`]. llama.cpp:
-    /// `llama_memory_seq_cp`.
-    pub fn memory_seq_cp(
-        &mut self,
-        src: SeqId,
-        dst: SeqId,
-        range: impl RangeBounds<Pos>,
-    ) -> Result<()> {
-        self.memory.memory_seq_cp(src, dst, range)
-    }
-
-    /// Removes every token that does not belong to `seq`, and the other sequences from
-    /// the tokens `seq` shares. Errors: a bad id. llama.cpp: `llama_memory_seq_keep`.
-    pub fn memory_seq_keep(&mut self, seq: SeqId) -> Result<()> {
-        self.memory.memory_seq_keep(seq)
-    }
-
-    /// Adds `delta` to the positions of `seq`'s tokens in `range`; tokens pushed below
-    /// position 0 are removed. The next decode rotates the moved keys (the K-shift).
-    /// Errors: a bad id or range. llama.cpp: `llama_memory_seq_add`.
-    pub fn memory_seq_add(
-        &mut self,
-        seq: SeqId,
-        range: impl RangeBounds<Pos>,
-        delta: Pos,
-    ) -> Result<()> {
-        self.memory.memory_seq_add(seq, range, delta)
-    }
-
-    /// Divides the positions of `seq`'s tokens in `range` by `d` (integer division;
-    /// 1 changes nothing), recording the change as `ContextParams::div_shift` says; the
-    /// next decode rotates the moved keys. Errors: a bad id or range,
-    /// [`crate::MemoryError::BadDivisor`] for `d < 1`. llama.cpp:
-    /// `llama_memory_seq_div`.
-    pub fn memory_seq_div(
-        &mut self,
-        seq: SeqId,
-        range: impl RangeBounds<Pos>,
-        d: Pos,
-    ) -> Result<()> {
-        self.memory.memory_seq_div(seq, range, d)
-    }
-
-    /// The smallest position `seq` holds, `None` when it is empty; for a sliding-window
-    /// model the smallest its windowed cache still holds. Errors: a bad id.
-    /// llama.cpp: `llama_memory_seq_pos_min` (-1 for an empty sequence).
-    pub fn memory_seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>> {
-        self.memory.memory_seq_pos_min(seq)
-    }
-
-    /// The largest position `seq` holds, `None` when it is empty: the sequence's next
-    /// token goes at this plus one (or at 0). Errors: a bad id. llama.cpp:
-    /// `llama_memory_seq_pos_max` (-1 for an empty sequence).
-    pub fn memory_seq_pos_max(&self, seq: SeqId) -> Result<Option<Pos>> {
-        self.memory.memory_seq_pos_max(seq)
-    }
-
-    /// Whether a context shift may move positions ([`LlamaContext::memory_seq_add`],
-    /// [`LlamaContext::memory_seq_div`]): true except for a sliding-window model made
-    /// without [`crate::ContextParams::swa_full`] (its windowed cache is smaller than
-    /// the global one), as llama.cpp. llama.cpp: `llama_memory_can_shift`.
-    pub fn memory_can_shift(&self) -> bool {
-        self.memory.memory_can_shift()
-    }
-
     /// The state of sequence `seq` (its positions and K/V rows) as bytes, which
     /// [`LlamaContext::state_seq_set_data`] restores into a sequence of a context of
     /// the same model and cache settings; the length is llama.cpp's
@@ -196,56 +106,13 @@ impl LlamaContext {
     }
 }
 
-/// The same operations as the inherent `memory_*` methods, so that helpers such as
-/// [`crate::window::context_shift`] take a context or a bare [`crate::memory::Memory`].
+/// The `memory_*` operations on the context's memory (see [`MemoryOps`]).
 impl MemoryOps for LlamaContext {
-    fn memory_clear(&mut self, mode: ClearMode) -> Result<()> {
-        LlamaContext::memory_clear(self, mode)
+    fn kv_memory(&self) -> &Memory {
+        &self.memory
     }
 
-    fn memory_seq_rm(
-        &mut self,
-        seqs: impl Into<Sequences>,
-        range: impl RangeBounds<Pos>,
-    ) -> Result<()> {
-        LlamaContext::memory_seq_rm(self, seqs, range)
-    }
-
-    fn memory_seq_cp(
-        &mut self,
-        src: SeqId,
-        dst: SeqId,
-        range: impl RangeBounds<Pos>,
-    ) -> Result<()> {
-        LlamaContext::memory_seq_cp(self, src, dst, range)
-    }
-
-    fn memory_seq_keep(&mut self, seq: SeqId) -> Result<()> {
-        LlamaContext::memory_seq_keep(self, seq)
-    }
-
-    fn memory_seq_add(
-        &mut self,
-        seq: SeqId,
-        range: impl RangeBounds<Pos>,
-        delta: Pos,
-    ) -> Result<()> {
-        LlamaContext::memory_seq_add(self, seq, range, delta)
-    }
-
-    fn memory_seq_div(&mut self, seq: SeqId, range: impl RangeBounds<Pos>, d: Pos) -> Result<()> {
-        LlamaContext::memory_seq_div(self, seq, range, d)
-    }
-
-    fn memory_seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>> {
-        LlamaContext::memory_seq_pos_min(self, seq)
-    }
-
-    fn memory_seq_pos_max(&self, seq: SeqId) -> Result<Option<Pos>> {
-        LlamaContext::memory_seq_pos_max(self, seq)
-    }
-
-    fn memory_can_shift(&self) -> bool {
-        LlamaContext::memory_can_shift(self)
+    fn kv_memory_mut(&mut self) -> &mut Memory {
+        &mut self.memory
     }
 }

@@ -3,23 +3,17 @@
 
 use ggml::{Context, TensorId};
 
-use crate::batch::UBatch;
 use crate::error::Result;
 use crate::graph::self_extend::SelfExtendParams;
-use crate::memory::kinds::{CacheId, MemorySlots};
-use crate::memory::Memory;
+use crate::memory::{CacheId, KvInputs, MemoryBatch};
 
 /// The attention inputs of one plain cache (llama.cpp's `llm_graph_input_attn_kv`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AttnInputs {
     /// The cache they index.
     pub(crate) cache: CacheId,
-    /// K cache rows to store the batch's keys in (I64).
-    pub(crate) k_idxs: TensorId,
-    /// V cache rows (or elements, when V is transposed) for the batch's values (I64).
-    pub(crate) v_idxs: TensorId,
-    /// The KQ mask (F32 `[n_kv, rows, 1, n_stream]`).
-    pub(crate) kq_mask: TensorId,
+    /// The K/V store indices and the KQ mask, which the memory fills.
+    pub(crate) kv: KvInputs,
     /// The mask as the attention reads it (a cast to F16 for flash attention).
     pub(crate) kq_mask_cnv: TensorId,
 }
@@ -44,47 +38,32 @@ pub(crate) struct GraphInputs {
     pub(crate) self_extend: Option<SelfExtendParams>,
 }
 
-/// Reusable host-side buffers for filling inputs without allocating per token.
+/// A reusable host-side buffer for filling inputs without allocating per token.
 #[derive(Default)]
 pub(crate) struct InputScratch {
-    i64s: Vec<i64>,
-    f32s: Vec<f32>,
     i32s: Vec<i32>,
 }
 
 impl GraphInputs {
-    /// Writes every declared input from the micro-batch and the cache state.
+    /// Writes every declared input for the current micro-batch of `mb`: the batch's
+    /// own (tokens, positions, output rows) here, the memory's through
+    /// [`MemoryBatch::fill_inputs`]. Errors: writing a tensor.
     pub(crate) fn set(
         &self,
         ctx: &Context,
-        ub: &UBatch,
-        mem: &Memory,
-        slots: &MemorySlots,
+        mb: &mut MemoryBatch,
         alibi: bool,
         scratch: &mut InputScratch,
     ) -> Result<()> {
+        for a in self.attn.iter().flatten() {
+            mb.fill_inputs(a.cache, ctx, a.kv, alibi)?;
+        }
+        let ub = mb.ubatch();
         if let Some(t) = self.tokens {
             ctx.set_i32(t, &ub.tokens)?;
         }
         if let Some(t) = self.pos {
             ctx.set_i32(t, &ub.pos)?;
-        }
-        for a in self.attn.iter().flatten() {
-            let (cache, sinfo) = (mem.cache(a.cache), slots.get(a.cache));
-            let storage = cache.storage();
-            storage.k_idxs(sinfo, &mut scratch.i64s);
-            ctx.set_i64(a.k_idxs, &scratch.i64s)?;
-            let n_per_token = ctx.tensor(a.v_idxs).ne[0] / ub.n_tokens().max(1);
-            storage.v_idxs(sinfo, n_per_token, &mut scratch.i64s);
-            ctx.set_i64(a.v_idxs, &scratch.i64s)?;
-            mem.kq_mask(
-                a.cache,
-                ub,
-                ctx.tensor(a.kq_mask).ne,
-                alibi,
-                &mut scratch.f32s,
-            );
-            ctx.set_f32(a.kq_mask, &scratch.f32s)?;
         }
         if let (Some(se), Some(tq), Some(tk)) =
             (&self.self_extend, self.pos_grouped_q, self.pos_grouped_k)

@@ -11,13 +11,11 @@ pub(crate) use inputs::GraphInputs;
 use ggml::{Context, FlashAttnParams, GgmlType, Graph, RopeParams, SoftMaxParams, TensorId};
 
 use crate::arch::TensorName as T;
-use crate::context::Cparams;
+use crate::cparams::Cparams;
 use crate::error::{LlamaError, Result};
-use crate::memory::kinds::{CacheId, MemoryGraphTensors, MemorySlots};
-use crate::memory::kv_cache::mask::KQ_MASK_PAD;
-use crate::memory::Memory;
+use crate::memory::{CacheId, KvInputs, MemoryBatch, MemoryGraphTensors, KQ_MASK_PAD};
 use crate::model::Model;
-use crate::models::TensorMap;
+use crate::tensor_map::TensorMap;
 use inputs::AttnInputs;
 
 /// The feed-forward networks of [`GraphBuilder::build_ffn`].
@@ -48,29 +46,24 @@ pub(crate) struct GraphBuilder<'a> {
     pub(crate) n_tokens: usize,
     /// Tokens whose logits are wanted.
     pub(crate) n_outputs: usize,
-    /// Cells the attention of each cache covers (by [`CacheId::index`]; 0 for a cache
-    /// the memory does not have).
-    n_kv: [u32; 2],
-    mem: &'a Memory,
+    /// The micro-batch's passage through the memory: its cells, the caches.
+    mem: &'a MemoryBatch<'a>,
+    /// The caches' tensors as leafs of this graph.
     kvt: MemoryGraphTensors,
-    slots: &'a MemorySlots,
     imported: Vec<Option<TensorId>>,
 }
 
 impl<'a> GraphBuilder<'a> {
-    /// A builder for a micro-batch of `n_tokens` tokens (`n_outputs` of them wanted)
-    /// placed at `slots` in `mem`.
+    /// A builder for the current micro-batch of `mem` (applied to the memory).
+    /// Errors: importing the cache tensors.
     pub(crate) fn new(
         model: &'a Model,
         cparams: &'a Cparams,
-        mem: &'a Memory,
-        slots: &'a MemorySlots,
-        n_tokens: usize,
-        n_outputs: usize,
+        mem: &'a MemoryBatch<'a>,
     ) -> Result<Self> {
         let mut ctx = Context::with_capacity_no_alloc(64 + 40 * model.hparams.n_layer);
         let kvt = mem.import(&mut ctx)?;
-        let n_kv = [CacheId::Base, CacheId::Swa].map(|id| mem.n_kv(id, slots));
+        let (n_tokens, n_outputs) = (mem.ubatch().n_tokens(), mem.ubatch().n_outputs());
         Ok(GraphBuilder {
             ctx,
             gf: Graph::new(),
@@ -79,21 +72,19 @@ impl<'a> GraphBuilder<'a> {
             inputs: GraphInputs::default(),
             n_tokens,
             n_outputs,
-            n_kv,
             mem,
             kvt,
-            slots,
             imported: vec![None; model.tensors().len()],
         })
     }
 
     /// Cells the attention of `cache` covers in this micro-batch.
     pub(crate) fn n_kv(&self, cache: CacheId) -> u32 {
-        self.n_kv[cache.index()]
+        self.mem.n_kv(cache)
     }
 
     /// The weight `id` of the model as a leaf of this graph (imported once).
-    pub(crate) fn w(&mut self, id: TensorId) -> Result<TensorId> {
+    pub(crate) fn weight(&mut self, id: TensorId) -> Result<TensorId> {
         if let Some(t) = self.imported[id.index()] {
             return Ok(t);
         }
@@ -103,7 +94,7 @@ impl<'a> GraphBuilder<'a> {
     }
 
     /// Names an intermediate tensor as llama.cpp's callback does (`attn_norm-3`).
-    pub(crate) fn cb(&mut self, t: TensorId, name: &str, il: Option<usize>) -> TensorId {
+    pub(crate) fn named(&mut self, t: TensorId, name: &str, il: Option<usize>) -> TensorId {
         match il {
             Some(il) => self.ctx.set_name(t, format!("{name}-{il}")),
             None => self.ctx.set_name(t, name),
@@ -116,9 +107,9 @@ impl<'a> GraphBuilder<'a> {
         self.ctx.set_name(tokens, "inp_tokens");
         self.ctx.set_input(tokens);
         self.inputs.tokens = Some(tokens);
-        let embd = self.w(self.model.weights.tok_embd)?;
+        let embd = self.weight(self.model.weights.tok_embd)?;
         let cur = self.ctx.get_rows(embd, tokens);
-        Ok(self.cb(cur, "inp_embd", None))
+        Ok(self.named(cur, "inp_embd", None))
     }
 
     /// The positions input `[n_tokens]` (I32).
@@ -163,19 +154,18 @@ impl<'a> GraphBuilder<'a> {
     /// for a sliding-window model).
     pub(crate) fn build_attn_inp(&mut self) {
         self.inputs.attn[0] = Some(self.build_attn_inp_of(CacheId::Base, ""));
-        if self.mem.swa().is_some() {
+        if self.mem.memory().swa().is_some() {
             self.inputs.attn[1] = Some(self.build_attn_inp_of(CacheId::Swa, "_swa"));
         }
     }
 
     fn build_attn_inp_of(&mut self, cache: CacheId, suffix: &str) -> AttnInputs {
-        let sinfo = self.slots.get(cache);
-        let n_stream = sinfo.n_stream();
+        let n_stream = self.mem.slot(cache).n_stream();
         let k_idxs = self.ctx.new_tensor_1d(GgmlType::I64, self.n_tokens);
         self.ctx
             .set_name(k_idxs, format!("attn_inp_k_idxs{suffix}"));
         self.ctx.set_input(k_idxs);
-        let n_v = if self.mem.cache(cache).params().v_trans {
+        let n_v = if self.mem.memory().cache(cache).params().v_trans {
             self.n_tokens * self.model.hparams.n_embd_v_gqa()
         } else {
             self.n_tokens
@@ -186,10 +176,7 @@ impl<'a> GraphBuilder<'a> {
         self.ctx.set_input(v_idxs);
         let rows = (self.n_tokens / n_stream).next_multiple_of(KQ_MASK_PAD);
         // Exact Self-Extend masks the neighbour and the grouped scores side by side.
-        let (halves, n_kv) = (
-            self.mem.layer_cache_of(cache).mask_halves(),
-            self.n_kv(cache),
-        );
+        let (halves, n_kv) = (self.mem.mask_halves(cache), self.n_kv(cache));
         let mask = self
             .ctx
             .new_tensor_4d(GgmlType::F32, halves * n_kv as usize, rows, 1, n_stream);
@@ -202,9 +189,11 @@ impl<'a> GraphBuilder<'a> {
         };
         AttnInputs {
             cache,
-            k_idxs,
-            v_idxs,
-            kq_mask: mask,
+            kv: KvInputs {
+                k_idxs,
+                v_idxs,
+                kq_mask: mask,
+            },
             kq_mask_cnv: mask_cnv,
         }
     }
@@ -219,9 +208,9 @@ impl<'a> GraphBuilder<'a> {
     ) -> Result<TensorId> {
         let eps = self.model.hparams.f_norm_rms_eps;
         let cur = self.ctx.rms_norm(x, eps);
-        let w = self.w(w)?;
+        let w = self.weight(w)?;
         let cur = self.ctx.mul(cur, w);
-        Ok(self.cb(cur, name, il))
+        Ok(self.named(cur, name, il))
     }
 
     /// `w · x (+ b)`.
@@ -231,10 +220,10 @@ impl<'a> GraphBuilder<'a> {
         x: TensorId,
         b: Option<TensorId>,
     ) -> Result<TensorId> {
-        let w = self.w(w)?;
+        let w = self.weight(w)?;
         let mut cur = self.ctx.mul_mat(w, x);
         if let Some(b) = b {
-            let b = self.w(b)?;
+            let b = self.weight(b)?;
             cur = self.ctx.add(cur, b);
         }
         Ok(cur)
@@ -267,7 +256,7 @@ impl<'a> GraphBuilder<'a> {
         );
         if let Some(wqkv) = l.get(T::AttnQkv) {
             let qkv = self.build_mm(wqkv, cur, l.bias(T::AttnQkv))?;
-            self.cb(qkv, "wqkv", Some(il));
+            self.named(qkv, "wqkv", Some(il));
             let ctx = &mut self.ctx;
             let (typ, nb1) = (ctx.tensor(qkv).typ, ctx.tensor(qkv).nb[1]);
             let (n_q, n_k) = (dk * n_head, dk * n_head_kv);
@@ -290,9 +279,9 @@ impl<'a> GraphBuilder<'a> {
                 nb1,
                 typ.row_size(n_q + n_k),
             );
-            self.cb(q, "Qcur", Some(il));
-            self.cb(k, "Kcur", Some(il));
-            self.cb(v, "Vcur", Some(il));
+            self.named(q, "Qcur", Some(il));
+            self.named(k, "Kcur", Some(il));
+            self.named(v, "Vcur", Some(il));
             return Ok((q, k, v));
         }
         let (wq, wk, wv) = (
@@ -301,11 +290,11 @@ impl<'a> GraphBuilder<'a> {
             self.req(l, T::AttnV, il)?,
         );
         let q = self.build_mm(wq, cur, l.bias(T::AttnQ))?;
-        self.cb(q, "Qcur", Some(il));
+        self.named(q, "Qcur", Some(il));
         let k = self.build_mm(wk, cur, l.bias(T::AttnK))?;
-        self.cb(k, "Kcur", Some(il));
+        self.named(k, "Kcur", Some(il));
         let v = self.build_mm(wv, cur, l.bias(T::AttnV))?;
-        self.cb(v, "Vcur", Some(il));
+        self.named(v, "Vcur", Some(il));
         let q = self.ctx.reshape_3d(q, dk, n_head, n);
         let k = self.ctx.reshape_3d(k, dk, n_head_kv, n);
         let v = self.ctx.reshape_3d(v, dv, n_head_kv, n);
@@ -328,7 +317,7 @@ impl<'a> GraphBuilder<'a> {
             .weights
             .rope_factors(self.cparams.n_ctx_seq, self.model.hparams.n_ctx_orig_yarn);
         let factors = match factors {
-            Some(f) => Some(self.w(f)?),
+            Some(f) => Some(self.weight(f)?),
             None => None,
         };
         Ok(self.ctx.rope_ext(x, pos, factors, p))
@@ -357,17 +346,17 @@ impl<'a> GraphBuilder<'a> {
             ));
         };
         let q = self.build_rope(q0, pos, il)?;
-        self.cb(q, "Qcur", Some(il));
+        self.named(q, "Qcur", Some(il));
         let q = self.scaled(q, q_scale, "Qcur", il);
         let k = self.build_rope(k0, pos, il)?;
-        self.cb(k, "Kcur", Some(il));
+        self.named(k, "Kcur", Some(il));
         match (self.inputs.pos_grouped_q, self.inputs.pos_grouped_k) {
             (Some(pos_q), Some(pos_k)) => {
                 let q_g = self.build_rope(q0, pos_q, il)?;
-                self.cb(q_g, "Qcur_grouped", Some(il));
+                self.named(q_g, "Qcur_grouped", Some(il));
                 let q_g = self.scaled(q_g, q_scale, "Qcur_grouped", il);
                 let k_g = self.build_rope(k0, pos_k, il)?;
-                self.cb(k_g, "Kcur_grouped", Some(il));
+                self.named(k_g, "Kcur_grouped", Some(il));
                 self.build_attn_self_extend(l, q, q_g, k, k_g, v, kq_scale, il)
             }
             _ => self.build_attn(l, q, k, v, kq_scale, il),
@@ -379,7 +368,7 @@ impl<'a> GraphBuilder<'a> {
         match s {
             Some(s) => {
                 let x = self.ctx.scale(x, s);
-                self.cb(x, name, Some(il))
+                self.named(x, name, Some(il))
             }
             None => x,
         }
@@ -397,8 +386,8 @@ impl<'a> GraphBuilder<'a> {
         kq_scale: f32,
         il: usize,
     ) -> Result<TensorId> {
-        let (cache, li) = self.mem.layer_cache(il);
-        let rot = self.mem.cache(cache).storage().rotation();
+        let (cache, li) = self.mem.memory().layer_cache(il);
+        let rot = self.mem.memory().cache(cache).storage().rotation();
         let q = self.rotate(q, rot.k);
         let k = self.rotate(k, rot.k);
         let v = self.rotate(v, rot.v);
@@ -412,18 +401,19 @@ impl<'a> GraphBuilder<'a> {
                 "build_attn before build_attn_inp".into(),
             ));
         };
-        let (st, kvt) = (self.mem.cache(cache).storage(), &self.kvt.get(cache).kv);
-        let (sinfo, n_kv) = (self.slots.get(cache), self.n_kv(cache));
-        let store_k = st.store_k(&mut self.ctx, kvt.k[li], k, inp.k_idxs);
+        let mem = self.mem.memory();
+        let (st, kvt) = (mem.cache(cache).storage(), &self.kvt.get(cache).kv);
+        let (sinfo, n_kv) = (self.mem.slot(cache), self.n_kv(cache));
+        let store_k = st.store_k(&mut self.ctx, kvt.k[li], k, inp.kv.k_idxs);
         self.gf.build_forward_expand(&self.ctx, store_k);
-        let store_v = st.store_v(&mut self.ctx, kvt.v[li], v, inp.v_idxs);
+        let store_v = st.store_v(&mut self.ctx, kvt.v[li], v, inp.kv.v_idxs);
         self.gf.build_forward_expand(&self.ctx, store_v);
 
         let kc = st.view_k(&mut self.ctx, kvt.k[li], li, n_kv, sinfo);
         let vc = st.view_v(&mut self.ctx, kvt.v[li], li, n_kv, sinfo);
         let mask = inp.kq_mask_cnv;
         let cur = self.build_attn_mha(q, kc, vc, mask, kq_scale, il);
-        self.cb(cur, "kqv_out", Some(il));
+        self.named(cur, "kqv_out", Some(il));
         let cur = self.rotate(cur, rot.v);
         let wo = self.req(l, T::AttnOut, il)?;
         self.build_mm(wo, cur, l.bias(T::AttnOut))
@@ -461,8 +451,9 @@ impl<'a> GraphBuilder<'a> {
         kq_scale: f32,
         il: usize,
     ) -> Result<TensorId> {
-        let (cache, li) = self.mem.layer_cache(il);
-        let rot = self.mem.cache(cache).storage().rotation();
+        let mem = self.mem.memory();
+        let (cache, li) = mem.layer_cache(il);
+        let rot = mem.cache(cache).storage().rotation();
         let [q_n, q_g, k_n, k_g] = [q_n, q_g, k_n, k_g].map(|t| self.rotate(t, rot.k));
         let v = self.rotate(v, rot.v);
         for t in [q_n, q_g, v, k_n, k_g] {
@@ -470,9 +461,12 @@ impl<'a> GraphBuilder<'a> {
         }
         let inputs = self.inputs.attn[cache.index()];
         let Some(AttnInputs {
-            k_idxs,
-            v_idxs,
-            kq_mask: mask,
+            kv:
+                KvInputs {
+                    k_idxs,
+                    v_idxs,
+                    kq_mask: mask,
+                },
             ..
         }) = inputs
         else {
@@ -481,16 +475,14 @@ impl<'a> GraphBuilder<'a> {
             ));
         };
         let tensors = self.kvt.get(cache);
-        let (Some(se), Some(kgt)) = (
-            self.mem.layer_cache_of(cache).self_extend(),
-            &tensors.grouped,
-        ) else {
+        let (Some(se), Some(kgt)) = (mem.layer_cache_of(cache).self_extend(), &tensors.grouped)
+        else {
             return Err(LlamaError::InvalidParam(
                 "exact Self-Extend attention in a context made without ContextParams::self_extend"
                     .into(),
             ));
         };
-        let (st, sg, kvt) = (self.mem.cache(cache).storage(), se.grouped(), &tensors.kv);
+        let (st, sg, kvt) = (mem.cache(cache).storage(), se.grouped(), &tensors.kv);
         let stores = [
             st.store_k(&mut self.ctx, kvt.k[li], k_n, k_idxs),
             sg.store_k(&mut self.ctx, kgt.k[li], k_g, k_idxs),
@@ -499,7 +491,7 @@ impl<'a> GraphBuilder<'a> {
         for t in stores {
             self.gf.build_forward_expand(&self.ctx, t);
         }
-        let (n_kv, sinfo) = (self.n_kv(cache), self.slots.get(cache));
+        let (n_kv, sinfo) = (self.n_kv(cache), self.mem.slot(cache));
         let kc = st.view_k(&mut self.ctx, kvt.k[li], li, n_kv, sinfo);
         let kgc = sg.view_k(&mut self.ctx, kgt.k[li], li, n_kv, sinfo);
         let vc = st.view_v(&mut self.ctx, kvt.v[li], li, n_kv, sinfo);
@@ -524,7 +516,7 @@ impl<'a> GraphBuilder<'a> {
         // The cache's V is transposed here (no flash attention): [n_kv, d_v, heads].
         let vt = ctx.permute(vc, [0, 2, 1, 3]);
         let cur = self_extend::build_bilevel_attention(ctx, q_n, q_g, kc, kgc, vt, mask, kq_scale);
-        self.cb(cur, "kqv_out", Some(il));
+        self.named(cur, "kqv_out", Some(il));
         let cur = self.rotate(cur, rot.v);
         let wo = self.req(l, T::AttnOut, il)?;
         self.build_mm(wo, cur, l.bias(T::AttnOut))
@@ -581,14 +573,14 @@ impl<'a> GraphBuilder<'a> {
             return ctx.reshape_2d(cur, ne[0] * ne[1], ne[2] * ne[3]);
         }
         let kq = ctx.mul_mat(k, q);
-        self.cb(kq, "kq", Some(il));
+        self.named(kq, "kq", Some(il));
         let ctx = &mut self.ctx;
         let p = SoftMaxParams {
             scale: kq_scale,
             max_bias,
         };
         let kq = ctx.soft_max_ext(kq, Some(mask), p);
-        self.cb(kq, "kq_soft_max", Some(il));
+        self.named(kq, "kq_soft_max", Some(il));
         let ctx = &mut self.ctx;
         let v = if v_trans {
             v
@@ -615,13 +607,13 @@ impl<'a> GraphBuilder<'a> {
     ) -> Result<TensorId> {
         let up_w = self.req(l, T::FfnUp, il)?;
         let up = self.build_mm(up_w, cur, None)?;
-        self.cb(up, "ffn_up", Some(il));
+        self.named(up, "ffn_up", Some(il));
         let x = if kind == FfnKind::SwiGluFused {
             self.ctx.swiglu(up, false)
         } else {
             let gate_w = self.req(l, T::FfnGate, il)?;
             let gate = self.build_mm(gate_w, cur, None)?;
-            self.cb(gate, "ffn_gate", Some(il));
+            self.named(gate, "ffn_gate", Some(il));
             match kind {
                 FfnKind::GeGlu => self.ctx.geglu_split(gate, up),
                 _ => self.ctx.swiglu_split(gate, up),
@@ -631,10 +623,10 @@ impl<'a> GraphBuilder<'a> {
             FfnKind::GeGlu => "ffn_geglu",
             _ => "ffn_swiglu",
         };
-        self.cb(x, name, Some(il));
+        self.named(x, name, Some(il));
         let down_w = self.req(l, T::FfnDown, il)?;
         let out = self.build_mm(down_w, x, None)?;
-        Ok(self.cb(out, "ffn_out", Some(il)))
+        Ok(self.named(out, "ffn_out", Some(il)))
     }
 
     /// The mixture-of-experts feed-forward network of layer `il` (llama.cpp's
@@ -654,40 +646,40 @@ impl<'a> GraphBuilder<'a> {
         let n_tokens = self.ctx.tensor(cur).ne[1];
         let gate_inp = self.req(l, T::FfnGateInp, il)?;
         let logits = self.build_mm(gate_inp, cur, None)?;
-        self.cb(logits, "ffn_moe_logits", Some(il));
+        self.named(logits, "ffn_moe_logits", Some(il));
         let probs = self.ctx.soft_max(logits);
-        self.cb(probs, "ffn_moe_probs", Some(il));
+        self.named(probs, "ffn_moe_probs", Some(il));
         let selected = self.ctx.argsort_top_k(probs, n_used);
-        self.cb(selected, "ffn_moe_topk", Some(il));
+        self.named(selected, "ffn_moe_topk", Some(il));
         let probs = self.ctx.reshape_3d(probs, 1, n_expert, n_tokens);
         let weights = self.ctx.get_rows(probs, selected);
-        self.cb(weights, "ffn_moe_weights", Some(il));
+        self.named(weights, "ffn_moe_weights", Some(il));
         // Renormalised over the chosen experts (`norm_w`), the sum kept above f16's
         // smallest normal as llama.cpp does.
         let weights = self.ctx.reshape_2d(weights, n_used, n_tokens);
         let sum = self.ctx.sum_rows(weights);
-        self.cb(sum, "ffn_moe_weights_sum", Some(il));
+        self.named(sum, "ffn_moe_weights_sum", Some(il));
         let sum = self.ctx.clamp(sum, 6.103_515_6e-5, f32::INFINITY);
-        self.cb(sum, "ffn_moe_weights_sum_clamped", Some(il));
+        self.named(sum, "ffn_moe_weights_sum_clamped", Some(il));
         let weights = self.ctx.div(weights, sum);
-        self.cb(weights, "ffn_moe_weights_norm", Some(il));
+        self.named(weights, "ffn_moe_weights_norm", Some(il));
         let weights = self.ctx.reshape_3d(weights, 1, n_used, n_tokens);
         self.gf.build_forward_expand(&self.ctx, weights);
 
         let cur = self.ctx.reshape_3d(cur, n_embd, 1, n_tokens);
         let expert_mm = |b: &mut Self, name: T, x: TensorId, label: &str| -> Result<TensorId> {
             let w = b.req(l, name, il)?;
-            let w = b.w(w)?;
+            let w = b.weight(w)?;
             let y = b.ctx.mul_mat_id(w, x, selected);
-            Ok(b.cb(y, label, Some(il)))
+            Ok(b.named(y, label, Some(il)))
         };
         let up = expert_mm(self, T::FfnUpExps, cur, "ffn_moe_up")?;
         let gate = expert_mm(self, T::FfnGateExps, cur, "ffn_moe_gate")?;
         let act = self.ctx.swiglu_split(gate, up);
-        self.cb(act, "ffn_moe_swiglu", Some(il));
+        self.named(act, "ffn_moe_swiglu", Some(il));
         let experts = expert_mm(self, T::FfnDownExps, act, "ffn_moe_down")?;
         let experts = self.ctx.mul(experts, weights);
-        self.cb(experts, "ffn_moe_weighted", Some(il));
+        self.named(experts, "ffn_moe_weighted", Some(il));
         self.gf.build_forward_expand(&self.ctx, experts);
 
         // The experts' outputs summed in order, views first as llama.cpp orders them.
@@ -709,7 +701,7 @@ impl<'a> GraphBuilder<'a> {
         if n_used == 1 {
             out = self.ctx.cont(out);
         }
-        Ok(self.cb(out, "ffn_moe_out", Some(il)))
+        Ok(self.named(out, "ffn_moe_out", Some(il)))
     }
 
     /// Final norm and output head, soft-capped when the model says so: logits
@@ -726,7 +718,7 @@ impl<'a> GraphBuilder<'a> {
             logits = self.ctx.tanh(logits);
             logits = self.ctx.scale(logits, cap);
         }
-        self.cb(logits, "result_output", None);
+        self.named(logits, "result_output", None);
         self.ctx.set_output(logits);
         self.gf.build_forward_expand(&self.ctx, logits);
         Ok(logits)

@@ -12,60 +12,11 @@
 //! keys, one `soft_max_ext` with a mask that lets each pair through in exactly one half
 //! gives the weights, and the two halves are added (one of the two is always 0) before
 //! the product with V. `llama.cpp`'s `--grp-attn-n/--grp-attn-w` instead moves the
-//! cached positions (see `crate::window`), which approximates this.
+//! cached positions (see `crate::shifts`), which approximates this.
 
 use ggml::{Context, SoftMaxParams, TensorId};
 
-use crate::error::{LlamaError, Result};
-use crate::memory::Pos;
-
-/// The settings of exact Self-Extend: group size `G` and neighbour window `W`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SelfExtendParams {
-    /// Positions beyond the window are divided by this (`G >= 1`).
-    pub group: u32,
-    /// Keys closer than this to the query keep their positions (`W >= 1`).
-    pub window: u32,
-}
-
-impl SelfExtendParams {
-    /// Checked settings. [`LlamaError::InvalidParam`] when `group` or `window` is 0.
-    pub fn new(group: u32, window: u32) -> Result<Self> {
-        let p = SelfExtendParams { group, window };
-        p.check()?;
-        Ok(p)
-    }
-
-    /// [`LlamaError::InvalidParam`] when `group` or `window` is 0 (settings made
-    /// without [`SelfExtendParams::new`]); a context refuses them when it is made.
-    pub fn check(&self) -> Result<()> {
-        let (group, window) = (self.group, self.window);
-        if group == 0 || window == 0 {
-            return Err(LlamaError::InvalidParam(format!(
-                "Self-Extend needs a group size and a window of at least 1 (got G = {group}, W = {window})"
-            )));
-        }
-        Ok(())
-    }
-
-    /// The position a key at `p` has in the grouped attention: `floor(p / G)`.
-    pub fn key_pos(&self, p: Pos) -> Pos {
-        p.div_euclid(self.group as Pos)
-    }
-
-    /// The position a query at `p` has in the grouped attention:
-    /// `floor(p / G) + W - floor(W / G)`, so that the grouped distance to the nearest
-    /// grouped key continues the neighbour distances.
-    pub fn query_pos(&self, p: Pos) -> Pos {
-        let (g, w) = (self.group as Pos, self.window as Pos);
-        p.div_euclid(g) + w - w / g
-    }
-
-    /// Whether a key at `p_k` is in the neighbour window of a query at `p_q`.
-    pub fn is_neighbor(&self, p_q: Pos, p_k: Pos) -> bool {
-        p_q - p_k < self.window as Pos
-    }
-}
+pub use crate::memory::SelfExtendParams;
 
 /// The bi-level attention over prepared operands, returning `[d_v * n_head,
 /// n_q * n_stream]` like the plain attention block:

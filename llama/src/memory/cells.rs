@@ -2,13 +2,7 @@
 //! `llama_kv_cells`): for every cell its position, its accumulated shift (`delta`,
 //! applied to K by the next K-shift) and the set of sequences that use it.
 
-/// A position in a sequence (llama.cpp's `llama_pos`).
-pub type Pos = i32;
-/// A sequence id (llama.cpp's `llama_seq_id`).
-pub type SeqId = i32;
-
-/// Largest number of sequences a cache can track (as llama.cpp's `LLAMA_MAX_SEQ`).
-pub const MAX_SEQ: usize = 256;
+pub use crate::batch::{Pos, SeqId, MAX_SEQ};
 
 /// How `seq_div` records the position change in a cell's pending shift.
 ///

@@ -6,7 +6,7 @@
 //! `swa_full`), and it overwrites the cells the window has left behind.
 //!
 //! This file holds the layout: which layers use the window, the windowed cache's size,
-//! and the split of the layers between the two caches. `super::kinds::Memory` holds the
+//! and the split of the layers between the two caches. `super::caches::Memory` holds the
 //! caches: every micro-batch goes to both, each finding its own cells; every sequence
 //! operation goes to both. The windowed cache forgets what precedes its window, so a
 //! sequence's smallest position is the windowed cache's (a caller that keeps a prefix

@@ -1,9 +1,13 @@
 //! The memory of a context: the KV cache, as llama.cpp's `src/llama-memory.h`,
-//! `llama-kv-cells.h`, `llama-kv-cache.cpp` draw it.
+//! `llama-kv-cells.h`, `llama-kv-cache.cpp` draw it. Its insides are private; the
+//! rest of the crate sees what this file names.
 //!
 //! - [`api`]: the sequence operations in llama.cpp's terms ([`MemoryOps`], with
 //!   [`Sequences`], [`ClearMode`] and Rust position ranges);
-//! - `kinds`: [`Memory`], the memory a context holds, one of several kinds;
+//! - `caches`: [`Memory`], the memory a context holds: its caches and which layer uses
+//!   which;
+//! - `batch`: one batch's passage through the memory (`MemoryBatch`, from
+//!   `Memory::prepare`): micro-batches, their cells, the graph's memory inputs;
 //! - `cells`: per-cell positions, pending shifts and sequence sets (llama.cpp's
 //!   `llama_kv_cells`);
 //! - `kv_cache`: the plain cache (llama.cpp's `llama_kv_cache`): tensor storage, slot
@@ -13,18 +17,25 @@
 //! - `state`: saving and restoring one sequence.
 
 pub mod api;
-pub(crate) mod cells;
-pub(crate) mod iswa;
-pub(crate) mod kinds;
-pub(crate) mod kv_cache;
-pub(crate) mod self_extend;
+mod batch;
+mod caches;
+mod cells;
+mod iswa;
+mod kv_cache;
+mod self_extend;
 mod state;
 
 pub use api::{ClearMode, MemoryOps, Sequences};
+pub use caches::Memory;
 pub use cells::{DivShift, Pos, SeqId, MAX_SEQ};
-pub use kinds::Memory;
-
+pub use self_extend::SelfExtendParams;
 pub use state::StateScope;
+
+pub(crate) use batch::{KvInputs, MemoryBatch, UbatchShape};
+pub(crate) use caches::{CacheId, MemoryGraphTensors};
+pub(crate) use iswa::SwaLayout;
+pub(crate) use kv_cache::mask::KQ_MASK_PAD;
+pub(crate) use kv_cache::{KvCacheParams, KvLayerDims};
 pub(crate) use state::{read_file_header, write_file_header};
 
 #[cfg(test)]

@@ -10,7 +10,6 @@ use proptest::prelude::*;
 use smallvec::SmallVec;
 
 use super::api::{MemoryOps, PosRange, Sequences};
-use super::kinds::MemorySlots;
 use super::kv_cache::{KvCacheParams, KvLayerDims};
 use super::{DivShift, Memory, Pos, SeqId};
 use crate::batch::UBatch;
@@ -288,7 +287,10 @@ proptest! {
                                 prop_assert!(model.0[i as usize].is_none(), "slot picked busy cell {}", i);
                                 model.0[i as usize] = Some(Cell { pos: ub.pos[k], shift: 0, seqs: seqs.iter().copied().collect() });
                             }
-                            kv.apply_ubatch(&MemorySlots { base: s, ..Default::default() }, &ub);
+                            // The same slot again, placed the way decode places it.
+                            let mut mb = kv.prepare(&ub, n).unwrap();
+                            prop_assert_eq!(mb.slot(super::CacheId::Base), &s);
+                            mb.apply();
                         }
                     }
                 }

@@ -21,8 +21,7 @@ use super::kv_cache::shift::KShiftGraph;
 use super::kv_cache::storage::{Contents, KvGraphTensors, KvStorage};
 use super::kv_cache::KvCache;
 use crate::batch::UBatch;
-use crate::error::Result;
-use crate::graph::self_extend::SelfExtendParams;
+use crate::error::{LlamaError, Result};
 
 /// A plain KV cache with exact Self-Extend's grouped keys.
 pub(crate) struct SelfExtendKvCache {
@@ -155,5 +154,53 @@ impl SelfExtendKvCache {
         self.base.fill_mask(ub, shape, out, |p0, p1| {
             (if se.is_neighbor(p1, p0) { 0 } else { n_kv }, 0.0)
         });
+    }
+}
+
+/// The settings of exact Self-Extend: group size `G` and neighbour window `W`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SelfExtendParams {
+    /// Positions beyond the window are divided by this (`G >= 1`).
+    pub group: u32,
+    /// Keys closer than this to the query keep their positions (`W >= 1`).
+    pub window: u32,
+}
+
+impl SelfExtendParams {
+    /// Checked settings. [`LlamaError::InvalidParam`] when `group` or `window` is 0.
+    pub fn new(group: u32, window: u32) -> Result<Self> {
+        let p = SelfExtendParams { group, window };
+        p.check()?;
+        Ok(p)
+    }
+
+    /// [`LlamaError::InvalidParam`] when `group` or `window` is 0 (settings made
+    /// without [`SelfExtendParams::new`]); a context refuses them when it is made.
+    pub fn check(&self) -> Result<()> {
+        let (group, window) = (self.group, self.window);
+        if group == 0 || window == 0 {
+            return Err(LlamaError::InvalidParam(format!(
+                "Self-Extend needs a group size and a window of at least 1 (got G = {group}, W = {window})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The position a key at `p` has in the grouped attention: `floor(p / G)`.
+    pub fn key_pos(&self, p: Pos) -> Pos {
+        p.div_euclid(self.group as Pos)
+    }
+
+    /// The position a query at `p` has in the grouped attention:
+    /// `floor(p / G) + W - floor(W / G)`, so that the grouped distance to the nearest
+    /// grouped key continues the neighbour distances.
+    pub fn query_pos(&self, p: Pos) -> Pos {
+        let (g, w) = (self.group as Pos, self.window as Pos);
+        p.div_euclid(g) + w - w / g
+    }
+
+    /// Whether a key at `p_k` is in the neighbour window of a query at `p_q`.
+    pub fn is_neighbor(&self, p_q: Pos, p_k: Pos) -> bool {
+        p_q - p_k < self.window as Pos
     }
 }

@@ -27,8 +27,8 @@ use std::io::{Read, Write};
 use smallvec::smallvec;
 
 use super::api::{PosRange, Sequences};
+use super::caches::Memory;
 use super::cells::{Pos, SeqId};
-use super::kinds::Memory;
 use super::kv_cache::storage::state_io;
 use super::kv_cache::KvCache;
 use crate::batch::{Token, UBatch};

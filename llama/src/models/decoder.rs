@@ -65,7 +65,7 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
             (None, kq_scale)
         };
         let mut cur = b.build_attn_block(layer, q0, k0, v, q_scale, kq_scale, il)?;
-        b.cb(cur, "attn_out", Some(il));
+        b.named(cur, "attn_out", Some(il));
         if il + 1 == hp.n_layer {
             if let Some(ids) = out_ids {
                 cur = b.ctx.get_rows(cur, ids);
@@ -73,7 +73,7 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
             }
         }
         let ffn_inp = b.ctx.add(cur, inp_sa);
-        b.cb(ffn_inp, "ffn_inp", Some(il));
+        b.named(ffn_inp, "ffn_inp", Some(il));
         let ffn_norm = b.req(layer, T::FfnNorm, il)?;
         let cur = b.build_norm(ffn_inp, ffn_norm, "ffn_norm", Some(il))?;
         let cur = if opts.moe {
@@ -82,7 +82,7 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<
             b.build_ffn(layer, cur, opts.ffn, il)?
         };
         let cur = b.ctx.add(cur, ffn_inp);
-        inp_l = b.cb(cur, "l_out", Some(il));
+        inp_l = b.named(cur, "l_out", Some(il));
     }
     b.build_output(inp_l)
 }

@@ -150,7 +150,7 @@ impl BuildGraph for Gemma3 {
         let hp = &model.hparams;
         let inp = b.build_inp_embd()?;
         let inp = b.ctx.scale(inp, (hp.n_embd as f32).sqrt());
-        let mut inp_l = b.cb(inp, "inp_scaled", None);
+        let mut inp_l = b.named(inp, "inp_scaled", None);
         b.build_inp_pos();
         b.build_inp_pos_grouped();
         b.build_attn_inp();
@@ -176,14 +176,14 @@ impl BuildGraph for Gemma3 {
             let post = b.req(layer, T::AttnPostNorm, il)?;
             let cur = b.build_norm(cur, post, "attn_post_norm", Some(il))?;
             let sa_out = b.ctx.add(cur, inp_l);
-            b.cb(sa_out, "sa_out", Some(il));
+            b.named(sa_out, "sa_out", Some(il));
             let ffn_norm = b.req(layer, T::FfnNorm, il)?;
             let cur = b.build_norm(sa_out, ffn_norm, "ffn_norm", Some(il))?;
             let cur = b.build_ffn(layer, cur, FfnKind::GeGlu, il)?;
             let post = b.req(layer, T::FfnPostNorm, il)?;
             let cur = b.build_norm(cur, post, "ffn_post_norm", Some(il))?;
             let cur = b.ctx.add(cur, sa_out);
-            inp_l = b.cb(cur, "l_out", Some(il));
+            inp_l = b.named(cur, "l_out", Some(il));
         }
         b.build_output(inp_l)
     }

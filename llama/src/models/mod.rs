@@ -28,7 +28,6 @@ use crate::arch::{Arch, TensorName};
 use crate::error::{LlamaError, Result};
 use crate::graph::GraphBuilder;
 use crate::hparams::Hparams;
-use crate::loader::TensorLoader;
 use crate::model::Weights;
 
 pub use keys::{HparamKey, KeySpec};
@@ -82,6 +81,24 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
     }
 }
 
+/// Where an architecture's weights come from (the model loader reading a GGUF file).
+pub trait TensorSource {
+    /// The tensor `name` if the source has it, checked to have shape `ne` (ggml order,
+    /// trailing 1s omitted) and a type the kernels can use. Errors: a wrong shape
+    /// ([`LlamaError::TensorShape`]) or type ([`LlamaError::TensorType`]), or the
+    /// tensor cannot be created.
+    fn optional(&mut self, name: &str, ne: &[usize]) -> Result<Option<TensorId>>;
+
+    /// The tensor `name`, which must be there: [`TensorSource::optional`], with
+    /// [`LlamaError::MissingTensor`] when it is not.
+    fn require(&mut self, name: &str, ne: &[usize]) -> Result<TensorId> {
+        self.optional(name, ne)?
+            .ok_or_else(|| LlamaError::MissingTensor {
+                name: name.to_string(),
+            })
+    }
+}
+
 /// The definition of `arch`.
 pub fn architecture(arch: Arch) -> &'static dyn Architecture {
     implementation(arch)
@@ -89,8 +106,8 @@ pub fn architecture(arch: Arch) -> &'static dyn Architecture {
 
 /// Creates the weights the architecture's manifest lists, checking shapes and types;
 /// `output` falls back to the token embeddings when the file has no `output.weight`.
-/// Errors: see [`TensorLoader::require`].
-pub(crate) fn load_weights(hp: &Hparams, l: &mut TensorLoader) -> Result<Weights> {
+/// Errors: see [`TensorSource::require`].
+pub(crate) fn load_weights(hp: &Hparams, l: &mut impl TensorSource) -> Result<Weights> {
     let specs = architecture(hp.arch).manifest(hp);
     let mut global = TensorMap::default();
     let mut layers = vec![TensorMap::default(); hp.n_layer];

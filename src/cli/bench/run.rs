@@ -2,6 +2,7 @@
 //! llama.cpp's order) and the run loop: load each model once, warm up, time the
 //! repetitions, print each result as it comes.
 
+use llama::MemoryOps;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -9,6 +9,7 @@
 //! in which batch, so llama.cpp's bits follow only from doing it as it does.
 
 use llama::memory::{Pos, SeqId, StateScope};
+use llama::MemoryOps;
 use llama::{LlamaContext, Result};
 
 use crate::server::spans::MessageSpans;

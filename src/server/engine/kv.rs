@@ -2,10 +2,11 @@
 //! sequence API (`LlamaContext::memory_*`, llama.cpp's `llama_memory_*`): the one place
 //! the server edits the cache.
 
+use llama::MemoryOps;
 use std::ops::Range;
 
 use llama::memory::{Pos, SeqId};
-use llama::window::SelfExtend;
+use llama::shifts::SelfExtend;
 use llama::{LlamaContext, Result};
 
 /// Removes the cells of `seq` with positions in `range`.

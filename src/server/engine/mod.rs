@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llama::memory::Pos;
-use llama::window::SelfExtend;
+use llama::shifts::SelfExtend;
 use llama::{Batch, LlamaContext, LlamaError, Model, Token};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use llama::memory::Pos;
 use llama::sampling::SamplerChain;
-use llama::window::SelfExtend;
+use llama::shifts::SelfExtend;
 use llama::Token;
 
 use super::checkpoint::Checkpoints;

@@ -177,8 +177,7 @@ mod tests {
     //! the `ga_n != 1` branch) and context shift, worked by hand, reproduced.
     use super::*;
     use crate::batch::UBatch;
-    use crate::memory::kv_cache::{KvCacheParams, KvLayerDims};
-    use crate::memory::{DivShift, Memory};
+    use crate::memory::{DivShift, KvCacheParams, KvLayerDims, Memory};
     use ggml::GgmlType;
     use smallvec::smallvec;
 
@@ -217,14 +216,7 @@ mod tests {
             output: vec![false; n],
             batch_index: (0..n).collect(),
         };
-        let s = kv.base().find_slot(&ub, false).unwrap();
-        kv.apply_ubatch(
-            &crate::memory::kinds::MemorySlots {
-                base: s,
-                ..Default::default()
-            },
-            &ub,
-        );
+        kv.prepare(&ub, n).unwrap().apply();
     }
 
     fn cell(kv: &Memory, i: u32) -> (Pos, Pos) {

@@ -8,11 +8,10 @@
 //! methods `dispatch!` calls and a [`LayerCache`] variant; the plain cache does not
 //! change.
 
-use std::ops::RangeBounds;
-
 use ggml::{Context, RopeParams, TensorId};
 
-use super::api::{ClearMode, MemoryOps, PosRange, Sequences};
+use super::api::{ClearMode, PosRange, Sequences};
+use super::batch::BatchBuffers;
 use super::cells::{Pos, SeqId};
 use super::iswa::SwaLayout;
 use super::kv_cache::mask::MaskShape;
@@ -21,9 +20,9 @@ use super::kv_cache::slots::SlotInfo;
 use super::kv_cache::storage::{KvGraphTensors, KvStorage};
 use super::kv_cache::{KvCache, KvCacheParams, KvLayerDims};
 use super::self_extend::SelfExtendKvCache;
+use super::self_extend::SelfExtendParams;
 use crate::batch::UBatch;
 use crate::error::Result;
-use crate::graph::self_extend::SelfExtendParams;
 
 pub(crate) use super::iswa::CacheId;
 
@@ -68,7 +67,7 @@ impl LayerCache {
         }
     }
 
-    fn kv_mut(&mut self) -> &mut KvCache {
+    pub(super) fn kv_mut(&mut self) -> &mut KvCache {
         match self {
             LayerCache::Plain(kv) => kv,
             LayerCache::SelfExtend(se) => se.base_mut(),
@@ -108,7 +107,7 @@ impl LayerCache {
         }
     }
 
-    fn kq_mask(&self, ub: &UBatch, shape: MaskShape, alibi: bool, out: &mut Vec<f32>) {
+    pub(super) fn kq_mask(&self, ub: &UBatch, shape: MaskShape, alibi: bool, out: &mut Vec<f32>) {
         match self {
             LayerCache::Plain(kv) => kv.kq_mask(ub, shape, alibi, out),
             LayerCache::SelfExtend(se) => se.kq_mask(ub, shape, out),
@@ -128,7 +127,7 @@ impl LayerCache {
         dispatch!(self, m => m.clear(mode))
     }
 
-    fn seq_rm(&mut self, seqs: Sequences, r: PosRange) -> Result<()> {
+    pub(super) fn seq_rm(&mut self, seqs: Sequences, r: PosRange) -> Result<()> {
         dispatch!(self, m => m.seq_rm(seqs, r))
     }
 
@@ -168,7 +167,7 @@ impl MemorySlots {
         }
     }
 
-    fn get_mut(&mut self, k: usize) -> &mut SlotInfo {
+    pub(super) fn get_mut(&mut self, k: usize) -> &mut SlotInfo {
         if k == 0 {
             &mut self.base
         } else {
@@ -190,10 +189,12 @@ pub(crate) struct StatePart<'a> {
 /// context's `memory_*` methods).
 pub struct Memory {
     /// One cache, or the global and the sliding-window caches.
-    caches: Vec<LayerCache>,
+    pub(super) caches: Vec<LayerCache>,
     /// Per model layer: its cache and its index there (empty: every layer in the
     /// only cache, at its own index).
     layers: Vec<(CacheId, usize)>,
+    /// The buffers of the batch in passage ([`Memory::prepare`]).
+    pub(super) batch: BatchBuffers,
 }
 
 /// One cache's tensors as leafs of one graph's context.
@@ -231,6 +232,7 @@ impl Memory {
             return Ok(Memory {
                 caches: vec![LayerCache::new(dims, params, self_extend)?],
                 layers: Vec::new(),
+                batch: BatchBuffers::default(),
             });
         };
         let split = layout.split(dims)?;
@@ -249,6 +251,7 @@ impl Memory {
                 LayerCache::new(&split.swa, swa_params, self_extend)?,
             ],
             layers: split.layers,
+            batch: BatchBuffers::default(),
         })
     }
 
@@ -373,46 +376,6 @@ impl Memory {
         Ok(g)
     }
 
-    /// Slots in every plain cache for the micro-batches of a batch (see
-    /// [`KvCache::prepare_into`]); `false` when a cache has no room.
-    pub(crate) fn prepare_into(
-        &mut self,
-        ubatches: &[UBatch],
-        out: &mut Vec<MemorySlots>,
-        scratch: &mut Vec<SlotInfo>,
-    ) -> bool {
-        out.resize_with(ubatches.len(), MemorySlots::default);
-        out.truncate(ubatches.len());
-        for (k, cache) in self.caches.iter_mut().enumerate() {
-            if !cache.kv_mut().prepare_into(ubatches, scratch) {
-                return false;
-            }
-            // Swapped rather than moved, so that both keep their capacity: a decode step
-            // allocates nothing once warm.
-            for (slots, sinfo) in out.iter_mut().zip(scratch.iter_mut()) {
-                std::mem::swap(slots.get_mut(k), sinfo);
-            }
-        }
-        true
-    }
-
-    /// Records a micro-batch in its slots (see [`KvCache::apply_ubatch`]).
-    pub(crate) fn apply_ubatch(&mut self, slots: &MemorySlots, ubatch: &UBatch) {
-        let ids = [CacheId::Base, CacheId::Swa];
-        for (c, id) in self.caches.iter_mut().zip(ids) {
-            c.kv_mut().apply_ubatch(slots.get(id), ubatch);
-        }
-    }
-
-    /// Cells the attention of cache `id` covers for a micro-batch at `slots` (0 for a
-    /// cache this memory does not have).
-    pub(crate) fn n_kv(&self, id: CacheId, slots: &MemorySlots) -> u32 {
-        match self.caches.get(id.index()) {
-            Some(c) => c.kv().n_kv(slots.get(id)),
-            None => 0,
-        }
-    }
-
     /// Imports the memory's tensors into a graph's context.
     pub(crate) fn import(&self, gctx: &mut Context) -> Result<MemoryGraphTensors> {
         let mut caches = Vec::with_capacity(self.caches.len());
@@ -426,26 +389,6 @@ impl Memory {
             });
         }
         Ok(MemoryGraphTensors { caches })
-    }
-
-    /// Fills the KQ mask input of cache `id`, of shape `ne` (`[n_kv * halves, n_rows,
-    /// 1, n_stream]`, see [`LayerCache::mask_halves`]).
-    pub(crate) fn kq_mask(
-        &self,
-        id: CacheId,
-        ub: &UBatch,
-        ne: [usize; 4],
-        alibi: bool,
-        out: &mut Vec<f32>,
-    ) {
-        let c = self.layer_cache_of(id);
-        let shape = MaskShape {
-            n_kv: ne[0] / c.mask_halves(),
-            n_cols: ne[0],
-            n_rows: ne[1],
-            n_stream: ne[3],
-        };
-        c.kq_mask(ub, shape, alibi, out);
     }
 
     /// Whether positions may be moved by a context shift (llama.cpp's
@@ -503,57 +446,5 @@ impl Memory {
 
     fn last(&self) -> &KvCache {
         self.caches[self.caches.len() - 1].kv()
-    }
-}
-
-impl MemoryOps for Memory {
-    fn memory_clear(&mut self, mode: ClearMode) -> Result<()> {
-        self.clear(mode)
-    }
-
-    fn memory_seq_rm(
-        &mut self,
-        seqs: impl Into<Sequences>,
-        range: impl RangeBounds<Pos>,
-    ) -> Result<()> {
-        self.seq_rm(seqs.into(), PosRange::new(range)?)
-    }
-
-    fn memory_seq_cp(
-        &mut self,
-        src: SeqId,
-        dst: SeqId,
-        range: impl RangeBounds<Pos>,
-    ) -> Result<()> {
-        self.seq_cp(src, dst, PosRange::new(range)?)
-    }
-
-    fn memory_seq_keep(&mut self, seq: SeqId) -> Result<()> {
-        self.seq_keep(seq)
-    }
-
-    fn memory_seq_add(
-        &mut self,
-        seq: SeqId,
-        range: impl RangeBounds<Pos>,
-        delta: Pos,
-    ) -> Result<()> {
-        self.seq_add(seq, PosRange::new(range)?, delta)
-    }
-
-    fn memory_seq_div(&mut self, seq: SeqId, range: impl RangeBounds<Pos>, d: Pos) -> Result<()> {
-        self.seq_div(seq, PosRange::new(range)?, d)
-    }
-
-    fn memory_seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>> {
-        self.seq_pos_min(seq)
-    }
-
-    fn memory_seq_pos_max(&self, seq: SeqId) -> Result<Option<Pos>> {
-        self.seq_pos_max(seq)
-    }
-
-    fn memory_can_shift(&self) -> bool {
-        self.can_shift()
     }
 }
