@@ -20,7 +20,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml::cpu::simd::available_levels;
 use ggml::quants::vec_dot_for;
-use ggml::{Buffer, Context, DataRef, Executor, GgmlType, Graph, TensorId};
+use ggml::{Buffer, Context, CpuTypeTraits, DataRef, Executor, GgmlType, Graph, TensorId};
 
 /// test-quantize-fns' synthetic data: `0.1 + cos(i + offset)`.
 fn data(offset: u64, n: usize) -> Vec<f32> {
@@ -111,7 +111,7 @@ fn mul_mat(c: &mut Criterion) {
     for (phase, n) in [("decode", 1usize), ("prefill", 512)] {
         let mut group = c.benchmark_group(format!("mul_mat/{phase}"));
         let cases = types.iter().flat_map(|&typ| {
-            let repacked = ggml::quants::batch::repacks(typ, 8);
+            let repacked = ggml::quants::interleave::repacks(typ, 8);
             [(typ, false), (typ, true)]
                 .into_iter()
                 .filter(move |c| !c.1 || repacked)

@@ -11,7 +11,7 @@ use ggml::cpu::simd::SimdLevel;
 use ggml::quants::batch::{self, Path, Route};
 use ggml::testing::strategies::{self as st, LayoutKind};
 use ggml::testing::{check, config, new_index_tensor, random_indices, Fill, Tolerance};
-use ggml::{Context, GgmlType, Graph, TensorId};
+use ggml::{Context, CpuTypeTraits, GgmlType, Graph, TensorId};
 use proptest::prelude::*;
 use proptest::sample::select;
 

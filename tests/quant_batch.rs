@@ -9,7 +9,7 @@ use common::xorshift_data as data;
 use ggml::cpu::simd::{available_levels, SimdLevel};
 use ggml::quants::batch::{self, Path};
 use ggml::quants::{gemm_dot_for, gemm_tile_for};
-use ggml::{Context, GgmlType, Graph};
+use ggml::{Context, CpuTypeTraits, GgmlType, Graph};
 use proptest::prelude::*;
 
 /// Every (type, path) with a batch kernel.
@@ -111,7 +111,7 @@ proptest! {
     /// The tinyBLAS_Q0 register tiles give the scalar dot product's bits per output.
     #[test]
     fn llamafile_tiles_equal_the_dot_product(ti in 0..llamafile_types().len(), nb in 1usize..=12, seed in any::<u64>()) {
-        use ggml::types::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+        use ggml::cpu::traits::{GEMM_TILE_M as M, GEMM_TILE_N as N};
         let typ = llamafile_types()[ti];
         let n = nb * 32;
         let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..M.max(N) as u64).map(|i| rows(typ, n, seed ^ i)).collect();

@@ -7,7 +7,7 @@
 mod common;
 
 use ggml::gguf::GgufFile;
-use ggml::GgmlType;
+use ggml::{CpuTypeTraits, GgmlType};
 
 fn open(rel: &str) -> Option<GgufFile> {
     let path = common::shared_file(rel)?;

@@ -12,7 +12,7 @@ mod common;
 use common::xorshift_data as data;
 use ggml::cpu::simd::SimdLevel;
 use ggml::quants::batch;
-use ggml::{Context, GgmlType, Graph};
+use ggml::{Context, CpuTypeTraits, GgmlType, Graph};
 
 /// The quantized types with a `vec_dot` (weight types).
 fn weight_types() -> Vec<GgmlType> {

@@ -2,7 +2,7 @@
 //! error budgets of llama.cpp's `tests/test-quantize-fns.cpp`, on its synthetic data
 //! (`0.1 + 2 cos(i + offset)`) and on random data.
 
-use ggml::GgmlType;
+use ggml::{CpuTypeTraits, GgmlType};
 
 // The budgets of test-quantize-fns.cpp.
 const MAX_QUANTIZATION_REFERENCE_ERROR: f32 = 0.0001;

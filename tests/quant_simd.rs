@@ -6,7 +6,7 @@
 use ggml::cpu::simd::{available_levels, SimdLevel};
 use ggml::quants::blocks::*;
 use ggml::quants::vec_dot_for;
-use ggml::GgmlType;
+use ggml::{CpuTypeTraits, GgmlType};
 use proptest::prelude::*;
 
 /// The quantized types with a `vec_dot` (weight types).

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::buffer::{Buffer, DataRef};
+use crate::cpu::CpuTypeTraits;
 use crate::error::{Error, Result};
 use crate::tensor::{Tensor, TensorFlags, TensorId, MAX_DIMS};
 use crate::types::GgmlType;
@@ -463,7 +464,7 @@ impl Context {
     /// ([`crate::repack`]): the row's group is read and the row picked out of it.
     fn read_interleaved_row(t: &Tensor, data: &DataRef, off: usize, dst: &mut [u8]) -> Result<()> {
         use crate::quants::interleave::{self, GROUP};
-        if !crate::repack::is_interleavable(t) {
+        if !crate::quants::interleave::is_interleavable(t) {
             return Err(Error::UnsupportedType {
                 typ: t.typ,
                 what: "element access to a tensor of this shape in an interleaved buffer",

@@ -1,6 +1,6 @@
 //! The crate-wide error type.
 
-use crate::types::GgmlType;
+use crate::types::{GgmlType, UnknownTypeId};
 
 /// Everything that can go wrong in `ggml` on a path driven by data or by the user.
 ///
@@ -109,6 +109,12 @@ pub enum Error {
     /// A malformed or hostile GGUF file.
     #[error(transparent)]
     Gguf(#[from] crate::gguf::GgufError),
+}
+
+impl From<UnknownTypeId> for Error {
+    fn from(e: UnknownTypeId) -> Self {
+        Error::UnknownType(e.0)
+    }
 }
 
 /// `Result` with this crate's [`Error`].

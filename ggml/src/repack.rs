@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use crate::buffer::{Buffer, DataRef, BUFFER_ALIGN};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::quants::interleave::{self, GROUP};
+use crate::quants::interleave::{self, is_interleavable, GROUP};
 use crate::tensor::{Tensor, TensorId};
 
 /// Whether `t` can be repacked: a dense 2-D tensor of a type that
@@ -32,17 +32,6 @@ fn in_read_only_mapping(t: &Tensor) -> bool {
     t.data
         .as_ref()
         .is_some_and(|d| d.buffer.read_only_bytes().is_some())
-}
-
-/// Whether `t`'s shape and type fit the interleaved layout (whatever its memory).
-pub(crate) fn is_interleavable(t: &Tensor) -> bool {
-    interleave::interleaves(t.typ)
-        && t.ne[2] == 1
-        && t.ne[3] == 1
-        && t.ne[1].is_multiple_of(GROUP)
-        && t.ne[0].is_multiple_of(t.typ.blck_size())
-        && t.is_contiguous()
-        && t.view_src.is_none()
 }
 
 /// Reports a move's progress: bytes moved so far, of how many.

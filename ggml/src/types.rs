@@ -1,10 +1,9 @@
-//! Tensor element types, numbered as ggml and GGUF number them, and the per-type
-//! table of block sizes and row kernels (`to_float`, `from_float`, `vec_dot`).
+//! Tensor element types, numbered as ggml and GGUF number them, and what every
+//! backend knows of them: names, block sizes and byte sizes (ggml's `type_traits`).
+//! The CPU's row kernels of each type are the CPU backend's
+//! (`crate::cpu::type_traits`).
 
 use std::fmt;
-use std::sync::OnceLock;
-
-use crate::error::{Error, Result};
 
 /// A tensor element type. The discriminant is the id GGUF files store.
 ///
@@ -14,7 +13,7 @@ use crate::error::{Error, Result};
 /// assert_eq!((t.id(), t.name(), t.blck_size(), t.type_size()), (8, "q8_0", 32, 34));
 /// assert_eq!(t.row_size(64), 68); // two blocks
 /// assert_eq!(GgmlType::from_name("q8_0"), Some(t));
-/// assert!(t.is_quantized() && t.traits().vec_dot.is_some());
+/// assert!(t.is_quantized());
 /// ```
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -123,14 +122,14 @@ pub const ALL_TYPES: &[GgmlType] = &[
 ];
 
 impl GgmlType {
-    /// The type with GGUF id `id`; [`Error::UnknownType`] for ids ggml never assigned
-    /// or has retired.
-    pub fn from_id(id: u32) -> Result<Self> {
+    /// The type with GGUF id `id`; [`UnknownTypeId`] for ids ggml never assigned or
+    /// has retired.
+    pub fn from_id(id: u32) -> Result<Self, UnknownTypeId> {
         ALL_TYPES
             .iter()
             .copied()
             .find(|t| *t as u32 == id)
-            .ok_or(Error::UnknownType(id))
+            .ok_or(UnknownTypeId(id))
     }
 
     /// The GGUF id of this type.
@@ -180,17 +179,18 @@ impl GgmlType {
         self.type_size() * (n / self.blck_size())
     }
 
-    /// The per-type table entry with the row kernels (see [`TypeTraits`]).
-    pub fn traits(self) -> &'static TypeTraits {
-        type_traits(self)
-    }
-
     #[inline]
     fn layout(self) -> &'static Layout {
         // A table lookup, not a search: row sizes are asked for in kernels' inner loops.
         &LAYOUTS[LAYOUT_BY_ID[self as usize] as usize]
     }
 }
+
+/// A type id that no [`GgmlType`] has (for example read from a GGUF file); the
+/// crate's `Error::UnknownType` when it reaches a caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tensor type id {0}")]
+pub struct UnknownTypeId(pub u32);
 
 impl fmt::Display for GgmlType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -269,97 +269,6 @@ layouts! {
     MXFP4, "mxfp4", 32, 17, true;
 }
 
-/// Converts a row of `dst.len()` elements (a whole number of blocks) to f32.
-pub type ToFloatFn = fn(src: &[u8], dst: &mut [f32]);
-/// Converts `src.len()` f32 values (a whole number of blocks) into the type's bytes.
-pub type FromFloatFn = fn(src: &[f32], dst: &mut [u8]);
-/// Dot product of `n` elements: `x` in this type, `y` in its `vec_dot_type`.
-pub type VecDotFn = fn(n: usize, x: &[u8], y: &[u8]) -> f32;
-
-/// Weight rows in one [`GemmTileFn`] tile.
-pub const GEMM_TILE_M: usize = 4;
-/// Activation rows in one [`GemmTileFn`] tile.
-pub const GEMM_TILE_N: usize = 4;
-
-/// A register tile of a [`GemmDot`]: `out[i][j]` is `dot(n, x[i], y[j])`, bit for bit,
-/// for [`GEMM_TILE_M`] weight rows and [`GEMM_TILE_N`] activation rows, with each
-/// block loaded once and the outputs' sums running side by side. Panics on rows
-/// shorter than `n` elements.
-pub type GemmTileFn = fn(
-    n: usize,
-    x: &[&[u8]; GEMM_TILE_M],
-    y: &[&[u8]; GEMM_TILE_N],
-    out: &mut [[f32; GEMM_TILE_N]; GEMM_TILE_M],
-);
-
-/// A dot product with the per-element arithmetic of llamafile's tinyBLAS GEMM, which
-/// ggml uses for `mul_mat` when `src1` has two or more rows.
-#[derive(Clone, Copy)]
-pub struct GemmDot {
-    /// The dot product (same signature as `vec_dot`).
-    pub dot: VecDotFn,
-    /// Row length must be a multiple of this (the kernel's vector width).
-    pub kn: usize,
-    /// The same products a tile at a time, where this level has such a kernel.
-    pub tile: Option<GemmTileFn>,
-}
-
-/// ggml's per-type table: what `mul_mat`, `get_rows`, `cpy` and the quantizer use.
-#[derive(Clone, Copy)]
-pub struct TypeTraits {
-    /// The type this entry describes.
-    pub typ: GgmlType,
-    /// Dequantize / widen a row to f32 (`None`: the type cannot be read as numbers).
-    pub to_float: Option<ToFloatFn>,
-    /// Quantize / narrow a row from f32, the fast path used at run time
-    /// (activations for `mul_mat`, `cpy`, `set_rows`).
-    pub from_float: Option<FromFloatFn>,
-    /// The reference quantizer (`quantize_row_*_ref`): what files are written with.
-    pub from_float_ref: Option<FromFloatFn>,
-    /// Row dot product against a row of `vec_dot_type`, picked for this CPU at start-up.
-    pub vec_dot: Option<VecDotFn>,
-    /// The GEMM-order dot product `mul_mat` uses for batches of two or more rows, if the
-    /// type has one (ggml's llamafile path); `vec_dot` otherwise.
-    pub gemm_dot: Option<GemmDot>,
-    /// The type `src1` rows are converted to before `vec_dot` in `mul_mat`.
-    pub vec_dot_type: GgmlType,
-}
-
-impl TypeTraits {
-    const fn empty(typ: GgmlType) -> Self {
-        TypeTraits {
-            typ,
-            to_float: None,
-            from_float: None,
-            from_float_ref: None,
-            vec_dot: None,
-            gemm_dot: None,
-            vec_dot_type: typ,
-        }
-    }
-}
-
-/// The table entry for `t`, built once on first use with the SIMD kernels this CPU
-/// supports.
-pub fn type_traits(t: GgmlType) -> &'static TypeTraits {
-    static TABLE: OnceLock<Vec<TypeTraits>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        ALL_TYPES
-            .iter()
-            .map(|&t| {
-                let mut tr = TypeTraits::empty(t);
-                crate::cpu::simd::fill_type_traits(&mut tr);
-                crate::quants::fill_type_traits(&mut tr);
-                tr
-            })
-            .collect()
-    });
-    table
-        .iter()
-        .find(|tr| tr.typ == t)
-        .expect("every GgmlType has a traits entry")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,11 +279,8 @@ mod tests {
             assert_eq!(GgmlType::from_id(t.id()).unwrap(), t);
             assert_eq!(GgmlType::from_name(t.name()), Some(t));
         }
-        assert!(matches!(GgmlType::from_id(4), Err(Error::UnknownType(4))));
-        assert!(matches!(
-            GgmlType::from_id(1000),
-            Err(Error::UnknownType(1000))
-        ));
+        assert_eq!(GgmlType::from_id(4), Err(UnknownTypeId(4)));
+        assert_eq!(GgmlType::from_id(1000), Err(UnknownTypeId(1000)));
     }
 
     #[test]

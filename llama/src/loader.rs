@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ggml::gguf::{Gguf, GgufFile};
-use ggml::{Context, GgmlType, TensorId};
+use ggml::{Context, CpuTypeTraits, GgmlType, TensorId};
 
 use crate::arch::{Arch, Kv};
 use crate::error::{LlamaError, Result};

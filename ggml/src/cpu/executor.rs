@@ -280,7 +280,7 @@ fn check_interleaved(ctx: &Context, id: TensorId, src: &[Option<TView>; MAX_SRC]
         }
         let as_weights = matches!(t.op, Op::MulMat)
             && slot == 0
-            && crate::repack::is_interleavable(ctx.tensor(*s))
+            && crate::quants::interleave::is_interleavable(ctx.tensor(*s))
             && src[1].is_some_and(|s1| s1.typ == crate::types::GgmlType::F32 && s1.ne[3] == 1);
         if !as_weights {
             return Err(Error::Graph(format!(

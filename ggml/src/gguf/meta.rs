@@ -94,13 +94,6 @@ macro_rules! getters {
 }
 
 impl Gguf {
-    /// Parses and checks the GGUF file held in `bytes` (version 2 or 3): everything
-    /// read is checked against the bytes left, and each tensor's data must lie inside
-    /// `bytes`. Fails with the [`GgufError`] that describes the first problem found.
-    pub fn parse(bytes: &[u8]) -> Result<Gguf> {
-        super::reader::parse(bytes)
-    }
-
     /// Assembles a parsed file; keys and tensor names must be unique (the reader
     /// checked).
     pub(super) fn from_parts(

@@ -394,8 +394,17 @@ fn not_scalar(at: At, offset: usize, typ: GgufType) -> GgufError {
     }
 }
 
+impl Gguf {
+    /// Parses and checks the GGUF file held in `bytes` (version 2 or 3): everything
+    /// read is checked against the bytes left, and each tensor's data must lie inside
+    /// `bytes`. Fails with the [`GgufError`] that describes the first problem found.
+    pub fn parse(bytes: &[u8]) -> Result<Gguf> {
+        parse(bytes)
+    }
+}
+
 /// Parses and checks a whole GGUF file held in `bytes`.
-pub(super) fn parse(bytes: &[u8]) -> Result<Gguf> {
+fn parse(bytes: &[u8]) -> Result<Gguf> {
     let mut cur = Cursor { bytes, pos: 0 };
     let magic = cur.take(4, At::Header)?;
     if magic != GGUF_MAGIC {

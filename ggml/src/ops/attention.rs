@@ -3,6 +3,7 @@
 
 use super::{ensure, panicking};
 use crate::context::Context;
+use crate::cpu::CpuTypeTraits;
 use crate::error::Result;
 use crate::op::{FlashAttnParams, Op, RopeParams, SoftMaxParams};
 use crate::tensor::TensorId;

@@ -2,6 +2,7 @@
 
 use super::{ensure, panicking};
 use crate::context::Context;
+use crate::cpu::CpuTypeTraits;
 use crate::error::Result;
 use crate::op::Op;
 use crate::tensor::{TensorId, MAX_DIMS};

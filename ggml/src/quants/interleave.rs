@@ -13,15 +13,36 @@
 //! Only the order of bytes changes, so kernels reading this layout compute the same
 //! integers and floats as from the rows, bit for bit.
 
+use crate::tensor::Tensor;
 use crate::types::GgmlType;
 
 /// Rows per interleaved group.
 pub const GROUP: usize = 8;
 
+/// Whether llama.cpp's x86 build repacks 2-D weights of `typ` with `ne1` rows into
+/// its CPU_REPACK buffer (`ggml_repack_get_optimal_repack_type`: Q4_0, IQ4_NL and
+/// Q4_K with AVX2, Q2_K with AVX-512, as 8-row interleaves).
+pub fn repacks(typ: GgmlType, ne1: usize) -> bool {
+    use GgmlType as T;
+    matches!(typ, T::Q4_0 | T::IQ4_NL | T::Q4_K | T::Q2_K) && ne1.is_multiple_of(GROUP)
+}
+
 /// Whether weights of `typ` are repacked into this layout: the types llama.cpp
-/// repacks ([`crate::quants::batch::repacks`]), each with a GEMV that reads it.
+/// [`repacks`], each with a GEMV that reads it.
 pub fn interleaves(typ: GgmlType) -> bool {
-    crate::quants::batch::repacks(typ, 0)
+    repacks(typ, 0)
+}
+
+/// Whether `t`'s shape and type fit the interleaved layout (whatever its memory): a
+/// dense 2-D tensor of a type that [`interleaves`], with whole groups of [`GROUP`] rows.
+pub(crate) fn is_interleavable(t: &Tensor) -> bool {
+    interleaves(t.typ)
+        && t.ne[2] == 1
+        && t.ne[3] == 1
+        && t.ne[1].is_multiple_of(GROUP)
+        && t.ne[0].is_multiple_of(t.typ.blck_size())
+        && t.is_contiguous()
+        && t.view_src.is_none()
 }
 
 /// Whether `typ`'s blocks are split into their scales and nibbles (see the module doc).

@@ -19,8 +19,9 @@ use rayon::prelude::*;
 pub use act::from_float_for;
 pub use dot::{gemm_dot_for, gemm_tile_for, vec_dot_for};
 
+use crate::cpu::traits::{FromFloatFn, GemmDot, ToFloatFn, TypeTraits};
 use crate::error::{Error, Result};
-use crate::types::{FromFloatFn, GemmDot, GgmlType, ToFloatFn, TypeTraits, ALL_TYPES};
+use crate::types::{GgmlType, ALL_TYPES};
 
 /// The types this module implements (Q4_0 … IQ4_XS), in id order. All but Q8_1 and
 /// Q8_K (activation formats) have a `vec_dot`.
@@ -140,13 +141,18 @@ pub(crate) fn fill_type_traits(tr: &mut TypeTraits) {
 
 /// The row quantizer `ggml_quantize_chunk` uses for `typ` (without an importance
 /// matrix): the reference quantizer, except IQ4_NL, which llama-quantize quantizes
-/// with a wider scale search than its `quantize_row_iq4_nl_ref`.
+/// with a wider scale search than its `quantize_row_iq4_nl_ref`; the plain float
+/// types' conversion (their table entry's `from_float`).
 fn chunk_quantizer(typ: GgmlType) -> Option<FromFloatFn> {
     if typ == GgmlType::IQ4_NL {
         return Some(iq4::quantize_iq4_nl);
     }
-    let tr = typ.traits();
-    tr.from_float_ref.or(tr.from_float)
+    if let Some((_, _, from_float_ref, _)) = entry(typ) {
+        return Some(from_float_ref);
+    }
+    let mut float = TypeTraits::empty(typ);
+    crate::cpu::simd::fill_type_traits(&mut float);
+    float.from_float
 }
 
 /// Quantizes rows of `n_per_row` f32 values into `dst` exactly as llama.cpp's

@@ -17,8 +17,10 @@
 
 use half::f16;
 
+use super::flash_attn_settings::Settings;
 use super::flash_attn_tiled as tiled;
 use super::{alibi_slope, work_layout, ComputeParams, ExecNode};
+use crate::cpu::CpuTypeTraits;
 use crate::types::GgmlType;
 
 /// Queries per head from which ggml takes its tiled path (`GGML_FA_TILE_Q`).
@@ -55,17 +57,6 @@ pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
     }
 }
 
-/// The node's scalar settings, as ggml's kernels use them.
-pub(super) struct Settings {
-    /// The score scale, divided by the soft-cap when there is one (ggml applies the
-    /// cap as `softcap * tanh(s * scale / softcap)`).
-    pub scale: f32,
-    /// ALiBi's maximum bias (0: none).
-    pub max_bias: f32,
-    /// The logit soft-cap (0: none).
-    pub logit_softcap: f32,
-}
-
 pub(super) fn forward(
     params: &ComputeParams,
     node: &ExecNode,
@@ -73,15 +64,7 @@ pub(super) fn forward(
     max_bias: f32,
     logit_softcap: f32,
 ) {
-    let s = Settings {
-        scale: if logit_softcap != 0.0 {
-            scale / logit_softcap
-        } else {
-            scale
-        },
-        max_bias,
-        logit_softcap,
-    };
+    let s = Settings::new(scale, max_bias, logit_softcap);
     if use_tiled(node) {
         tiled::forward(params, node, &s)
     } else if use_split_kv(node) {
@@ -127,8 +110,8 @@ fn partial_len(node: &ExecNode) -> usize {
 struct RowAttention<'a> {
     node: &'a ExecNode,
     s: &'a Settings,
-    q_to_vdt: crate::types::FromFloatFn,
-    kq_dot: crate::types::VecDotFn,
+    q_to_vdt: crate::cpu::traits::FromFloatFn,
+    kq_dot: crate::cpu::traits::VecDotFn,
 }
 
 impl<'a> RowAttention<'a> {

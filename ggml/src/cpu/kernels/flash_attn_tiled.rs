@@ -16,9 +16,10 @@
 
 use half::f16;
 
-use super::flash_attn::Settings;
+use super::flash_attn_settings::Settings;
 use super::{alibi_slope, work_layout, ComputeParams, ExecNode, TView};
 use crate::cpu::simd::{kernels, prefetch};
+use crate::cpu::CpuTypeTraits;
 use crate::types::GgmlType;
 
 /// Query rows (heads of a group × queries) attended together.

@@ -10,6 +10,7 @@ use half::{bf16, f16};
 
 use super::{work_layout, ComputeParams, ExecNode};
 use crate::cpu::simd::{kernels, GemmBlock};
+use crate::cpu::CpuTypeTraits;
 use crate::types::GgmlType;
 
 /// Weight rows widened and multiplied together against each block of src1 rows.
@@ -30,7 +31,7 @@ pub(super) fn applies(node: &ExecNode) -> bool {
         GgmlType::BF16 => kernels().gemm_block_bf16.is_some(),
         _ => false,
     };
-    typ_ok && s0.dense_rows() && super::matmul::gemm_dot(s0, s1).is_some()
+    typ_ok && s0.dense_rows() && super::matmul_path::gemm_dot(s0, s1).is_some()
 }
 
 /// Whether src1 stays in 16 bits for the tiles: F16 weights on a level whose tiles

@@ -1,49 +1,15 @@
 //! `mul_mat`: src1 rows converted once to the weight type's `vec_dot_type` in the
 //! shared work buffer, then blocked dot products of src0 rows with src1 rows.
 
+use super::matmul_path::{gemm_dot, needs_conversion, vec_dot_type};
 use super::{work_layout, ComputeParams, ExecNode, TView};
+use crate::cpu::CpuTypeTraits;
 use crate::types::GgmlType;
 
 /// Rows of src0 and of src1 per block: a block of src0 rows stays in cache while it is
 /// multiplied with a block of src1 rows.
 const BLCK_0: usize = 16;
 const BLCK_1: usize = 16;
-
-fn vec_dot_type(s0: &TView) -> GgmlType {
-    s0.typ.traits().vec_dot_type
-}
-
-fn needs_conversion(s0: &TView, s1: &TView) -> bool {
-    s1.typ != vec_dot_type(s0) || !s1.dense_rows()
-}
-
-/// The GEMM-order kernels when ggml would take its llamafile path for this node:
-/// two or more `src1` rows, rows a multiple of the kernel width, `src0` rows a multiple
-/// of 4 (float tinyBLAS; the quantized one takes any count), and `src1` either
-/// converted to `vec_dot_type` or already contiguous in it.
-pub(super) fn gemm_dot(s0: &TView, s1: &TView) -> Option<crate::types::GemmDot> {
-    let g = s0.typ.traits().gemm_dot?;
-    let converted = s1.typ != vec_dot_type(s0);
-    let ok = s1.ne[1] >= 2
-        && s0.ne[0].is_multiple_of(g.kn)
-        && (s0.ne[1].is_multiple_of(4) || s0.typ.is_quantized())
-        && (converted || s1.is_contiguous());
-    ok.then_some(g)
-}
-
-/// This thread's ranges of src0 rows and src1 rows: the larger of the two counts is
-/// split across the threads.
-pub(super) fn row_ranges(
-    params: &ComputeParams,
-    nr0: usize,
-    nr1: usize,
-) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
-    if nr0 >= nr1 {
-        (params.range(nr0), 0..nr1)
-    } else {
-        (0..nr0, params.range(nr1))
-    }
-}
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
     if super::gemm_float::applies(node) {
@@ -121,7 +87,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     let nr0 = s0.ne[1];
     let r2 = s1.ne[2] / s0.ne[2];
     let r3 = s1.ne[3] / s0.ne[3];
-    let (range0, range1) = row_ranges(params, nr0, nrows1);
+    let (range0, range1) = params.row_ranges(nr0, nrows1);
 
     if let Some(tile) = gemm.and_then(|g| g.tile) {
         if s0.ne[2] == 1 && s0.ne[3] == 1 {
@@ -170,11 +136,11 @@ fn forward_tiled<'a>(
     s1: &TView,
     dst: &TView,
     (range0, range1): (std::ops::Range<usize>, std::ops::Range<usize>),
-    tile: crate::types::GemmTileFn,
-    dot: crate::types::VecDotFn,
+    tile: crate::cpu::traits::GemmTileFn,
+    dot: crate::cpu::traits::VecDotFn,
     y: &dyn Fn(usize) -> &'a [u8],
 ) {
-    use crate::types::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+    use crate::cpu::traits::{GEMM_TILE_M as M, GEMM_TILE_N as N};
     // src1 rows per block: a whole number of tiles.
     const BLCK_1_TILED: usize = BLCK_1 / N * N;
     let n = s0.ne[0];

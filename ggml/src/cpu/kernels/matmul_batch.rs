@@ -39,7 +39,7 @@ pub(super) fn forward<'a>(
     let (nr0, nrows1, ne11) = (s0.ne[1], s1.nrows(), s1.ne[1]);
     let r2 = s1.ne[2] / s0.ne[2];
     let r3 = s1.ne[3] / s0.ne[3];
-    let (range0, range1) = super::matmul::row_ranges(params, nr0, nrows1);
+    let (range0, range1) = params.row_ranges(nr0, nrows1);
 
     let (blck, size) = (s0.typ.blck_size(), s0.typ.type_size());
     // Interleaved weights: every tile is one whole group (and the threads split whole

@@ -10,12 +10,14 @@
 mod binary;
 mod copy;
 mod flash_attn;
+mod flash_attn_settings;
 mod flash_attn_tiled;
 mod gelu;
 mod gemm_float;
 mod hadamard;
 mod matmul;
 mod matmul_batch;
+mod matmul_path;
 mod mul_mat_id;
 mod norm;
 mod rope;
@@ -27,6 +29,7 @@ mod unary;
 use std::sync::Mutex;
 
 use super::barrier::Barrier;
+use crate::cpu::CpuTypeTraits;
 use crate::error::Error;
 use crate::op::Op;
 use crate::tensor::{TensorId, MAX_DIMS, MAX_SRC};
@@ -306,6 +309,20 @@ impl ComputeParams<'_> {
         let dr = n.div_ceil(self.nth);
         let ir0 = (dr * self.ith).min(n);
         ir0..(ir0 + dr).min(n)
+    }
+
+    /// This thread's ranges of `nr0` src0 rows and `nr1` src1 rows of a matrix
+    /// product: the larger of the two counts is split across the threads.
+    pub fn row_ranges(
+        &self,
+        nr0: usize,
+        nr1: usize,
+    ) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        if nr0 >= nr1 {
+            (self.range(nr0), 0..nr1)
+        } else {
+            (0..nr0, self.range(nr1))
+        }
     }
 
     /// Waits until every thread reached this point (inside a kernel with phases).

@@ -21,9 +21,11 @@
 //! grouped.
 
 use super::{work_layout, ComputeParams, ExecNode, TView};
+use crate::cpu::traits::VecDotFn;
+use crate::cpu::CpuTypeTraits;
 use crate::error::Error;
 use crate::quants::batch::{self, Acc, Path, Plan, Route, Unpacked, SLAB, TILE};
-use crate::types::{GgmlType, VecDotFn};
+use crate::types::GgmlType;
 
 /// Rows of src0 and of the expert's src1 rows per block of the `vec_dot` path (ggml's
 /// `blck_0`, `blck_1`).
@@ -309,7 +311,7 @@ impl Expert<'_, '_> {
     fn forward_vec_dot(&self, params: &ComputeParams, vec_dot: VecDotFn) {
         let s0 = self.node.src0();
         let n = s0.ne[0];
-        let (range0, range1) = super::matmul::row_ranges(params, s0.ne[1], self.rows.len());
+        let (range0, range1) = params.row_ranges(s0.ne[1], self.rows.len());
         let mut tmp = [0f32; BLCK];
         for iir1 in range1.clone().step_by(BLCK) {
             let end1 = (iir1 + BLCK).min(range1.end);

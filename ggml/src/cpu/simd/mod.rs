@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 
 use half::{bf16, f16};
 
-use crate::types::{GemmDot, GgmlType, TypeTraits};
+use crate::cpu::traits::{GemmDot, TypeTraits};
+use crate::types::GgmlType;
 
 pub(crate) mod expf;
 #[cfg(target_arch = "aarch64")]

@@ -1,21 +1,34 @@
 //! AVX2 and AVX-512 kernels. Each `unsafe` function is only reachable through a table
 //! that [`super::kernels_for`] hands out after checking the CPU features.
+//!
+//! The kernels whose arithmetic is the same at both levels are written once, generic
+//! over the vector width ([`width`] over [`lanes`]), and built for each level by
+//! `width_kernels!`; what stays here differs between the levels: `gemm_acc`'s
+//! tiling (AVX2: full 8-lane vectors and scalar leftover columns; AVX-512: masked
+//! 16-lane vectors), the bf16 dot products (`vdpbf16ps` or its emulation), the
+//! AVX-512 GEMM tiles, and softmax / SwiGLU (AVX2: the portable `expf` kernels
+//! compiled with FMA; AVX-512: their 16-lane intrinsics).
 
 use std::arch::x86_64::*;
 
-use half::{bf16, f16};
+use half::bf16;
 
 use super::{scalar, SimdLevel, VecKernels};
+use lanes::{reduce512, reduce_halves, Elem};
+use width::gemm_acc_block;
+
+mod lanes;
+mod width;
 
 pub(super) static AVX2: VecKernels = VecKernels {
     level: SimdLevel::Avx2,
     dot_f32: |x, y| {
         // SAFETY: this table is handed out only when AVX2, FMA and F16C are available.
-        unsafe { dot_f32_avx2(x, y) }
+        unsafe { avx2::dot_f32(x, y) }
     },
     dot_f16: |x, y| {
         // SAFETY: as above.
-        unsafe { dot_f16_avx2(x, y) }
+        unsafe { avx2::dot_f16(x, y) }
     },
     dot_bf16: |x, y| {
         // SAFETY: as above.
@@ -23,11 +36,11 @@ pub(super) static AVX2: VecKernels = VecKernels {
     },
     gemm_dot_f32: |x, y| {
         // SAFETY: as above.
-        unsafe { gemm_dot_f32_avx2(x, y) }
+        unsafe { avx2::gemm_dot_f32(x, y) }
     },
     gemm_dot_f16: |x, y| {
         // SAFETY: as above.
-        unsafe { gemm_dot_f16_avx2(x, y) }
+        unsafe { avx2::gemm_dot_f16(x, y) }
     },
     gemm_dot_bf16: |x, y| {
         // SAFETY: as above.
@@ -35,35 +48,35 @@ pub(super) static AVX2: VecKernels = VecKernels {
     },
     mad_f32: |y, x, v| {
         // SAFETY: as above.
-        unsafe { mad_f32_avx2(y, x, v) }
+        unsafe { avx2::mad_f32(y, x, v) }
     },
     mad_f16: |y, x, v| {
         // SAFETY: as above.
-        unsafe { mad_f16_avx2(y, x, v) }
+        unsafe { avx2::mad_f16(y, x, v) }
     },
     mad_f16_acc: |y, x, v| {
         // SAFETY: as above.
-        unsafe { mad_f16_acc_avx2(y, x, v) }
+        unsafe { avx2::mad_f16_acc(y, x, v) }
     },
     scale_f32: |y, v| {
         // SAFETY: as above.
-        unsafe { scale_f32_avx2(y, v) }
+        unsafe { avx2::scale_f32(y, v) }
     },
     scale_f16: |y, v| {
         // SAFETY: as above.
-        unsafe { scale_f16_avx2(y, v) }
+        unsafe { avx2::scale_f16(y, v) }
     },
     f16_to_f32: |x, y| {
         // SAFETY: as above.
-        unsafe { f16_to_f32_avx2(x, y) }
+        unsafe { avx2::f16_to_f32(x, y) }
     },
     f32_to_f16: |x, y| {
         // SAFETY: as above.
-        unsafe { f32_to_f16_avx2(x, y) }
+        unsafe { avx2::f32_to_f16(x, y) }
     },
     gemm_block_f32: |g, c| {
         // SAFETY: as above.
-        scalar::gemm_block_with(g, c, |x, y| unsafe { gemm_dot_f32_avx2(x, y) })
+        scalar::gemm_block_with(g, c, |x, y| unsafe { avx2::gemm_dot_f32(x, y) })
     },
     gemm_block_f16: None,
     gemm_block_bf16: None,
@@ -85,11 +98,11 @@ pub(super) static AVX512: VecKernels = VecKernels {
     level: SimdLevel::Avx512,
     dot_f32: |x, y| {
         // SAFETY: this table is handed out only when AVX-512 F/BW/VL are available.
-        unsafe { dot_f32_avx512(x, y) }
+        unsafe { avx512::dot_f32(x, y) }
     },
     dot_f16: |x, y| {
         // SAFETY: as above.
-        unsafe { dot_f16_avx512(x, y) }
+        unsafe { avx512::dot_f16(x, y) }
     },
     dot_bf16: |x, y| {
         // SAFETY: as above.
@@ -97,11 +110,11 @@ pub(super) static AVX512: VecKernels = VecKernels {
     },
     gemm_dot_f32: |x, y| {
         // SAFETY: as above.
-        unsafe { gemm_dot_f32_avx512(x, y) }
+        unsafe { avx512::gemm_dot_f32(x, y) }
     },
     gemm_dot_f16: |x, y| {
         // SAFETY: as above.
-        unsafe { gemm_dot_f16_avx512(x, y) }
+        unsafe { avx512::gemm_dot_f16(x, y) }
     },
     gemm_dot_bf16: |x, y| {
         // SAFETY: as above.
@@ -109,31 +122,31 @@ pub(super) static AVX512: VecKernels = VecKernels {
     },
     mad_f32: |y, x, v| {
         // SAFETY: as above.
-        unsafe { mad_f32_avx512(y, x, v) }
+        unsafe { avx512::mad_f32(y, x, v) }
     },
     mad_f16: |y, x, v| {
         // SAFETY: as above.
-        unsafe { mad_f16_avx512(y, x, v) }
+        unsafe { avx512::mad_f16(y, x, v) }
     },
     mad_f16_acc: |y, x, v| {
         // SAFETY: as above.
-        unsafe { mad_f16_acc_avx512(y, x, v) }
+        unsafe { avx512::mad_f16_acc(y, x, v) }
     },
     scale_f32: |y, v| {
         // SAFETY: as above.
-        unsafe { scale_f32_avx512(y, v) }
+        unsafe { avx512::scale_f32(y, v) }
     },
     scale_f16: |y, v| {
         // SAFETY: as above.
-        unsafe { scale_f16_avx512(y, v) }
+        unsafe { avx512::scale_f16(y, v) }
     },
     f16_to_f32: |x, y| {
         // SAFETY: as above.
-        unsafe { f16_to_f32_avx512(x, y) }
+        unsafe { avx512::f16_to_f32(x, y) }
     },
     f32_to_f16: |x, y| {
         // SAFETY: as above.
-        unsafe { f32_to_f16_avx512(x, y) }
+        unsafe { avx512::f32_to_f16(x, y) }
     },
     gemm_block_f32: |g, c| {
         g.check(c);
@@ -160,325 +173,120 @@ pub(super) static AVX512: VecKernels = VecKernels {
     },
 };
 
-// ---------------------------------------------------------------- AVX2
+// ------------------------------------------------------------ the width kernels
 
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C. `p` must be readable for 8 f16.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load_f16x8(p: *const f16) -> __m256 {
-    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
-    unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
-}
+/// The [`width`] kernels built for one level: `#[target_feature]` functions that
+/// instantiate the generic bodies with the level's vector types (`$lanes` for the
+/// element-wise kernels, `$sixteen` for the dot products; `$prefetch`: whether
+/// `dot_*` fetch the weight row ahead), so that the bodies inline with the features.
+macro_rules! width_kernels {
+    ($level:ident, $feat:literal, $lanes:ty, $sixteen:ty, $prefetch:literal) => {
+        mod $level {
+            use std::arch::x86_64::*;
 
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn mad_f32_avx2(y: &mut [f32], x: &[f32], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let vv = _mm256_set1_ps(v);
-        let mut i = 0;
-        while i + 8 <= n {
-            _mm256_storeu_ps(
-                yp.add(i),
-                _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), vv, _mm256_loadu_ps(yp.add(i))),
-            );
-            i += 8;
+            use half::f16;
+
+            use super::{scalar, width};
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn mad_f32(y: &mut [f32], x: &[f32], v: f32) {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::mad::<$lanes, f32, f32>(y, x, v, scalar::mad_f32) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn mad_f16(y: &mut [f32], x: &[f16], v: f32) {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::mad::<$lanes, f16, f32>(y, x, v, scalar::mad_f16) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn mad_f16_acc(y: &mut [f16], x: &[f16], v: f32) {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::mad::<$lanes, f16, f16>(y, x, v, scalar::mad_f16_acc) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn scale_f32(y: &mut [f32], v: f32) {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::scale::<$lanes, f32>(y, v, scalar::scale_f32) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn scale_f16(y: &mut [f16], v: f32) {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::scale::<$lanes, f16>(y, v, scalar::scale_f16) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn f16_to_f32(x: &[f16], y: &mut [f32]) {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::convert::<$lanes, f16, f32>(x, y, scalar::f16_to_f32) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn f32_to_f16(x: &[f32], y: &mut [f16]) {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::convert::<$lanes, f32, f16>(x, y, scalar::f32_to_f16) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::vec_order_dot::<$sixteen, f32, $prefetch>(x, y, width::tail_f32) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::vec_order_dot::<$sixteen, f16, $prefetch>(x, y, width::tail_f16) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn gemm_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::gemm_order_dot::<$sixteen, f32>(x, y) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn gemm_dot_f16(x: &[f16], y: &[f16]) -> f32 {
+                // SAFETY: this fn's contract: the features the body needs.
+                unsafe { width::gemm_order_dot::<$sixteen, f16>(x, y) }
+            }
         }
-        scalar::mad_f32(&mut y[i..n], &x[i..n], v);
-    }
+    };
 }
 
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn mad_f16_avx2(y: &mut [f32], x: &[f16], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let vv = _mm256_set1_ps(v);
-        let mut i = 0;
-        while i + 8 <= n {
-            _mm256_storeu_ps(
-                yp.add(i),
-                _mm256_fmadd_ps(load_f16x8(xp.add(i)), vv, _mm256_loadu_ps(yp.add(i))),
-            );
-            i += 8;
-        }
-        scalar::mad_f16(&mut y[i..n], &x[i..n], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C. `p` must be writable for 8 f16.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn store_f16x8(p: *mut f16, v: __m256) {
-    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
-    unsafe {
-        let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
-        _mm_storeu_si128(p as *mut __m128i, h);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn mad_f16_acc_avx2(y: &mut [f16], x: &[f16], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let vv = _mm256_set1_ps(v);
-        let mut i = 0;
-        while i + 8 <= n {
-            let r = _mm256_fmadd_ps(load_f16x8(xp.add(i)), vv, load_f16x8(yp.add(i)));
-            store_f16x8(yp.add(i), r);
-            i += 8;
-        }
-        scalar::mad_f16_acc(&mut y[i..n], &x[i..n], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn scale_f16_avx2(y: &mut [f16], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = y.len();
-        let yp = y.as_mut_ptr();
-        let vv = _mm256_set1_ps(v);
-        let mut i = 0;
-        while i + 8 <= n {
-            store_f16x8(yp.add(i), _mm256_mul_ps(load_f16x8(yp.add(i)), vv));
-            i += 8;
-        }
-        scalar::scale_f16(&mut y[i..], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn scale_f32_avx2(y: &mut [f32], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = y.len();
-        let yp = y.as_mut_ptr();
-        let vv = _mm256_set1_ps(v);
-        let mut i = 0;
-        while i + 8 <= n {
-            _mm256_storeu_ps(yp.add(i), _mm256_mul_ps(_mm256_loadu_ps(yp.add(i)), vv));
-            i += 8;
-        }
-        scalar::scale_f32(&mut y[i..], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_to_f32_avx2(x: &[f16], y: &mut [f32]) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let mut i = 0;
-        while i + 8 <= n {
-            _mm256_storeu_ps(yp.add(i), load_f16x8(xp.add(i)));
-            i += 8;
-        }
-        scalar::f16_to_f32(&x[i..n], &mut y[i..n]);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f32_to_f16_avx2(x: &[f32], y: &mut [f16]) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let mut i = 0;
-        while i + 8 <= n {
-            let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(_mm256_loadu_ps(xp.add(i)));
-            _mm_storeu_si128(yp.add(i) as *mut __m128i, h);
-            i += 8;
-        }
-        scalar::f32_to_f16(&x[i..n], &mut y[i..n]);
-    }
-}
-
-// ---------------------------------------------------------------- AVX-512
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `p` must be readable for 16 f16.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn load_f16x16(p: *const f16) -> __m512 {
-    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
-    unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn mad_f32_avx512(y: &mut [f32], x: &[f32], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let vv = _mm512_set1_ps(v);
-        let mut i = 0;
-        while i + 16 <= n {
-            _mm512_storeu_ps(
-                yp.add(i),
-                _mm512_fmadd_ps(_mm512_loadu_ps(xp.add(i)), vv, _mm512_loadu_ps(yp.add(i))),
-            );
-            i += 16;
-        }
-        scalar::mad_f32(&mut y[i..n], &x[i..n], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn mad_f16_avx512(y: &mut [f32], x: &[f16], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let vv = _mm512_set1_ps(v);
-        let mut i = 0;
-        while i + 16 <= n {
-            _mm512_storeu_ps(
-                yp.add(i),
-                _mm512_fmadd_ps(load_f16x16(xp.add(i)), vv, _mm512_loadu_ps(yp.add(i))),
-            );
-            i += 16;
-        }
-        scalar::mad_f16(&mut y[i..n], &x[i..n], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C. `p` must be writable for 16 f16.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn store_f16x16(p: *mut f16, v: __m512) {
-    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
-    unsafe {
-        let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
-        _mm256_storeu_si256(p as *mut __m256i, h);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn mad_f16_acc_avx512(y: &mut [f16], x: &[f16], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let vv = _mm512_set1_ps(v);
-        let mut i = 0;
-        while i + 16 <= n {
-            let r = _mm512_fmadd_ps(load_f16x16(xp.add(i)), vv, load_f16x16(yp.add(i)));
-            store_f16x16(yp.add(i), r);
-            i += 16;
-        }
-        scalar::mad_f16_acc(&mut y[i..n], &x[i..n], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn scale_f16_avx512(y: &mut [f16], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = y.len();
-        let yp = y.as_mut_ptr();
-        let vv = _mm512_set1_ps(v);
-        let mut i = 0;
-        while i + 16 <= n {
-            store_f16x16(yp.add(i), _mm512_mul_ps(load_f16x16(yp.add(i)), vv));
-            i += 16;
-        }
-        scalar::scale_f16(&mut y[i..], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn scale_f32_avx512(y: &mut [f32], v: f32) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = y.len();
-        let yp = y.as_mut_ptr();
-        let vv = _mm512_set1_ps(v);
-        let mut i = 0;
-        while i + 16 <= n {
-            _mm512_storeu_ps(yp.add(i), _mm512_mul_ps(_mm512_loadu_ps(yp.add(i)), vv));
-            i += 16;
-        }
-        scalar::scale_f32(&mut y[i..], v);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn f16_to_f32_avx512(x: &[f16], y: &mut [f32]) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let mut i = 0;
-        while i + 16 <= n {
-            _mm512_storeu_ps(yp.add(i), load_f16x16(xp.add(i)));
-            i += 16;
-        }
-        scalar::f16_to_f32(&x[i..n], &mut y[i..n]);
-    }
-}
-
-/// # Safety
-/// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn f32_to_f16_avx512(x: &[f32], y: &mut [f16]) {
-    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-    // inside the slices (the loop bounds).
-    unsafe {
-        let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-        let mut i = 0;
-        while i + 16 <= n {
-            let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(_mm512_loadu_ps(xp.add(i)));
-            _mm256_storeu_si256(yp.add(i) as *mut __m256i, h);
-            i += 16;
-        }
-        scalar::f32_to_f16(&x[i..n], &mut y[i..n]);
-    }
-}
+width_kernels!(avx2, "avx2,fma,f16c", __m256, super::lanes::Halves, false);
+width_kernels!(
+    avx512,
+    "avx512f,avx512bw,avx512vl,avx2,fma,f16c",
+    __m512,
+    __m512,
+    true
+);
 
 // `gemm_acc`: every output is one chain of FMAs over `k` in order (ggml's
 // `simd_gemm`), so blocks of `RM` rows × `RN` vectors of outputs run side by side
@@ -499,18 +307,18 @@ unsafe fn gemm_acc_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize,
         while i + 4 <= m {
             let mut j = 0;
             while j + 16 <= full {
-                gemm_acc_block_avx2::<4, 2>(cp, ap, bp, (i, j), k, n);
+                gemm_acc_block::<__m256, 4, 2>(cp, ap, bp, (i, j), k, n, [(); 4]);
                 j += 16;
             }
             if j < full {
-                gemm_acc_block_avx2::<4, 1>(cp, ap, bp, (i, j), k, n);
+                gemm_acc_block::<__m256, 4, 1>(cp, ap, bp, (i, j), k, n, [(); 4]);
             }
             i += 4;
         }
         while i < m {
             let mut j = 0;
             while j < full {
-                gemm_acc_block_avx2::<1, 1>(cp, ap, bp, (i, j), k, n);
+                gemm_acc_block::<__m256, 1, 1>(cp, ap, bp, (i, j), k, n, [(); 4]);
                 j += 8;
             }
             i += 1;
@@ -523,50 +331,6 @@ unsafe fn gemm_acc_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize,
                 acc = a[i * k + kk].mul_add(b[kk * n + j], acc);
             }
             c[i * n + j] = acc;
-        }
-    }
-}
-
-/// `RM` rows × `RN` 8-lane vectors of `gemm_acc`'s outputs from `(i0, j0)`.
-///
-/// # Safety
-/// The CPU supports AVX2 and FMA; the block lies inside `c` (`m × n`), its rows of
-/// `a` (`m × k`) and its columns of `b` (`k × n`).
-// Index loops: the same indices walk several register arrays at once.
-#[allow(clippy::needless_range_loop)]
-#[inline(always)]
-unsafe fn gemm_acc_block_avx2<const RM: usize, const RN: usize>(
-    cp: *mut f32,
-    ap: *const f32,
-    bp: *const f32,
-    (i0, j0): (usize, usize),
-    k: usize,
-    n: usize,
-) {
-    // SAFETY: this fn's contract.
-    unsafe {
-        let mut acc = [[_mm256_setzero_ps(); RN]; RM];
-        for r in 0..RM {
-            for v in 0..RN {
-                acc[r][v] = _mm256_loadu_ps(cp.add((i0 + r) * n + j0 + 8 * v));
-            }
-        }
-        for kk in 0..k {
-            let mut bv = [_mm256_setzero_ps(); RN];
-            for v in 0..RN {
-                bv[v] = _mm256_loadu_ps(bp.add(kk * n + j0 + 8 * v));
-            }
-            for r in 0..RM {
-                let av = _mm256_set1_ps(*ap.add((i0 + r) * k + kk));
-                for v in 0..RN {
-                    acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
-                }
-            }
-        }
-        for r in 0..RM {
-            for v in 0..RN {
-                _mm256_storeu_ps(cp.add((i0 + r) * n + j0 + 8 * v), acc[r][v]);
-            }
         }
     }
 }
@@ -601,14 +365,14 @@ unsafe fn gemm_acc_avx512(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usiz
                 ];
                 let at = (i, v * 16);
                 match (rows, vecs) {
-                    (4, 4) => gemm_acc_block_avx512::<4, 4>(cp, ap, bp, at, k, n, masks),
-                    (4, 3) => gemm_acc_block_avx512::<4, 3>(cp, ap, bp, at, k, n, masks),
-                    (4, 2) => gemm_acc_block_avx512::<4, 2>(cp, ap, bp, at, k, n, masks),
-                    (4, _) => gemm_acc_block_avx512::<4, 1>(cp, ap, bp, at, k, n, masks),
-                    (_, 4) => gemm_acc_block_avx512::<1, 4>(cp, ap, bp, at, k, n, masks),
-                    (_, 3) => gemm_acc_block_avx512::<1, 3>(cp, ap, bp, at, k, n, masks),
-                    (_, 2) => gemm_acc_block_avx512::<1, 2>(cp, ap, bp, at, k, n, masks),
-                    _ => gemm_acc_block_avx512::<1, 1>(cp, ap, bp, at, k, n, masks),
+                    (4, 4) => gemm_acc_block::<__m512, 4, 4>(cp, ap, bp, at, k, n, masks),
+                    (4, 3) => gemm_acc_block::<__m512, 4, 3>(cp, ap, bp, at, k, n, masks),
+                    (4, 2) => gemm_acc_block::<__m512, 4, 2>(cp, ap, bp, at, k, n, masks),
+                    (4, _) => gemm_acc_block::<__m512, 4, 1>(cp, ap, bp, at, k, n, masks),
+                    (_, 4) => gemm_acc_block::<__m512, 1, 4>(cp, ap, bp, at, k, n, masks),
+                    (_, 3) => gemm_acc_block::<__m512, 1, 3>(cp, ap, bp, at, k, n, masks),
+                    (_, 2) => gemm_acc_block::<__m512, 1, 2>(cp, ap, bp, at, k, n, masks),
+                    _ => gemm_acc_block::<__m512, 1, 1>(cp, ap, bp, at, k, n, masks),
                 }
                 v += vecs;
             }
@@ -617,249 +381,12 @@ unsafe fn gemm_acc_avx512(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usiz
     }
 }
 
-/// `RM` rows × `RN` 16-lane vectors of `gemm_acc`'s outputs from `(i0, j0)`, vector
-/// `v` under `masks[v]`.
-///
-/// # Safety
-/// The CPU supports AVX-512 F; the block's masked lanes lie inside `c` (`m × n`), its
-/// rows of `a` (`m × k`) and its columns of `b` (`k × n`).
-// Index loops: the same indices walk several register arrays at once.
-#[allow(clippy::needless_range_loop)]
-#[inline(always)]
-unsafe fn gemm_acc_block_avx512<const RM: usize, const RN: usize>(
-    cp: *mut f32,
-    ap: *const f32,
-    bp: *const f32,
-    (i0, j0): (usize, usize),
-    k: usize,
-    n: usize,
-    masks: [__mmask16; 4],
-) {
-    // SAFETY: this fn's contract.
-    unsafe {
-        let mut acc = [[_mm512_setzero_ps(); RN]; RM];
-        for r in 0..RM {
-            for v in 0..RN {
-                acc[r][v] = _mm512_maskz_loadu_ps(masks[v], cp.add((i0 + r) * n + j0 + 16 * v));
-            }
-        }
-        for kk in 0..k {
-            let mut bv = [_mm512_setzero_ps(); RN];
-            for v in 0..RN {
-                bv[v] = _mm512_maskz_loadu_ps(masks[v], bp.add(kk * n + j0 + 16 * v));
-            }
-            for r in 0..RM {
-                let av = _mm512_set1_ps(*ap.add((i0 + r) * k + kk));
-                for v in 0..RN {
-                    acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
-                }
-            }
-        }
-        for r in 0..RM {
-            for v in 0..RN {
-                _mm512_mask_storeu_ps(cp.add((i0 + r) * n + j0 + 16 * v), masks[v], acc[r][v]);
-            }
-        }
-    }
-}
-
-// ------------------------------------------------------------ dot products
-//
-// All of them reproduce ggml's AVX-512 arithmetic exactly (see scalar.rs): the AVX2
-// versions keep each 16-lane accumulator as two 8-lane halves and reduce with the same
-// tree, so every level gives the same bits.
-
-/// `_mm512_reduce_add_ps`'s tree, written out so that the order is fixed.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn reduce_halves(lo: __m256, hi: __m256) -> f32 {
-    let t3 = _mm256_add_ps(hi, lo);
-    let t6 = _mm_add_ps(_mm256_extractf128_ps::<1>(t3), _mm256_castps256_ps128(t3));
-    let t8 = _mm_add_ps(t6, _mm_shuffle_ps::<0b01_00_11_10>(t6, t6));
-    _mm_cvtss_f32(t8) + _mm_cvtss_f32(_mm_shuffle_ps::<1>(t8, t8))
-}
-
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-fn reduce512(v: __m512) -> f32 {
-    let lo = _mm512_castps512_ps256(v);
-    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-    reduce_halves(lo, hi)
-}
-
-/// Loads 16 f32 values as two halves.
-///
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C. `p` must be readable for 16 f32.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load16_f32(p: *const f32) -> (__m256, __m256) {
-    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
-    unsafe { (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))) }
-}
-
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C. `p` must be readable for 16 f16.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load16_f16(p: *const f16) -> (__m256, __m256) {
-    // SAFETY: the CPU features and the pointers are as this fn's contract requires.
-    unsafe { (load_f16x8(p), load_f16x8(p.add(8))) }
-}
-
-macro_rules! vec_order_avx2 {
-    ($name:ident, $t:ty, $load:ident, $tail:expr) => {
-        /// # Safety
-        /// The CPU supports AVX2, FMA and F16C.
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
-            // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-            // inside the slices (the loop bounds).
-            unsafe {
-                let n = x.len().min(y.len());
-                let (xp, yp) = (x.as_ptr(), y.as_ptr());
-                let np = n & !63;
-                let z = _mm256_setzero_ps();
-                let mut acc = [[z, z]; 4];
-                let mut i = 0;
-                while i < np {
-                    for (j, a) in acc.iter_mut().enumerate() {
-                        let (xl, xh) = $load(xp.add(i + 16 * j));
-                        let (yl, yh) = $load(yp.add(i + 16 * j));
-                        a[0] = _mm256_fmadd_ps(xl, yl, a[0]);
-                        a[1] = _mm256_fmadd_ps(xh, yh, a[1]);
-                    }
-                    i += 64;
-                }
-                let lo = _mm256_add_ps(
-                    _mm256_add_ps(acc[0][0], acc[2][0]),
-                    _mm256_add_ps(acc[1][0], acc[3][0]),
-                );
-                let hi = _mm256_add_ps(
-                    _mm256_add_ps(acc[0][1], acc[2][1]),
-                    _mm256_add_ps(acc[1][1], acc[3][1]),
-                );
-                let tail: fn(f32, &[$t], &[$t], usize) -> f32 = $tail;
-                tail(reduce_halves(lo, hi), x, y, np)
-            }
-        }
-    };
-}
-
-macro_rules! vec_order_avx512 {
-    ($name:ident, $t:ty, $load:ident, $tail:expr) => {
-        /// # Safety
-        /// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-        unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
-            // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-            // inside the slices (the loop bounds).
-            unsafe {
-                let n = x.len().min(y.len());
-                let (xp, yp) = (x.as_ptr(), y.as_ptr());
-                let np = n & !63;
-                let mut acc = [_mm512_setzero_ps(); 4];
-                let mut i = 0;
-                // `x` is a weight row during generation, and the next rows follow it: fetch
-                // ahead across the row's end, which the hardware prefetcher, restarted by
-                // every call, does not (a prefetch never faults, so any address does).
-                let ahead = super::ROW_PREFETCH_BYTES / std::mem::size_of::<$t>();
-                while i < np {
-                    for k in (0..64 * std::mem::size_of::<$t>()).step_by(64) {
-                        let p = (xp.wrapping_add(i + ahead) as *const u8).wrapping_add(k);
-                        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-                    }
-                    for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_fmadd_ps(
-                            $load(xp.add(i + 16 * j)),
-                            $load(yp.add(i + 16 * j)),
-                            *a,
-                        );
-                    }
-                    i += 64;
-                }
-                let v = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
-                let tail: fn(f32, &[$t], &[$t], usize) -> f32 = $tail;
-                tail(reduce512(v), x, y, np)
-            }
-        }
-    };
-}
-
-fn tail_f32(s: f32, x: &[f32], y: &[f32], np: usize) -> f32 {
-    super::vec_dot_f32_tail(s, x, y, np)
-}
-
-fn tail_f16(s: f32, x: &[f16], y: &[f16], np: usize) -> f32 {
-    let mut s = s as f64;
-    for i in np..x.len().min(y.len()) {
-        s += (x[i].to_f32() * y[i].to_f32()) as f64;
-    }
-    s as f32
-}
-
-vec_order_avx2!(dot_f32_avx2, f32, load16_f32, tail_f32);
-vec_order_avx2!(dot_f16_avx2, f16, load16_f16, tail_f16);
-vec_order_avx512!(dot_f32_avx512, f32, _mm512_loadu_ps, tail_f32);
-vec_order_avx512!(dot_f16_avx512, f16, load_f16x16, tail_f16);
-
-macro_rules! gemm_order_avx2 {
-    ($name:ident, $t:ty, $load:ident) => {
-        /// # Safety
-        /// The CPU supports AVX2, FMA and F16C.
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
-            // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-            // inside the slices (the loop bounds).
-            unsafe {
-                let n = x.len().min(y.len());
-                let (xp, yp) = (x.as_ptr(), y.as_ptr());
-                let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-                let mut i = 0;
-                while i + 16 <= n {
-                    let (xl, xh) = $load(xp.add(i));
-                    let (yl, yh) = $load(yp.add(i));
-                    lo = _mm256_fmadd_ps(xl, yl, lo);
-                    hi = _mm256_fmadd_ps(xh, yh, hi);
-                    i += 16;
-                }
-                reduce_halves(lo, hi)
-            }
-        }
-    };
-}
-
-macro_rules! gemm_order_avx512 {
-    ($name:ident, $t:ty, $load:ident) => {
-        /// # Safety
-        /// The CPU supports AVX-512 F/BW/VL, AVX2, FMA and F16C.
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-        unsafe fn $name(x: &[$t], y: &[$t]) -> f32 {
-            // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
-            // inside the slices (the loop bounds).
-            unsafe {
-                let n = x.len().min(y.len());
-                let (xp, yp) = (x.as_ptr(), y.as_ptr());
-                let mut acc = _mm512_setzero_ps();
-                let mut i = 0;
-                while i + 16 <= n {
-                    acc = _mm512_fmadd_ps($load(xp.add(i)), $load(yp.add(i)), acc);
-                    i += 16;
-                }
-                reduce512(acc)
-            }
-        }
-    };
-}
-
-gemm_order_avx2!(gemm_dot_f32_avx2, f32, load16_f32);
-
 // ------------------------------------------------------------ GEMM blocks
 //
 // A register tile of RM x RN dot products, each kept in its own 16-lane accumulator
 // and advanced 16 elements at a time with one FMA, then reduced with the tree of
-// `reduce512`: per element the arithmetic of `gemm_dot_f32_avx512`, with RM + RN loads
-// shared by RM * RN FMAs.
+// `reduce512`: per element the arithmetic of the AVX-512 `gemm_dot_f32`
+// (`width::gemm_order_dot`), with RM + RN loads shared by RM * RN FMAs.
 
 const TILE_M: usize = 4;
 const TILE_N: usize = 6;
@@ -890,30 +417,7 @@ trait TileStep {
 /// f32 and f16 order.
 struct FmaStep<A, B>(std::marker::PhantomData<(A, B)>);
 
-/// The element types an FMA tile's rows may have: 16 of them loaded as f32 lanes.
-trait TileRow: Copy {
-    /// # Safety
-    /// The CPU supports AVX-512 F and F16C; `p` is readable for 16 elements.
-    unsafe fn load16(p: *const Self) -> __m512;
-}
-
-impl TileRow for f32 {
-    #[inline(always)]
-    unsafe fn load16(p: *const f32) -> __m512 {
-        // SAFETY: this fn's contract.
-        unsafe { _mm512_loadu_ps(p) }
-    }
-}
-
-impl TileRow for f16 {
-    #[inline(always)]
-    unsafe fn load16(p: *const f16) -> __m512 {
-        // SAFETY: this fn's contract; widening f16 is exact.
-        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
-    }
-}
-
-impl<A: TileRow, B: TileRow> TileStep for FmaStep<A, B> {
+impl<A: Elem, B: Elem> TileStep for FmaStep<A, B> {
     type A = A;
     type B = B;
     type Reg = __m512;
@@ -921,12 +425,12 @@ impl<A: TileRow, B: TileRow> TileStep for FmaStep<A, B> {
     #[inline(always)]
     unsafe fn load_a(p: *const A) -> __m512 {
         // SAFETY: this fn's contract.
-        unsafe { A::load16(p) }
+        unsafe { A::load16::<__m512>(p) }
     }
     #[inline(always)]
     unsafe fn load_b(p: *const B) -> __m512 {
         // SAFETY: this fn's contract.
-        unsafe { B::load16(p) }
+        unsafe { B::load16::<__m512>(p) }
     }
     #[inline(always)]
     unsafe fn step(acc: __m512, a: __m512, b: __m512) -> __m512 {
@@ -1096,7 +600,7 @@ unsafe fn gemm_block_tiles<S: TileStep>(g: &super::GemmBlock<'_, S::A, S::B>, c:
 /// # Safety
 /// AVX-512 F/BW/VL available; `g.check(c)` passed.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn gemm_block_avx512<A: TileRow, B: TileRow>(g: &super::GemmBlock<'_, A, B>, c: &mut [f32]) {
+unsafe fn gemm_block_avx512<A: Elem, B: Elem>(g: &super::GemmBlock<'_, A, B>, c: &mut [f32]) {
     // SAFETY: this fn's contract; FMA steps need only these features.
     unsafe { gemm_block_tiles::<FmaStep<A, B>>(g, c) }
 }
@@ -1137,10 +641,6 @@ fn gemm_block_bf16_avx512(g: &super::GemmBlock<'_, bf16, bf16>, c: &mut [f32]) {
         }
     }
 }
-
-gemm_order_avx2!(gemm_dot_f16_avx2, f16, load16_f16);
-gemm_order_avx512!(gemm_dot_f32_avx512, f32, _mm512_loadu_ps);
-gemm_order_avx512!(gemm_dot_f16_avx512, f16, load_f16x16);
 
 /// One `vdpbf16ps` step on 16 lanes held as two halves: for each 32-bit lane, the odd
 /// bf16 element's product first, then the even one's, each fused.

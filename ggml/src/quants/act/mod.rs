@@ -7,7 +7,8 @@
 mod x86;
 
 use crate::cpu::simd::SimdLevel;
-use crate::types::{FromFloatFn, GgmlType};
+use crate::cpu::traits::FromFloatFn;
+use crate::types::GgmlType;
 
 /// The plain-Rust quantizer of `typ` (`None` for the types without a run-time one here).
 fn scalar(typ: GgmlType) -> Option<FromFloatFn> {

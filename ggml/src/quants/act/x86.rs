@@ -6,8 +6,9 @@
 
 use std::arch::x86_64::*;
 
+use crate::cpu::traits::FromFloatFn;
 use crate::quants::blocks::*;
-use crate::types::{FromFloatFn, GgmlType};
+use crate::types::GgmlType;
 
 /// The AVX-512 quantizer of `typ`.
 pub(super) fn quantizer(typ: GgmlType) -> Option<FromFloatFn> {

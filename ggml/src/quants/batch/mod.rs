@@ -42,6 +42,7 @@ pub(crate) use wide::{WideAcc, WIDE};
 use wide::{Shape, WideActs, WideCols, WideTile};
 
 use crate::cpu::simd::SimdLevel;
+use crate::quants::interleave::repacks;
 use crate::types::GgmlType;
 use recipe::Act;
 
@@ -87,14 +88,6 @@ impl Route {
             Route::Repack => Path::RepackGemv,
         }
     }
-}
-
-/// Whether llama.cpp's x86 build repacks 2-D weights of `typ` with `ne1` rows into
-/// its CPU_REPACK buffer (`ggml_repack_get_optimal_repack_type`: Q4_0, IQ4_NL and
-/// Q4_K with AVX2, Q2_K with AVX-512, as 8-row interleaves).
-pub fn repacks(typ: GgmlType, ne1: usize) -> bool {
-    use GgmlType as T;
-    matches!(typ, T::Q4_0 | T::IQ4_NL | T::Q4_K | T::Q2_K) && ne1.is_multiple_of(8)
 }
 
 /// Whether [`Path::Wide`] takes weights of `typ`: the 32-element types whose batches
@@ -692,6 +685,7 @@ pub fn dot_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::CpuTypeTraits;
 
     /// The direct GEMV, over rows as stored or interleaved, gives the bits of unpacking
     /// the tile and running the scalar kernel on it, for every type it takes, at every

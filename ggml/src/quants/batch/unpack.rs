@@ -460,6 +460,7 @@ impl Unpack for BlockIq4Xs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::CpuTypeTraits;
 
     /// Rebuilding each type's values from the unpacked integers gives its dequantizer's
     /// output exactly (the dequantizers combine the same integers in the same order).

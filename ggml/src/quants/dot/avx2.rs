@@ -12,8 +12,9 @@ use std::mem::offset_of;
 
 use super::x86::*;
 use crate::cpu::simd::ROW_PREFETCH_BYTES;
+use crate::cpu::traits::VecDotFn;
 use crate::quants::blocks::*;
-use crate::types::{GgmlType, VecDotFn};
+use crate::types::GgmlType;
 
 /// A `VecDotFn` for one kernel body: checks that `x` and `y` hold `n / BLCK` blocks
 /// and calls the body through a `#[target_feature]` function with the given features.
@@ -74,9 +75,9 @@ pub(super) unsafe fn kernel(typ: GgmlType) -> Option<VecDotFn> {
     kernel_table!(typ, false, "avx2,fma,f16c")
 }
 
-/// The kernel in llamafile's `tinyBLAS_Q0_AVX` order (`x_q8_0`) for the types
-/// llamafile takes: the `vec_dot` kernel itself for Q4_0, Q5_0 and Q8_0, whose x86
-/// `vec_dot` has that order; `x_q8_0` on IQ4_NL, whose `vec_dot` does not.
+/// The kernel in llamafile's `tinyBLAS_Q0_AVX` order (`x_q8_0`) for IQ4_NL, whose
+/// `vec_dot` does not have that order (Q4_0, Q5_0 and Q8_0, the other types llamafile
+/// takes, have it in their `vec_dot` kernel); `None` for the other types.
 ///
 /// # Safety
 /// As [`kernel`]; with `VNNI` also AVX-512 F/BW/VL and VNNI.
@@ -96,12 +97,6 @@ pub(super) unsafe fn gemm_kernel<const VNNI: bool>(typ: GgmlType) -> Option<VecD
             true,
             "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
         )),
-        // SAFETY: the caller detected these features (this fn's contract).
-        (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, false) => unsafe { kernel(typ) },
-        // SAFETY: as above, with AVX-512 VNNI.
-        (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, true) => unsafe {
-            super::avx512::kernel(typ)
-        },
         _ => None,
     }
 }
@@ -359,7 +354,7 @@ unsafe fn f16_splat8(p: *const u8) -> __m256 {
 /// A `GemmTileFn` for [`x_q8_0_tile`] on weights `$x`, like `entry!`.
 macro_rules! tile_entry {
     ($x:ty, $vnni:literal, $feat:literal) => {{
-        use crate::types::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+        use crate::cpu::traits::{GEMM_TILE_M as M, GEMM_TILE_N as N};
         /// # Safety
         /// Every row of `x` and `y` holds `nb` blocks; the CPU has the features.
         #[target_feature(enable = $feat)]
@@ -377,17 +372,18 @@ macro_rules! tile_entry {
             // SAFETY: every row holds `nb` blocks (checked above); this function is only
             // handed out after the CPU features of `k` were detected.
             unsafe { k(nb, x.map(<[u8]>::as_ptr), y.map(<[u8]>::as_ptr), out) }
-        }) as crate::types::GemmTileFn
+        }) as crate::cpu::traits::GemmTileFn
     }};
 }
 
-/// The tile version of [`gemm_kernel`], for the same types.
+/// The tinyBLAS_Q0 kernels a register tile at a time, for Q4_0, Q5_0, Q8_0 and IQ4_NL
+/// (the types of [`gemm_kernel`] and those whose [`kernel`] has that order).
 ///
 /// # Safety
 /// As [`gemm_kernel`].
 pub(super) unsafe fn gemm_tile_kernel<const VNNI: bool>(
     typ: GgmlType,
-) -> Option<crate::types::GemmTileFn> {
+) -> Option<crate::cpu::traits::GemmTileFn> {
     Some(match (typ, VNNI) {
         (GgmlType::Q4_0, false) => tile_entry!(BlockQ4_0, false, "avx2,fma,f16c"),
         (GgmlType::Q5_0, false) => tile_entry!(BlockQ5_0, false, "avx2,fma,f16c"),

@@ -4,7 +4,8 @@
 //! float operations: results equal the AVX2 level's (and llama.cpp's) bit for bit.
 
 use super::avx2::{entry, kernel_table};
-use crate::types::{GgmlType, VecDotFn};
+use crate::cpu::traits::VecDotFn;
+use crate::types::GgmlType;
 
 /// Whether the CPU has AVX-512 VNNI, which [`kernel`]'s functions need besides the
 /// AVX-512 level's own features.

@@ -17,7 +17,8 @@ mod x86;
 pub(crate) use x86::{bytes_from_bits_32, bytes_from_nibbles_32, f16_at};
 
 use crate::cpu::simd::SimdLevel;
-use crate::types::{GgmlType, VecDotFn};
+use crate::cpu::traits::VecDotFn;
+use crate::types::GgmlType;
 
 /// The scalar reference kernel of `typ`.
 fn scalar_kernel(typ: GgmlType) -> Option<VecDotFn> {
@@ -49,22 +50,30 @@ fn scalar_kernel(typ: GgmlType) -> Option<VecDotFn> {
 /// size), `x` in `typ` and `y` in its `vec_dot_type`; it panics if either row is
 /// shorter than `n` elements.
 pub fn vec_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `at_level` calls this only for a level whose features it checked.
-    let x86 = |typ, vnni| unsafe {
-        if vnni {
-            avx512::kernel(typ)
-        } else {
-            avx2::kernel(typ)
-        }
-    };
     at_level(
         typ,
         level,
         scalar_kernel,
         #[cfg(target_arch = "x86_64")]
-        x86,
+        // SAFETY: `at_level` calls this only for a level whose features it checked.
+        |typ, vnni| unsafe { x86_kernel(typ, vnni) },
     )
+}
+
+/// The x86 `vec_dot` kernel of `typ`: AVX-512 VNNI's with `vnni`, else AVX2's.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C, and with `vnni` AVX-512 F/BW/VL and VNNI.
+#[cfg(target_arch = "x86_64")]
+unsafe fn x86_kernel(typ: GgmlType, vnni: bool) -> Option<VecDotFn> {
+    // SAFETY: this fn's contract.
+    unsafe {
+        if vnni {
+            avx512::kernel(typ)
+        } else {
+            avx2::kernel(typ)
+        }
+    }
 }
 
 /// One family's kernel of `typ` at `level`: `scalar`'s, or on x86 `x86(typ, vnni)`'s
@@ -137,10 +146,11 @@ pub fn gemm_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `at_level` calls this only for a level whose features it checked.
     let x86 = |typ, vnni| unsafe {
-        if vnni {
-            avx2::gemm_kernel::<true>(typ)
-        } else {
-            avx2::gemm_kernel::<false>(typ)
+        match (typ, vnni) {
+            // Their x86 `vec_dot` has tinyBLAS_Q0's order: the `vec_dot` kernel itself.
+            (GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0, _) => x86_kernel(typ, vnni),
+            (_, true) => avx2::gemm_kernel::<true>(typ),
+            (_, false) => avx2::gemm_kernel::<false>(typ),
         }
     };
     at_level(
@@ -152,10 +162,10 @@ pub fn gemm_dot_for(typ: GgmlType, level: SimdLevel) -> Option<VecDotFn> {
     )
 }
 
-/// [`gemm_dot_for`] a register tile at a time ([`crate::types::GemmTileFn`]): the same
+/// [`gemm_dot_for`] a register tile at a time ([`crate::cpu::traits::GemmTileFn`]): the same
 /// bits per output. `None` where the level has no tile kernel for `typ` (the scalar
 /// level has none: `mul_mat` then calls the dot product per output).
-pub fn gemm_tile_for(typ: GgmlType, level: SimdLevel) -> Option<crate::types::GemmTileFn> {
+pub fn gemm_tile_for(typ: GgmlType, level: SimdLevel) -> Option<crate::cpu::traits::GemmTileFn> {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `at_level` calls this only for a level whose features it checked.
     let x86 = |typ, vnni| unsafe {
@@ -175,7 +185,7 @@ pub fn gemm_tile_for(typ: GgmlType, level: SimdLevel) -> Option<crate::types::Ge
 }
 
 /// The tile kernel the type table uses, at the level of [`best_gemm`].
-pub(crate) fn best_gemm_tile(typ: GgmlType) -> Option<crate::types::GemmTileFn> {
+pub(crate) fn best_gemm_tile(typ: GgmlType) -> Option<crate::cpu::traits::GemmTileFn> {
     gemm_tile_for(typ, crate::cpu::simd::kernels().level)
 }
 

@@ -3,6 +3,7 @@
 use super::memory::round_to_type;
 use super::rows::{alibi_slope, softmax_in_place};
 use super::tensor::{rows, RefTensor};
+use crate::cpu::CpuTypeTraits;
 use crate::error::Result;
 use crate::types::GgmlType;
 

@@ -2,6 +2,7 @@
 
 use super::memory::round_to_type;
 use super::tensor::{rows, RefTensor};
+use crate::cpu::CpuTypeTraits;
 use crate::error::{Error, Result};
 use crate::types::GgmlType;
 

@@ -11,7 +11,7 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use ggml::{Buffer, Context, GgmlType, Graph, RopeParams, TensorId};
+use ggml::{Buffer, Context, CpuTypeTraits, GgmlType, Graph, RopeParams, TensorId};
 
 use super::slots::SlotInfo;
 use super::KvLayerDims;

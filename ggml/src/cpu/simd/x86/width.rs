@@ -1,0 +1,218 @@
+//! The kernels whose arithmetic is the same at both x86 levels, written once over
+//! [`Lanes`] or [`Sixteen`] and instantiated for AVX2 and AVX-512 by `width_kernels!` (in `x86.rs`):
+//!
+//! - element-wise (`mad_*`, `scale_*`, f16 conversions): `L::N` lanes a step, the
+//!   leftovers by the scalar kernel; every output is one operation on its own inputs,
+//!   so the width changes no bits;
+//! - `gemm_acc`'s register block: each output one FMA chain over `k` in order;
+//! - the f32/f16 dot products in ggml's AVX-512 order: `vec_dot` with four 16-lane
+//!   accumulators over steps of 64, tinyBLAS's with one over steps of 16, each reduced
+//!   by `_mm512_reduce_add_ps`'s tree (AVX2 keeps each accumulator as two halves).
+
+use half::f16;
+
+use super::lanes::{Elem, Lanes, Sixteen};
+use crate::cpu::simd::{prefetch, vec_dot_f32_tail, ROW_PREFETCH_BYTES};
+
+// ------------------------------------------------------------ element-wise
+
+/// `y[i] = fma(x[i], v, y[i])` in `Y`'s precision (`mad_f32`, `mad_f16`,
+/// `mad_f16_acc`), the leftovers by `tail`, the scalar kernel.
+///
+/// # Safety
+/// The CPU has `L`'s features, enabled in the caller.
+#[inline(always)]
+pub(super) unsafe fn mad<L: Lanes, X: Elem, Y: Elem>(
+    y: &mut [Y],
+    x: &[X],
+    v: f32,
+    tail: fn(&mut [Y], &[X], f32),
+) {
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let vv = L::splat(v);
+        let mut i = 0;
+        while i + L::N <= n {
+            let r = X::load::<L>(xp.add(i)).fmadd(vv, Y::load(yp.add(i)));
+            Y::store(r, yp.add(i));
+            i += L::N;
+        }
+        tail(&mut y[i..n], &x[i..n], v);
+    }
+}
+
+/// `y[i] *= v` in `Y`'s precision (`scale_f32`, `scale_f16`), the leftovers by
+/// `tail`, the scalar kernel.
+///
+/// # Safety
+/// As [`mad`].
+#[inline(always)]
+pub(super) unsafe fn scale<L: Lanes, Y: Elem>(y: &mut [Y], v: f32, tail: fn(&mut [Y], f32)) {
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = y.len();
+        let yp = y.as_mut_ptr();
+        let vv = L::splat(v);
+        let mut i = 0;
+        while i + L::N <= n {
+            Y::store(Y::load::<L>(yp.add(i)).mul(vv), yp.add(i));
+            i += L::N;
+        }
+        tail(&mut y[i..], v);
+    }
+}
+
+/// `y[i] = x[i]` converted (`f16_to_f32`, `f32_to_f16`: rounding to nearest even),
+/// the leftovers by `tail`, the scalar kernel.
+///
+/// # Safety
+/// As [`mad`].
+#[inline(always)]
+pub(super) unsafe fn convert<L: Lanes, X: Elem, Y: Elem>(
+    x: &[X],
+    y: &mut [Y],
+    tail: fn(&[X], &mut [Y]),
+) {
+    // SAFETY: the CPU has the features (this fn's contract); loads and stores stay
+    // inside the slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let mut i = 0;
+        while i + L::N <= n {
+            Y::store(X::load::<L>(xp.add(i)), yp.add(i));
+            i += L::N;
+        }
+        tail(&x[i..n], &mut y[i..n]);
+    }
+}
+
+// ------------------------------------------------------------ gemm_acc
+
+/// `RM` rows × `RN` vectors of `L::N` lanes of `gemm_acc`'s outputs from `(i0, j0)`,
+/// vector `v` under `masks[v]`: each output one chain of FMAs over `k` in order
+/// (ggml's `simd_gemm`), the block's chains side by side.
+///
+/// # Safety
+/// The CPU has `L`'s features, enabled in the caller; the block's (masked) lanes lie
+/// inside `c` (`m × n`), its rows of `a` (`m × k`) and its columns of `b` (`k × n`).
+// Index loops: the same indices walk several register arrays at once.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub(super) unsafe fn gemm_acc_block<L: Lanes, const RM: usize, const RN: usize>(
+    cp: *mut f32,
+    ap: *const f32,
+    bp: *const f32,
+    (i0, j0): (usize, usize),
+    k: usize,
+    n: usize,
+    masks: [L::Mask; 4],
+) {
+    // SAFETY: this fn's contract.
+    unsafe {
+        let mut acc = [[L::zero(); RN]; RM];
+        for r in 0..RM {
+            for v in 0..RN {
+                acc[r][v] = L::load_masked(masks[v], cp.add((i0 + r) * n + j0 + L::N * v));
+            }
+        }
+        for kk in 0..k {
+            let mut bv = [L::zero(); RN];
+            for v in 0..RN {
+                bv[v] = L::load_masked(masks[v], bp.add(kk * n + j0 + L::N * v));
+            }
+            for r in 0..RM {
+                let av = L::splat(*ap.add((i0 + r) * k + kk));
+                for v in 0..RN {
+                    acc[r][v] = av.fmadd(bv[v], acc[r][v]);
+                }
+            }
+        }
+        for r in 0..RM {
+            for v in 0..RN {
+                acc[r][v].store_masked(masks[v], cp.add((i0 + r) * n + j0 + L::N * v));
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------ dot products
+
+/// `ggml_vec_dot_f32` / `_f16` in ggml's AVX-512 order: four 16-lane FMA accumulators
+/// over steps of 64, summed as `(a0 + a2) + (a1 + a3)`, reduced, then `tail(sum, x,
+/// y, 64 * steps)` for the leftovers. With `PREFETCH`, `x` (a weight row during
+/// generation, the next rows after it) is fetched [`ROW_PREFETCH_BYTES`] ahead across
+/// its end, which the hardware prefetcher, restarted by every call, does not (a hint:
+/// no bits change).
+///
+/// # Safety
+/// The CPU has `S`'s features, enabled in the caller.
+#[inline(always)]
+pub(super) unsafe fn vec_order_dot<S: Sixteen, T: Elem, const PREFETCH: bool>(
+    x: &[T],
+    y: &[T],
+    tail: fn(f32, &[T], &[T], usize) -> f32,
+) -> f32 {
+    // SAFETY: the CPU has the features (this fn's contract); loads stay inside the
+    // slices (the loop bounds); a prefetch never faults, so any address does.
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_ptr());
+        let np = n & !63;
+        let mut acc = [S::zero(); 4];
+        let ahead = ROW_PREFETCH_BYTES / std::mem::size_of::<T>();
+        let mut i = 0;
+        while i < np {
+            if PREFETCH {
+                let p = xp.wrapping_add(i + ahead) as *const u8;
+                prefetch(p, 64 * std::mem::size_of::<T>());
+            }
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = T::load16::<S>(xp.add(i + 16 * j)).fmadd(T::load16(yp.add(i + 16 * j)), *a);
+            }
+            i += 64;
+        }
+        let v = acc[0].add(acc[2]).add(acc[1].add(acc[3]));
+        tail(v.reduce(), x, y, np)
+    }
+}
+
+/// llamafile tinyBLAS's f32 / f16 dot product: one 16-lane FMA accumulator over
+/// steps of 16 (the row length a multiple of 16), then the reduction tree.
+///
+/// # Safety
+/// The CPU has `S`'s features, enabled in the caller.
+#[inline(always)]
+pub(super) unsafe fn gemm_order_dot<S: Sixteen, T: Elem>(x: &[T], y: &[T]) -> f32 {
+    // SAFETY: the CPU has the features (this fn's contract); loads stay inside the
+    // slices (the loop bounds).
+    unsafe {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_ptr());
+        let mut acc = S::zero();
+        let mut i = 0;
+        while i + 16 <= n {
+            acc = T::load16::<S>(xp.add(i)).fmadd(T::load16(yp.add(i)), acc);
+            i += 16;
+        }
+        acc.reduce()
+    }
+}
+
+/// The leftovers of `ggml_vec_dot_f32` ([`vec_dot_f32_tail`]).
+pub(super) fn tail_f32(s: f32, x: &[f32], y: &[f32], np: usize) -> f32 {
+    vec_dot_f32_tail(s, x, y, np)
+}
+
+/// The leftovers of `ggml_vec_dot_f16`: products added in f64.
+pub(super) fn tail_f16(s: f32, x: &[f16], y: &[f16], np: usize) -> f32 {
+    let mut s = s as f64;
+    for i in np..x.len().min(y.len()) {
+        s += (x[i].to_f32() * y[i].to_f32()) as f64;
+    }
+    s as f32
+}
