@@ -84,11 +84,12 @@ impl StepBatch {
             .unwrap_or(0)
     }
 
-    /// Slot `s`'s rows alone, `logits` kept or (with `keep_logits` false) cleared.
-    pub fn rows_of(&self, s: usize, keep_logits: bool) -> StepBatch {
+    /// The rows of the slots for which `keep` holds; with `keep_logits` false no row
+    /// asks for logits.
+    fn filtered(&self, keep: impl Fn(usize) -> bool, keep_logits: bool) -> StepBatch {
         let mut out = StepBatch::default();
         for (t, &o) in self.batch.tokens().iter().zip(&self.owner) {
-            if o == s {
+            if keep(o) {
                 let logits = keep_logits && t.logits;
                 out.batch
                     .add(t.token, t.pos.unwrap_or(0), &t.seq_ids, logits);
@@ -98,26 +99,23 @@ impl StepBatch {
         out
     }
 
-    /// Appends `other`'s rows.
-    pub fn append(&mut self, other: &StepBatch) {
-        for (t, &o) in other.batch.tokens().iter().zip(&other.owner) {
-            self.batch
-                .add(t.token, t.pos.unwrap_or(0), &t.seq_ids, t.logits);
-            self.owner.push(o);
-        }
+    /// Slot `s`'s rows alone, their logits wanted or (with `keep_logits` false) not.
+    pub fn rows_of(&self, s: usize, keep_logits: bool) -> StepBatch {
+        self.filtered(|o| o == s, keep_logits)
     }
 
     /// Takes slot `s`'s rows out.
     pub fn remove_slot(&mut self, s: usize) {
-        let mut kept = StepBatch::default();
-        for (t, &o) in self.batch.tokens().iter().zip(&self.owner) {
-            if o != s {
-                kept.batch
-                    .add(t.token, t.pos.unwrap_or(0), &t.seq_ids, t.logits);
-                kept.owner.push(o);
-            }
+        *self = self.filtered(|o| o != s, true);
+    }
+
+    /// Appends `other`'s rows.
+    pub fn append(&mut self, other: StepBatch) {
+        for (t, o) in other.batch.tokens().iter().zip(other.owner) {
+            self.batch
+                .add(t.token, t.pos.unwrap_or(0), &t.seq_ids, t.logits);
+            self.owner.push(o);
         }
-        *self = kept;
     }
 }
 

@@ -107,7 +107,7 @@ impl Engine {
                     // Only the last slot's logits survive a decode: sample it now.
                     self.batch = rows;
                     self.sample_rows();
-                    kept.append(&all.rows_of(s, false));
+                    kept.append(all.rows_of(s, false));
                 }
                 Err(e) => {
                     self.fail(s, ApiError::Server(format!("decode failed: {e}")));
