@@ -27,7 +27,7 @@ use super::response::{
     completion_id, final_json, generation_settings, now_secs, partial_json, ResponseMeta,
 };
 use super::spans::{parse_delimiters, MessageSpans};
-use super::task::{Event, Task};
+use super::task::{Event, Task, TaskKind};
 use super::types::{
     parse_gen_params, parse_messages, tokenize_prompt, Fields, GenParams, ResponseKind,
 };
@@ -406,6 +406,8 @@ async fn completions(
 /// A completion request read and tokenized, ready for the engine.
 struct Prepared {
     prompt: Vec<llama::Token>,
+    /// The prompt's text for the native answer, made from the tokens the engine runs.
+    prompt_text: String,
     params: GenParams,
     truncated_turns: usize,
     turn_starts: Vec<(usize, usize)>,
@@ -483,8 +485,20 @@ fn prepare(
         (tokens, 0, Vec::new())
     };
     let spans = MessageSpans::split(&prompt, &delimiters);
+    // Only the native answer echoes the prompt; it is the tokens' text, made here
+    // rather than on the engine thread.
+    let prompt_text = if kind == ResponseKind::Native {
+        st.model
+            .vocab
+            .detokenize(&prompt, false, true)
+            .map(|b| super::text::lossy(&b))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
     Ok(Prepared {
         prompt,
+        prompt_text,
         params,
         truncated_turns,
         turn_starts,
@@ -501,6 +515,7 @@ async fn start_completion(
     let st2 = Arc::clone(st);
     let Prepared {
         prompt,
+        prompt_text,
         params,
         truncated_turns,
         turn_starts,
@@ -525,6 +540,7 @@ async fn start_completion(
         ),
         created: now_secs(),
         post_sampling_probs: params.post_sampling_probs,
+        prompt: prompt_text,
     };
     let (tx, mut rx) = unbounded_channel();
     let stream = params.stream;
@@ -532,7 +548,7 @@ async fn start_completion(
         id,
         prompt,
         params,
-        kind,
+        kind: TaskKind::Completion(kind),
         truncated_turns,
         turn_starts,
         spans,

@@ -15,10 +15,6 @@ impl Engine {
         let Some(mut job) = slot.job.take() else {
             return;
         };
-        let prompt_text = vocab
-            .detokenize(&job.task.prompt, false, true)
-            .map(|b| crate::server::text::lossy(&b))
-            .unwrap_or_default();
         let n_stop_tokens = if job.stop == StopType::Word {
             vocab
                 .tokenize(&job.stopping_word, TokenizeOptions::TEXT)
@@ -26,7 +22,7 @@ impl Engine {
         } else {
             0
         };
-        let fin = job.finish(i, slot.cache.len(), prompt_text, n_stop_tokens);
+        let fin = job.finish(i, slot.cache.len(), n_stop_tokens);
         let t = fin.timings;
         slot_log!(i, "prompt eval time = {:10.2} ms / {:5} tokens ({:8.2} ms per token, {:8.2} tokens per second)", t.prompt_ms, t.prompt_n, t.prompt_ms / t.prompt_n.max(1) as f64, 1e3 * t.prompt_n as f64 / t.prompt_ms.max(1e-9));
         slot_log!(i, "       eval time = {:10.2} ms / {:5} tokens ({:8.2} ms per token, {:8.2} tokens per second)", t.predicted_ms, t.predicted_n, t.predicted_ms / t.predicted_n.max(1) as f64, 1e3 * t.predicted_n as f64 / t.predicted_ms.max(1e-9));

@@ -210,13 +210,7 @@ impl Job {
 
     /// The final event: the whole text when not streaming, else what was held back.
     /// `n_stop_tokens`: how many tokens the stop string found tokenizes to.
-    pub fn finish(
-        &mut self,
-        id_slot: usize,
-        n_cached_after: usize,
-        prompt_text: String,
-        n_stop_tokens: usize,
-    ) -> Final {
+    pub fn finish(&mut self, id_slot: usize, n_cached_after: usize, n_stop_tokens: usize) -> Final {
         let stream = self.task.params.stream;
         let content = if stream {
             lossy(&self.generated[self.n_sent.min(self.generated.len())..])
@@ -249,7 +243,6 @@ impl Job {
             truncated: self.truncated || self.truncated_turns > 0,
             truncated_turns: self.truncated_turns,
             id_slot,
-            prompt: prompt_text,
             has_new_line: self.has_new_line,
             params: self.task.params.clone(),
             seed: self.sampler.seed().unwrap_or(0),

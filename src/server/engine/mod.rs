@@ -47,7 +47,7 @@ use llama::{LlamaContext, Model};
 use serde_json::Value;
 
 use super::metrics::{Metrics, MetricsSnapshot};
-use super::task::{Event, Task};
+use super::task::{Event, Task, TaskKind};
 use batch::StepBatch;
 use handle::{shutting_down, Command};
 use job::Job;
@@ -205,7 +205,10 @@ impl Engine {
 
     /// Puts `task` on slot `id` with its sampler, or answers its error.
     fn start_job(&mut self, id: usize, task: Task) {
-        match SlotSampler::new(&task.params, &self.model.vocab) {
+        let sampler = match task.kind {
+            TaskKind::Completion(_) => SlotSampler::new(&task.params, &self.model.vocab),
+        };
+        match sampler {
             Ok(sampler) => {
                 slot_log!(
                     id,
