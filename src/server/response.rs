@@ -4,9 +4,9 @@
 
 use serde_json::{json, Value};
 
+use super::request::{GenParams, ResponseKind};
 use super::task::{Final, Partial, TokenProb, TokenProbs};
 use super::text::{lossy, utf8_complete_len};
-use super::types::{GenParams, ResponseKind};
 
 /// What every response of one request shares.
 #[derive(Clone, Debug)]

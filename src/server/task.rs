@@ -7,7 +7,7 @@ use llama::Token;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::error::ApiError;
-use super::types::{GenParams, ResponseKind};
+use super::request::{GenParams, ResponseKind};
 
 /// What a task asks of the engine. Only completions exist; another kind (embeddings,
 /// say) would be a variant here and a job that ends differently in the engine.

@@ -9,8 +9,8 @@ use llama::Token;
 
 use super::probs::{probs_after_sampling, probs_from_logits};
 use crate::server::error::ApiError;
+use crate::server::request::GenParams;
 use crate::server::task::TokenProbs;
-use crate::server::types::GenParams;
 
 /// A token the sampler chose, with what the stop rules and the response need.
 #[derive(Clone, Debug)]
