@@ -5,16 +5,16 @@
 
 pub mod args;
 pub mod chat;
-pub mod context;
+pub mod chat_fit;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod request;
 pub mod response;
 pub mod routes;
 pub mod spans;
 pub mod task;
 pub mod text;
-pub mod types;
 pub mod web;
 
 use std::net::SocketAddr;
@@ -24,8 +24,8 @@ use std::time::Duration;
 use crate::cli::error::CliError;
 use args::ServerParams;
 use engine::{EngineConfig, EngineHandle};
+use request::GenParams;
 use routes::AppState;
-use types::GenParams;
 
 /// A server that is listening: its address, and what stops it.
 pub struct RunningServer {

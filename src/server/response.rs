@@ -4,9 +4,9 @@
 
 use serde_json::{json, Value};
 
+use super::request::{GenParams, ResponseKind};
 use super::task::{Final, Partial, TokenProb, TokenProbs};
 use super::text::{lossy, utf8_complete_len};
-use super::types::{GenParams, ResponseKind};
 
 /// What every response of one request shares.
 #[derive(Clone, Debug)]
@@ -21,6 +21,8 @@ pub struct ResponseMeta {
     pub created: u64,
     /// Probabilities are post-sampling ones (`prob`, not `logprob`).
     pub post_sampling_probs: bool,
+    /// The prompt's text as the native answer echoes it (empty for the others).
+    pub prompt: String,
 }
 
 /// The build identity in `system_fingerprint`.
@@ -131,7 +133,7 @@ pub fn final_json(m: &ResponseMeta, f: &Final, n_ctx: usize) -> Vec<Value> {
                 "tokens_predicted": f.n_decoded,
                 "tokens_evaluated": f.n_prompt,
                 "generation_settings": generation_settings(&f.params, f.seed, n_ctx),
-                "prompt": f.prompt,
+                "prompt": m.prompt,
                 "has_new_line": f.has_new_line,
                 "truncated": f.truncated,
                 "truncated_turns": f.truncated_turns,

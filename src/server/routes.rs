@@ -20,17 +20,17 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::chat::ChatTemplate;
-use super::context::fit_chat;
+use super::chat_fit::fit_chat;
 use super::engine::{EngineHandle, SlotAction};
 use super::error::ApiError;
+use super::request::{
+    parse_gen_params, parse_messages, tokenize_prompt, Fields, GenParams, ResponseKind,
+};
 use super::response::{
     completion_id, final_json, generation_settings, now_secs, partial_json, ResponseMeta,
 };
 use super::spans::{parse_delimiters, MessageSpans};
-use super::task::{Event, Task};
-use super::types::{
-    parse_gen_params, parse_messages, tokenize_prompt, Fields, GenParams, ResponseKind,
-};
+use super::task::{Event, Task, TaskKind};
 
 /// What the handlers share.
 pub struct AppState {
@@ -68,7 +68,7 @@ pub struct AppState {
     pub timeout: std::time::Duration,
 }
 
-type St = State<Arc<AppState>>;
+type SharedState = State<Arc<AppState>>;
 
 /// Least chunk of a shortened conversation moved into place from the slot's cache when
 /// `--cache-reuse` is not set.
@@ -86,7 +86,7 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
     let app = completion_routes
         .into_iter()
         .fold(Router::new(), |r, (path, kind)| {
-            r.route(path, post(move |s: St, b| completions(s, b, kind)))
+            r.route(path, post(move |s: SharedState, b| completions(s, b, kind)))
         });
     app.route("/", get(index))
         .route("/health", get(health))
@@ -118,7 +118,7 @@ async fn not_found() -> ApiError {
 
 /// API key check (every path but `/health` and the page, as llama.cpp), CORS, and
 /// a log line per request.
-async fn guard(State(st): St, req: Request, next: Next) -> Response {
+async fn guard(State(st): SharedState, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     let public = matches!(path.as_str(), "/health" | "/v1/health" | "/");
@@ -181,7 +181,7 @@ fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON in the request body: {e}")))
 }
 
-async fn index(State(st): St) -> Response {
+async fn index(State(st): SharedState) -> Response {
     if !st.webui {
         return ApiError::NotFound("the web page is disabled (--no-webui)".into()).into_response();
     }
@@ -192,7 +192,7 @@ async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-async fn models(State(st): St) -> Json<Value> {
+async fn models(State(st): SharedState) -> Json<Value> {
     let name = &st.model_names[0];
     let hp = &st.model.hparams;
     Json(json!({
@@ -215,7 +215,7 @@ async fn models(State(st): St) -> Json<Value> {
     }))
 }
 
-async fn props(State(st): St) -> Json<Value> {
+async fn props(State(st): SharedState) -> Json<Value> {
     let d = &st.defaults;
     Json(json!({
         "default_generation_settings": {
@@ -233,7 +233,7 @@ async fn props(State(st): St) -> Json<Value> {
     }))
 }
 
-async fn slots(State(st): St) -> Result<Json<Value>, ApiError> {
+async fn slots(State(st): SharedState) -> Result<Json<Value>, ApiError> {
     if !st.slots {
         return Err(ApiError::NotSupported(
             "This server does not support slots endpoint.".into(),
@@ -242,7 +242,7 @@ async fn slots(State(st): St) -> Result<Json<Value>, ApiError> {
     Ok(Json(st.engine.slots().await?))
 }
 
-async fn metrics(State(st): St) -> Result<Response, ApiError> {
+async fn metrics(State(st): SharedState) -> Result<Response, ApiError> {
     if !st.metrics {
         return Err(ApiError::NotSupported(
             "This server does not support metrics endpoint. Start it with `--metrics`".into(),
@@ -268,7 +268,7 @@ fn valid_filename(name: &str) -> bool {
 }
 
 async fn slot_action(
-    State(st): St,
+    State(st): SharedState,
     Path(id): Path<String>,
     Query(q): Query<std::collections::HashMap<String, String>>,
     body: Result<Bytes, BytesRejection>,
@@ -301,7 +301,7 @@ async fn slot_action(
 }
 
 async fn tokenize(
-    State(st): St,
+    State(st): SharedState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let b = json_body(body)?;
@@ -335,7 +335,7 @@ async fn tokenize(
 }
 
 async fn detokenize(
-    State(st): St,
+    State(st): SharedState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let b = json_body(body)?;
@@ -370,7 +370,7 @@ async fn detokenize(
 }
 
 async fn apply_template(
-    State(st): St,
+    State(st): SharedState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let b = json_body(body)?;
@@ -393,7 +393,7 @@ fn check_model(st: &AppState, f: &Fields) -> Result<(), ApiError> {
 }
 
 async fn completions(
-    State(st): St,
+    State(st): SharedState,
     body: Result<Bytes, BytesRejection>,
     kind: ResponseKind,
 ) -> Response {
@@ -406,6 +406,8 @@ async fn completions(
 /// A completion request read and tokenized, ready for the engine.
 struct Prepared {
     prompt: Vec<llama::Token>,
+    /// The prompt's text for the native answer, made from the tokens the engine runs.
+    prompt_text: String,
     params: GenParams,
     truncated_turns: usize,
     turn_starts: Vec<(usize, usize)>,
@@ -434,7 +436,7 @@ fn prepare(
     let (prompt, truncated_turns, turn_starts) = if kind == ResponseKind::OaiChat {
         let messages = parse_messages(f.get("messages"))?;
         let reserve = params.n_predict.max(0) as usize;
-        let cp = fit_chat(
+        let fitted = fit_chat(
             &st.template,
             &st.model.vocab,
             &messages,
@@ -443,11 +445,11 @@ fn prepare(
             st.truncate_turns,
             st.ctx_shift,
         )?;
-        if cp.dropped > 0 {
+        if fitted.dropped > 0 {
             eprintln!(
                 "srv  chat: dropped the {} oldest messages to fit {} tokens in the slot's {}",
-                cp.dropped,
-                cp.tokens.len(),
+                fitted.dropped,
+                fitted.tokens.len(),
                 st.n_ctx_slot
             );
             // The turns that remain sit later in the slot's cache than in the new
@@ -468,7 +470,7 @@ fn prepare(
             }
             params.exact_cache = !shift;
         }
-        (cp.tokens, cp.dropped, cp.turn_starts)
+        (fitted.tokens, fitted.dropped, fitted.turn_starts)
     } else {
         let p = f
             .get("prompt")
@@ -483,8 +485,20 @@ fn prepare(
         (tokens, 0, Vec::new())
     };
     let spans = MessageSpans::split(&prompt, &delimiters);
+    // Only the native answer echoes the prompt; it is the tokens' text, made here
+    // rather than on the engine thread.
+    let prompt_text = if kind == ResponseKind::Native {
+        st.model
+            .vocab
+            .detokenize(&prompt, false, true)
+            .map(|b| super::text::lossy(&b))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
     Ok(Prepared {
         prompt,
+        prompt_text,
         params,
         truncated_turns,
         turn_starts,
@@ -498,14 +512,15 @@ async fn start_completion(
     kind: ResponseKind,
 ) -> Result<Response, ApiError> {
     let t_arrival = Instant::now();
-    let st2 = Arc::clone(st);
+    let state = Arc::clone(st);
     let Prepared {
         prompt,
+        prompt_text,
         params,
         truncated_turns,
         turn_starts,
         spans,
-    } = tokio::task::spawn_blocking(move || prepare(&st2, body, kind))
+    } = tokio::task::spawn_blocking(move || prepare(&state, body, kind))
         .await
         .map_err(|e| ApiError::Server(format!("request preparation failed: {e}")))??;
     if prompt.is_empty() {
@@ -525,6 +540,7 @@ async fn start_completion(
         ),
         created: now_secs(),
         post_sampling_probs: params.post_sampling_probs,
+        prompt: prompt_text,
     };
     let (tx, mut rx) = unbounded_channel();
     let stream = params.stream;
@@ -532,7 +548,7 @@ async fn start_completion(
         id,
         prompt,
         params,
-        kind,
+        kind: TaskKind::Completion(kind),
         truncated_turns,
         turn_starts,
         spans,

@@ -7,9 +7,17 @@ use llama::Token;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::error::ApiError;
-use super::types::{GenParams, ResponseKind};
+use super::request::{GenParams, ResponseKind};
 
-/// A completion to run.
+/// What a task asks of the engine. Only completions exist; another kind (embeddings,
+/// say) would be a variant here and a job that ends differently in the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskKind {
+    /// Generate text after the prompt, answered in this shape.
+    Completion(ResponseKind),
+}
+
+/// A request for the engine to run.
 #[derive(Debug)]
 pub struct Task {
     /// Unique id (`id_task`).
@@ -18,8 +26,8 @@ pub struct Task {
     pub prompt: Vec<Token>,
     /// Generation settings.
     pub params: GenParams,
-    /// The response shape (only for logs and `/slots`).
-    pub kind: ResponseKind,
+    /// What it asks for.
+    pub kind: TaskKind,
     /// Chat turns dropped from the front of the conversation to fit the slot.
     pub truncated_turns: usize,
     /// Where each user turn after the system prompt starts, the last user message
@@ -168,8 +176,6 @@ pub struct Final {
     pub truncated_turns: usize,
     /// The slot that ran it.
     pub id_slot: usize,
-    /// The prompt, detokenized.
-    pub prompt: String,
     /// A newline was generated.
     pub has_new_line: bool,
     /// The settings used.

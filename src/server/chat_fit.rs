@@ -13,7 +13,7 @@ use llama::Token;
 
 use super::chat::ChatTemplate;
 use super::error::ApiError;
-use super::types::ChatMessage;
+use super::request::ChatMessage;
 
 /// A conversation rendered and fitted to a slot.
 #[derive(Clone, Debug, PartialEq)]

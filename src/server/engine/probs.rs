@@ -1,31 +1,11 @@
-//! A request's sampler chain (llama.cpp's order: logit biases, penalties, top-k,
-//! typical, top-p, min-p, temperature, seeded draw) and the probabilities reported with
-//! `n_probs` / `logprobs`.
+//! The probabilities reported with `n_probs` / `logprobs`: from the raw logits row
+//! (with llama.cpp's float results) or from the sampler chain's candidates.
 
-use llama::sampling::{LogitBias, SamplerChain};
+use llama::sampling::SamplerChain;
 use llama::vocab::Vocab;
 use llama::Token;
 
-use crate::server::error::ApiError;
 use crate::server::task::{TokenProb, TokenProbs};
-use crate::server::types::GenParams;
-
-/// The chain for `p`; `ignore_eos` bans every end-of-generation token.
-/// [`ApiError::InvalidRequest`] for settings the chain refuses.
-pub fn build_sampler(p: &GenParams, vocab: &Vocab) -> Result<SamplerChain, ApiError> {
-    let mut chain = SamplerChain::new();
-    let mut bias = p.logit_bias.clone();
-    if p.ignore_eos {
-        bias.extend(vocab.eog_tokens().map(|t| (t, f32::NEG_INFINITY)));
-    }
-    if !bias.is_empty() {
-        chain.push(LogitBias::new(bias));
-    }
-    chain
-        .extend_from_params(&p.sampling)
-        .map_err(|e| ApiError::InvalidRequest(format!("failed to initialize samplers: {e}")))?;
-    Ok(chain)
-}
 
 fn prob(vocab: &Vocab, id: Token, p: f32) -> TokenProb {
     TokenProb {
