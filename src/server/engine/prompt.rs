@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use llama::memory::Pos;
-use llama::window::SelfExtend;
+use llama::shifts::SelfExtend;
 use llama::{LlamaContext, LlamaError, Token};
 
 use super::job::Phase;
