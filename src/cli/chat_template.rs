@@ -15,9 +15,9 @@ use llama::chat::{
 };
 use serde_json::Value as Json;
 
-use super::args::{parse_params, run_main, Opt};
 use super::conversation::TemplateArg;
-use super::error::{CliError, Result, ValueError};
+use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::error::{CliError, Result, ValueError};
 
 /// The program's parameters.
 #[derive(Debug)]

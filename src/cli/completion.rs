@@ -26,10 +26,14 @@ use llama::sampling::SamplerChain;
 use llama::window::{context_shift, SelfExtend};
 use llama::{Batch, LlamaContext, Model, Token, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{self, CommonParams, SampleTimer};
 use super::conversation::{self, Conversation, ConversationMode, TemplateArg};
-use super::error::{CliError, Result};
+use super::output::{self, SampleTimer};
+use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::error::{CliError, Result};
+use crate::common::escapes::process_escapes;
+use crate::common::flags::{common_opts, read_text_file};
+use crate::common::load;
+use crate::common::params::CommonParams;
 
 /// The completion program's parameters: the common ones, and those of interactive
 /// and conversation mode.
@@ -65,7 +69,7 @@ const ABOUT: &str = "Text completion and chat with a GGUF model (llama.cpp's lla
 /// The options this program accepts: the common ones and those of interactive and
 /// conversation mode.
 pub fn options() -> Vec<Opt<Params>> {
-    let mut opts = common::common_opts();
+    let mut opts = common_opts();
     opts.extend(chat_opts());
     opts
 }
@@ -85,7 +89,7 @@ fn chat_opts() -> Vec<Opt<Params>> {
             Ok(())
         }),
         Opt::value(&["-sysf", "--system-prompt-file"], "FNAME", "a file containing the system message", |p, v| {
-            p.system_prompt = common::read_text_file(v)?.1;
+            p.system_prompt = read_text_file(v)?.1;
             Ok(())
         }),
         Opt::flag(
@@ -136,7 +140,7 @@ pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
         if let Some(t) = &p.chat_template {
             t.verify(p.jinja).map_err(|e| CliError::BadValue {
                 flag: t.flag.to_string(),
-                source: super::error::ValueError::Invalid(e.to_string()),
+                source: crate::common::error::ValueError::Invalid(e.to_string()),
             })?;
         }
     }
@@ -261,8 +265,8 @@ fn run(
     let io = CliError::io("writing output");
     write!(out, "\n\n").map_err(&io)?;
     out.flush().map_err(&io)?;
-    common::print_profile(log, &mut s.ctx);
-    common::print_timings(log, &s.ctx, s.t_load, &s.timer, start);
+    output::print_profile(log, &mut s.ctx);
+    output::print_timings(log, &s.ctx, s.t_load, &s.timer, start);
     Ok(())
 }
 
@@ -341,9 +345,9 @@ impl<'p> Session<'p> {
     /// tokenizes the prompt and logs the settings as llama.cpp does.
     fn new(params: &'p Params, log: &mut dyn Write) -> Result<Self> {
         let p = &params.common;
-        let (model, t_load) = common::load(&p.model, p.model_params(), log)?;
-        let ctx = common::context(&model, p, log)?;
-        let ctx_shift = common::ctx_shift_supported(&ctx, p.ctx_shift, log);
+        let (model, t_load) = load::load(&p.model, p.model_params(), log)?;
+        let ctx = load::context(&model, p, log)?;
+        let ctx_shift = load::ctx_shift_supported(&ctx, p.ctx_shift, log);
         let n_ctx = ctx.n_ctx() as i32;
         let n_ctx_train = model.hparams.n_ctx_train as i32;
         if n_ctx > n_ctx_train {
@@ -353,7 +357,7 @@ impl<'p> Session<'p> {
             );
         }
         let mut chat = start_conversation(params, &model, log)?;
-        let smpl = common::sampler(p, &model)?;
+        let smpl = load::sampler(p, &model)?;
         let vocab = &model.vocab;
         // llama.cpp counts BOS in `--keep` only without Jinja, whose templates may
         // write it themselves.
@@ -680,7 +684,7 @@ impl<'p> Session<'p> {
     fn display(&mut self, out: &mut dyn Write) -> Result<()> {
         if self.input_echo && self.display {
             for &id in &self.embd {
-                common::emit(out, &self.piece(id, self.p.special))
+                output::emit(out, &self.piece(id, self.p.special))
                     .map_err(CliError::io("writing output"))?;
             }
         }
@@ -780,7 +784,7 @@ impl<'p> Session<'p> {
             }
             if !buffer.is_empty() {
                 let text = if p.escape {
-                    common::process_escapes(&buffer)
+                    process_escapes(&buffer)
                 } else {
                     buffer
                 };

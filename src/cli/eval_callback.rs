@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use llama::{Batch, ContextParams, LlamaContext, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{load_quiet, threads_value};
-use super::error::{CliError, Result, ValueError};
+use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::error::{CliError, Result, ValueError};
+use crate::common::flags::threads_value;
+use crate::common::load::load_quiet;
 
 /// The program's parameters.
 pub struct Params {

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 
 use ggml::gguf::{GgufArray, GgufFile, GgufValue};
 
-use super::args::{parse_params, run_main, Opt};
-use super::error::{CliError, Result};
+use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::error::{CliError, Result};
 
 /// The program's parameters.
 #[derive(Default)]

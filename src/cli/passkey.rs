@@ -13,9 +13,12 @@ use std::time::Instant;
 use llama::sampling::SamplerChain;
 use llama::{Batch, Token, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{self, CommonParams};
-use super::error::{CliError, Result, ValueError};
+use super::output;
+use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::error::{CliError, Result, ValueError};
+use crate::common::flags::common_opts;
+use crate::common::load;
+use crate::common::params::CommonParams;
 
 const PREFIX: &str = "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.";
 const SUFFIX: &str = " What is the pass key? The pass key is";
@@ -61,7 +64,7 @@ const ABOUT: &str = "Passkey retrieval over a long junk prompt (llama.cpp's llam
 
 /// The options this program accepts: the common ones, `--junk` and `--pos`.
 pub fn options() -> Vec<Opt<Params>> {
-    let mut opts: Vec<Opt<Params>> = common::common_opts();
+    let mut opts: Vec<Opt<Params>> = common_opts();
     opts.push(Opt::value(
         &["--junk"],
         "N",
@@ -248,7 +251,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let passkey = rng.next() % 50000 + 1;
     let prompt = build_prompt(n_junk, i_pos, passkey);
 
-    let (model, t_load) = common::load(&p.model, p.model_params(), log)?;
+    let (model, t_load) = load::load(&p.model, p.model_params(), log)?;
     // A batch never exceeds the context, so this bound keeps the position sums in i32.
     let n_batch = p.n_batch.min(llama::context::MAX_N_CTX) as i32;
     // The context grows with the group size of either form of Self-Extend.
@@ -257,7 +260,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     cp.n_ctx = (model.hparams.n_ctx_train as i64 * ctx_grp + n_keep as i64)
         .try_into()
         .map_err(|_| CliError::Usage("the context size does not fit".into()))?;
-    let mut ctx = common::context(&model, &cp, log)?;
+    let mut ctx = load::context(&model, &cp, log)?;
     let vocab = &model.vocab;
     let mut smpl = SamplerChain::greedy();
 
@@ -371,7 +374,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
             .token_to_piece(id, 0, true)
             .map(|b| b.to_vec())
             .unwrap_or_default();
-        common::emit(out, &piece).map_err(&io)?;
+        output::emit(out, &piece).map_err(&io)?;
         answer.extend_from_slice(&piece);
         n_decode += 1;
         batch.clear();
@@ -389,8 +392,8 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         n_decode as f64 / secs.max(1e-9)
     );
     writeln!(out).map_err(&io)?;
-    common::print_profile(log, &mut ctx);
-    common::print_timings(log, &ctx, t_load, &common::SampleTimer::default(), start);
+    output::print_profile(log, &mut ctx);
+    output::print_timings(log, &ctx, t_load, &output::SampleTimer::default(), start);
     writeln!(out).map_err(&io)?;
 
     let answer = String::from_utf8_lossy(&answer).into_owned();

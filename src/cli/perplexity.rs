@@ -10,9 +10,13 @@ use std::time::Instant;
 
 use llama::{Batch, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{self, CommonParams};
-use super::error::{CliError, Result};
+use super::output;
+use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::error::{CliError, Result};
+use crate::common::flags::common_opts;
+use crate::common::load;
+use crate::common::params::CommonParams;
+use crate::common::threads::warn_threads;
 
 /// The perplexity program's parameters.
 pub struct Params {
@@ -55,7 +59,7 @@ pub struct Estimate {
 
 /// The options this program accepts: the common ones and `--chunks`.
 pub fn options() -> Vec<Opt<Params>> {
-    let mut opts: Vec<Opt<Params>> = common::common_opts();
+    let mut opts: Vec<Opt<Params>> = common_opts();
     opts.push(Opt::value(
         &["--chunks"],
         "N",
@@ -65,7 +69,7 @@ pub fn options() -> Vec<Opt<Params>> {
                 -1 => -1,
                 n if n >= 1 => n,
                 n => {
-                    return Err(super::error::ValueError::out_of_range(
+                    return Err(crate::common::error::ValueError::out_of_range(
                         n,
                         "must be at least 1, or -1 for all",
                     ))
@@ -142,11 +146,11 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let mut cp = p.clone();
     cp.n_ctx = (n_parallel * n_ctx) as u32;
     cp.n_batch = cp.n_batch.min(cp.n_ctx);
-    let (model, t_load) = common::load(&p.model, p.model_params(), log)?;
+    let (model, t_load) = load::load(&p.model, p.model_params(), log)?;
     let mut ctx_params = cp.context_params();
     ctx_params.n_seq_max = n_parallel as u32;
     ctx_params.kv_unified = false;
-    common::warn_threads(log, cp.n_threads);
+    warn_threads(log, cp.n_threads);
     let mut ctx =
         llama::LlamaContext::new(model.clone(), &ctx_params).map_err(CliError::Context)?;
     let _ = writeln!(log, "{}", ctx.memory().describe());
@@ -252,7 +256,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         let _ = writeln!(log, "Unexpected negative standard deviation of log(prob)");
     }
     let _ = writeln!(log);
-    common::print_profile(log, &mut ctx);
-    common::print_timings(log, &ctx, t_load, &common::SampleTimer::default(), start);
+    output::print_profile(log, &mut ctx);
+    output::print_timings(log, &ctx, t_load, &output::SampleTimer::default(), start);
     Ok(Estimate { ppl, err })
 }

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use llama::{ContextParams, GenerateParams, LlamaContext, SamplerChain, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{load_quiet, threads_value};
-use super::error::{CliError, Result};
+use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::error::{CliError, Result};
+use crate::common::flags::threads_value;
+use crate::common::load::load_quiet;
 
 /// The program's parameters.
 pub struct Params {

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 use llama::vocab::{TokenizeOptions, Vocab};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::process_escapes;
-use super::error::{CliError, Result};
+use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::error::{CliError, Result};
+use crate::common::escapes::process_escapes;
 
 /// The program's parameters.
 #[derive(Default)]

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use ggml::GgmlType;
 use llama::LoadMode;
 
-use crate::cli::args::{parse_params, Opt, Value};
-use crate::cli::common::{
-    cache_type, default_threads, load_mode, parse_self_extend, FlashAttn, MAX_THREADS,
-};
-use crate::cli::error::{CliError, Result, ValueError};
+use crate::common::args::{parse_params, Opt, Value};
+use crate::common::error::{CliError, Result, ValueError};
+use crate::common::flags::{cache_type, load_mode, parse_self_extend};
+use crate::common::params::FlashAttn;
+use crate::common::threads::{default_threads, MAX_THREADS};
 
 /// Output formats (`-o`, `-oe`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -38,7 +38,7 @@ pub use output::{details_table, Printer};
 pub use result::TestResult;
 pub use run::{instances, run, Instance};
 
-use super::args::run_main;
+use crate::common::args::run_main;
 
 /// Runs the program with `args` (without the program name); returns the exit code.
 pub fn main_with<A: AsRef<OsStr>>(

@@ -7,7 +7,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use super::args::{defaults, Format, Params};
 use super::bandwidth::MemBandwidth;
 use super::result::TestResult;
-use crate::cli::common::FlashAttn;
+use crate::common::params::FlashAttn;
 use llama::LoadMode;
 
 /// llama.cpp's field names (`test::get_fields`) followed by this runtime's extras.

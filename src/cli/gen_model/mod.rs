@@ -44,8 +44,8 @@ use llama::arch::{Arch, Kv};
 use llama::hparams::Hparams;
 pub use llama::quantize::Ftype;
 
-use super::args::{parse_params, run_main, Opt, Value};
-use super::error::{CliError, Result, ValueError};
+use crate::common::args::{parse_params, run_main, Opt, Value};
+use crate::common::error::{CliError, Result, ValueError};
 
 use plan::fill_rows;
 pub use plan::{plan_for, plan_tensors, Init, TensorPlan};
@@ -179,7 +179,7 @@ impl Default for Params {
             out: PathBuf::new(),
             vocab: VocabChoice::Auto,
             vocab_dir: None,
-            n_threads: super::common::default_threads(),
+            n_threads: crate::common::threads::default_threads(),
             verbose: false,
         }
     }
@@ -445,7 +445,7 @@ pub fn options() -> Vec<Opt<Params>> {
             "N",
             "threads for generating and quantizing (default: all cores, <= 0 = all cores)",
             |p, v| {
-                p.n_threads = super::common::threads_value(v)?;
+                p.n_threads = crate::common::flags::threads_value(v)?;
                 Ok(())
             },
         ),

@@ -9,7 +9,7 @@ use llama::arch::Arch;
 
 use super::shape::{Shape, LLAMA2_VOCAB, LLAMA3_VOCAB};
 use super::{Params, Preset, VocabChoice};
-use crate::cli::error::{CliError, Result};
+use crate::common::error::{CliError, Result};
 
 /// The `tokenizer.*` keys for `n_vocab` tokens and where they came from.
 pub struct VocabKeys {
