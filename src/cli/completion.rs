@@ -17,7 +17,6 @@
 //! `> ` prompt and formatted one by one ([`Conversation`]), and each reply ends
 //! at an end-of-generation token and is recorded as the assistant's message.
 
-use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,12 +27,13 @@ use llama::{Batch, LlamaContext, Model, Token, TokenizeOptions};
 
 use super::conversation::{self, Conversation, ConversationMode, TemplateArg};
 use super::output::{self, SampleTimer};
-use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
 use crate::common::escapes::process_escapes;
 use crate::common::flags::{common_opts, read_text_file};
 use crate::common::load;
 use crate::common::params::CommonParams;
+use crate::common::program::{entry_points, Program, Streams};
 
 /// The completion program's parameters: the common ones, and those of interactive
 /// and conversation mode.
@@ -128,13 +128,22 @@ fn chat_opts() -> Vec<Opt<Params>> {
     ]
 }
 
-/// Parses the command line (llama.cpp's flags, escapes processed); `Ok(None)` for
-/// `-h`. Errors name the offending argument; a `--chat-template` that does not set
-/// up (an unknown built-in name without `--jinja`, a Jinja syntax error) is refused
-/// here, as llama.cpp does.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let mut params = parse_params::<Params, A>(&options(), args)?;
-    if let Some(p) = params.as_mut() {
+/// `llama-cli` as a [`Program`].
+pub struct Completion;
+
+impl Program for Completion {
+    type Params = Params;
+    const NAME: &'static str = "llama-cli";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
+    }
+
+    /// Escapes processed, Self-Extend's preconditions; a `--chat-template` that does
+    /// not set up (an unknown built-in name without `--jinja`, a Jinja syntax error)
+    /// is refused here, as llama.cpp does.
+    fn finish(p: &mut Params) -> Result<()> {
         p.common.finish();
         check_self_extend(&p.common)?;
         if let Some(t) = &p.chat_template {
@@ -143,28 +152,15 @@ pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
                 source: crate::common::error::ValueError::Invalid(e.to_string()),
             })?;
         }
+        Ok(())
     }
-    Ok(params)
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.input, io.out, io.log)
+    }
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code
-/// (0 on success, 1 on an error, whose message goes to `log`).
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "llama-cli",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, log| run(p, input, out, log),
-    )
-}
+entry_points!(Completion);
 
 /// llama.cpp's Self-Extend preconditions (`--grp-attn-w` a multiple of `--grp-attn-n`).
 fn check_self_extend(p: &CommonParams) -> Result<()> {

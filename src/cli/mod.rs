@@ -3,9 +3,10 @@
 //! (their output, the conversation, the random numbers); what they share with the
 //! server (flags, loading, errors) is [`crate::common`].
 //!
-//! Each program has `options()` (its flags), `parse_args(args)` and
-//! `main_with(args, stdin, stdout, stderr) -> exit code`; the `examples/` mains only
-//! pass the process's arguments (as `OsString`s) and streams.
+//! Each program is a [`Program`](crate::common::program::Program) (its name, flags,
+//! checks and work) and has `options()`, `parse_args(args)` and
+//! `main_with(args, stdin, stdout, stderr) -> exit code` for tests; the `examples/`
+//! mains are `exit_with::<the program>()`.
 
 pub mod bench;
 pub mod chat_template;

@@ -6,19 +6,19 @@
 //! generated text goes to `out` exactly as llama.cpp prints it; the verdict (key
 //! found or not) goes to `log`.
 
-use std::ffi::OsStr;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::time::Instant;
 
 use llama::sampling::SamplerChain;
 use llama::{Batch, Token, TokenizeOptions};
 
 use super::output;
-use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::args::Opt;
 use crate::common::error::{CliError, Result, ValueError};
 use crate::common::flags::common_opts;
 use crate::common::load;
 use crate::common::params::CommonParams;
+use crate::common::program::{entry_points, Program, Streams};
 
 const PREFIX: &str = "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.";
 const SUFFIX: &str = " What is the pass key? The pass key is";
@@ -86,16 +86,6 @@ pub fn options() -> Vec<Opt<Params>> {
     opts
 }
 
-/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument
-/// or the settings that do not go together.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let params = parse_params::<Params, A>(&options(), args)?;
-    if let Some(p) = &params {
-        check(p)?;
-    }
-    Ok(params)
-}
-
 /// What llama.cpp's passkey program asserts or silently gets wrong: the key must
 /// land inside the junk, the batch must split into whole groups, `--keep` counts
 /// tokens.
@@ -125,24 +115,29 @@ fn check(params: &Params) -> Result<()> {
     Ok(())
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code
-/// (0 on success, 1 on an error, whose message goes to `log`).
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "llama-passkey",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, log| run(p, out, log).map(drop),
-    )
+/// `llama-passkey` as a [`Program`].
+pub struct Passkey;
+
+impl Program for Passkey {
+    type Params = Params;
+    const NAME: &'static str = "llama-passkey";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
+    }
+
+    /// The key inside the junk, whole groups per batch, a `--keep` in tokens.
+    fn finish(p: &mut Params) -> Result<()> {
+        check(p)
+    }
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.out, io.log).map(drop)
+    }
 }
+
+entry_points!(Passkey);
 
 /// glibc's `rand()` (the TYPE_3 additive feedback generator behind `srand`), so that
 /// an unseeded run hides the same key at the same place as llama.cpp's.

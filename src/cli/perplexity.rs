@@ -4,18 +4,18 @@
 //! chunk scores its second half: `PPL = exp(mean NLL)`, printed per chunk and as
 //! `Final estimate: PPL = X +/- Y`.
 
-use std::ffi::OsStr;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::time::Instant;
 
 use llama::{Batch, TokenizeOptions};
 
 use super::output;
-use crate::common::args::{parse_params, run_main, Opt};
+use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
 use crate::common::flags::common_opts;
 use crate::common::load;
 use crate::common::params::CommonParams;
+use crate::common::program::{entry_points, Program, Streams};
 use crate::common::threads::warn_threads;
 
 /// The perplexity program's parameters.
@@ -81,17 +81,6 @@ pub fn options() -> Vec<Opt<Params>> {
     opts
 }
 
-/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument
-/// or the settings that do not go together.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let mut params = parse_params::<Params, A>(&options(), args)?;
-    if let Some(p) = params.as_mut() {
-        p.common.finish();
-        check(p)?;
-    }
-    Ok(params)
-}
-
 /// A context that scores at least one token per chunk (llama.cpp refuses 0 and
 /// prints `nan` for 1 and 2).
 fn check(params: &Params) -> Result<()> {
@@ -109,24 +98,30 @@ fn check(params: &Params) -> Result<()> {
     Ok(())
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code
-/// (0 on success, 1 on an error, whose message goes to `log`).
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "llama-perplexity",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, log| run(p, out, log).map(drop),
-    )
+/// `llama-perplexity` as a [`Program`].
+pub struct Perplexity;
+
+impl Program for Perplexity {
+    type Params = Params;
+    const NAME: &'static str = "llama-perplexity";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
+    }
+
+    /// The escapes, then a context that can score.
+    fn finish(p: &mut Params) -> Result<()> {
+        p.common.finish();
+        check(p)
+    }
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.out, io.log).map(drop)
+    }
 }
+
+entry_points!(Perplexity);
 
 /// `log(softmax(logits))[tok]` with llama.cpp's arithmetic (f32 max, f64 sum of `expf`).
 fn log_softmax(logits: &[f32], tok: usize) -> f64 {

@@ -8,6 +8,7 @@ pub mod escapes;
 pub mod flags;
 pub mod load;
 pub mod params;
+pub mod program;
 pub mod threads;
 
 pub use error::{CliError, ValueError};

@@ -457,8 +457,8 @@ pub fn details_table(results: &[TestResult], membw: Option<MemBandwidth>) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::bench::args::parse_args;
     use crate::cli::bench::cost::ModelCost;
+    use crate::cli::bench::parse_args;
     use crate::cli::bench::run::Instance;
     use std::path::PathBuf;
 
