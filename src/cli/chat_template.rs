@@ -235,8 +235,8 @@ fn run(
         p.jinja,
     )
     .map_err(chat_error)?;
-    for w in &templates.warnings {
-        let _ = writeln!(log, "warning: {w}");
+    for warning in &templates.warnings {
+        let _ = writeln!(log, "warning: {warning}");
     }
 
     let messages_name = p.messages.display();

@@ -196,8 +196,8 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
             "G,W",
             "exact Self-Extend (the paper's bi-level attention): group size G, neighbour window W; instead of --grp-attn-n/-w, which follow llama.cpp's KV-shift form",
             |p, v| {
-                let se = parse_self_extend(v.text()?)?;
-                p.as_mut().self_extend = Some((se.group, se.window));
+                let self_extend = parse_self_extend(v.text()?)?;
+                p.as_mut().self_extend = Some((self_extend.group, self_extend.window));
                 Ok(())
             },
         ),
@@ -350,11 +350,11 @@ pub(crate) fn parse_self_extend(
     v: &str,
 ) -> Result<llama::graph::self_extend::SelfExtendParams, ValueError> {
     let bad = || ValueError::Invalid(format!("expected G,W (two numbers), got '{v}'"));
-    let (g, w) = v.split_once(',').ok_or_else(bad)?;
-    let (g, w): (u32, u32) = (
-        g.trim().parse().map_err(|_| bad())?,
-        w.trim().parse().map_err(|_| bad())?,
+    let (group, window) = v.split_once(',').ok_or_else(bad)?;
+    let (group, window): (u32, u32) = (
+        group.trim().parse().map_err(|_| bad())?,
+        window.trim().parse().map_err(|_| bad())?,
     );
-    llama::graph::self_extend::SelfExtendParams::new(g, w)
+    llama::graph::self_extend::SelfExtendParams::new(group, window)
         .map_err(|e| ValueError::Invalid(e.to_string()))
 }

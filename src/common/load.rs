@@ -77,10 +77,10 @@ pub fn context(model: &Arc<Model>, p: &CommonParams, log: &mut dyn Write) -> Res
     warn_threads(log, p.n_threads);
     let ctx =
         LlamaContext::new(Arc::clone(model), &p.context_params()).map_err(CliError::Context)?;
-    if let Some((g, w)) = p.self_extend {
+    if let Some((group, window)) = p.self_extend {
         let _ = writeln!(
             log,
-            "self-extend (exact, bi-level attention): group = {g}, window = {w}; flash attention off"
+            "self-extend (exact, bi-level attention): group = {group}, window = {window}; flash attention off"
         );
     }
     let c = ctx.cparams();

@@ -168,9 +168,9 @@ impl CommonParams {
             div_shift: self.div_shift,
             swa_full: self.swa_full,
             fast_int8: self.fast_int8,
-            self_extend: self
-                .self_extend
-                .and_then(|(g, w)| llama::graph::self_extend::SelfExtendParams::new(g, w).ok()),
+            self_extend: self.self_extend.and_then(|(group, window)| {
+                llama::graph::self_extend::SelfExtendParams::new(group, window).ok()
+            }),
             ..Default::default()
         }
     }

@@ -619,9 +619,9 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary> {
         }
     }
 
-    let mut w = GgufWriter::new();
+    let mut writer = GgufWriter::new();
     let out_name = p.out.display().to_string();
-    let gg = |e: ggml::gguf::GgufError| CliError::Ggml {
+    let gguf_error = |e: ggml::gguf::GgufError| CliError::Ggml {
         what: format!("writing '{out_name}'"),
         source: e.into(),
     };
@@ -630,27 +630,28 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary> {
         p.preset.map_or_else(|| hp.arch.name(), |pr| pr.name())
     );
     for (key, value) in metadata(&hp, &name, p.ftype)? {
-        w.set(key, value).map_err(gg)?;
+        writer.set(key, value).map_err(gguf_error)?;
     }
     for (key, v) in &vocab.kv {
-        w.set(key.as_str(), v.clone()).map_err(gg)?;
+        writer.set(key.as_str(), v.clone()).map_err(gguf_error)?;
     }
     // The data is streamed below; the writer only needs each tensor's size for the
     // header, so it borrows one zeroed (never touched) buffer.
     let max_bytes = plan.iter().map(|t| t.n_bytes()).max().unwrap_or(0);
     let zeros = vec![0u8; max_bytes];
     for t in &plan {
-        w.add_tensor(
-            t.name.as_str(),
-            t.typ,
-            &t.ne,
-            Cow::Borrowed(&zeros[..t.n_bytes()]),
-        )
-        .map_err(gg)?;
+        writer
+            .add_tensor(
+                t.name.as_str(),
+                t.typ,
+                &t.ne,
+                Cow::Borrowed(&zeros[..t.n_bytes()]),
+            )
+            .map_err(gguf_error)?;
     }
-    let meta = w.meta_bytes();
-    let align = w.alignment();
-    drop(w);
+    let meta = writer.meta_bytes();
+    let align = writer.alignment();
+    drop(writer);
     drop(zeros);
 
     let file = std::fs::File::create(&p.out)

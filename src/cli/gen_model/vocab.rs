@@ -237,11 +237,11 @@ mod tests {
     #[test]
     fn synthesized_vocab_loads() {
         let v = synth_vocab(600, Arch::Llama).unwrap();
-        let mut w = GgufWriter::new();
+        let mut writer = GgufWriter::new();
         for (k, val) in v.kv {
-            w.set(k, val).unwrap();
+            writer.set(k, val).unwrap();
         }
-        let file = GgufFile::from_bytes(&w.to_bytes()).unwrap();
+        let file = GgufFile::from_bytes(&writer.to_bytes()).unwrap();
         let vocab = llama::vocab::Vocab::from_gguf(file.gguf()).unwrap();
         assert_eq!(vocab.n_tokens(), 600);
         let toks = vocab.tokenize("hello world", llama::TokenizeOptions::ADD_SPECIAL);
