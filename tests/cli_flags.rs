@@ -7,10 +7,10 @@ mod common;
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
 
-use llamars::cli::args::os_from_bytes;
 use llamars::cli::{
     bench, completion, eval_callback, gen_model, gguf_dump, passkey, perplexity, simple, tokenize,
 };
+use llamars::common::args::os_from_bytes;
 
 type Main = fn(&[OsString], &mut dyn BufRead, &mut dyn Write, &mut dyn Write) -> i32;
 
@@ -595,7 +595,7 @@ fn accepted_values_keep_llama_cpp_meanings() {
     // A negative temperature is greedy (clamped to 0), as llama.cpp's --temp.
     assert_eq!(p(&["--temp", "-1"]).sampling.temp, 0.0);
     // -t 0 or negative: all cores.
-    let cores = llamars::cli::common::default_threads();
+    let cores = llamars::common::threads::default_threads();
     assert_eq!(p(&["-t", "0"]).n_threads, cores);
     assert_eq!(p(&["-t", "4", "-t", "-1"]).n_threads, cores);
     // -ub 0 is the logical batch.
@@ -660,7 +660,7 @@ fn more_threads_than_cores_warn() {
     let Some(model) = common::shared_file("models/stories260K.gguf") else {
         return;
     };
-    let t = (llamars::cli::common::default_threads() + 1).to_string();
+    let t = (llamars::common::threads::default_threads() + 1).to_string();
     let m = model.display().to_string();
     let (code, _, log) = run(
         CLI,

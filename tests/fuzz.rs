@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 use ggml::gguf::{Gguf, GgufArray, GgufFile, GgufValue, GgufWriter};
 use llama::vocab::{TokenizeOptions, Vocab};
 use llama::{Batch, ContextParams, LlamaContext, ModelParams};
-use llamars::cli::args::{os_from_bytes, Opt};
 use llamars::cli::rng::Rng;
 use llamars::cli::{
     bench, chat_template, completion, eval_callback, gen_model, gguf_dump, passkey, perplexity,
     simple, tokenize,
 };
+use llamars::common::args::{os_from_bytes, Opt};
 use serde_json::{json, Value};
 
 fn env_or(name: &str, default: u64) -> u64 {

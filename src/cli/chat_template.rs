@@ -15,9 +15,10 @@ use llama::chat::{
 };
 use serde_json::Value as Json;
 
-use super::args::{parse_params, run_main, Opt};
 use super::conversation::TemplateArg;
-use super::error::{CliError, Result, ValueError};
+use crate::common::args::{parse_params, Opt};
+use crate::common::error::{CliError, Result, ValueError};
+use crate::common::program::{entry_points, Program, Streams};
 
 /// The program's parameters.
 #[derive(Debug)]
@@ -165,53 +166,54 @@ fn split_positional<'a, A: AsRef<OsStr>>(
     (options, positional)
 }
 
-/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending
-/// argument, a missing model or messages file, or more than one messages file.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let opts = options();
-    let (options, positional) = split_positional(&opts, args);
-    let Some(mut p) = parse_params(&opts, &options)? else {
-        return Ok(None);
-    };
-    match positional.as_slice() {
-        [one] => p.messages = PathBuf::from(one),
-        [] => {
-            return Err(CliError::Usage(
-                "no messages file given (MESSAGES.json, or - for stdin)".into(),
-            ))
-        }
-        more => {
-            let names: Vec<_> = more.iter().map(|a| a.to_string_lossy()).collect();
-            return Err(CliError::Usage(format!(
-                "more than one messages file given: {}",
-                names.join(" ")
-            )));
-        }
+/// `llama-chat-template` as a [`Program`].
+pub struct ChatTemplate;
+
+impl Program for ChatTemplate {
+    type Params = Params;
+    const NAME: &'static str = "llama-chat-template";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
     }
-    if p.model.as_os_str().is_empty() {
-        return Err(CliError::Usage("no model given (-m FNAME)".into()));
+
+    /// Flags, and the messages file as the one positional argument. Errors name the
+    /// offending argument, a missing model or messages file, or more than one
+    /// messages file.
+    fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+        let opts = options();
+        let (options, positional) = split_positional(&opts, args);
+        let Some(mut p) = parse_params(&opts, &options)? else {
+            return Ok(None);
+        };
+        match positional.as_slice() {
+            [one] => p.messages = PathBuf::from(one),
+            [] => {
+                return Err(CliError::Usage(
+                    "no messages file given (MESSAGES.json, or - for stdin)".into(),
+                ))
+            }
+            more => {
+                let names: Vec<_> = more.iter().map(|a| a.to_string_lossy()).collect();
+                return Err(CliError::Usage(format!(
+                    "more than one messages file given: {}",
+                    names.join(" ")
+                )));
+            }
+        }
+        if p.model.as_os_str().is_empty() {
+            return Err(CliError::Usage("no model given (-m FNAME)".into()));
+        }
+        Ok(Some(p))
     }
-    Ok(Some(p))
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.input, io.out, io.log)
+    }
 }
 
-/// Runs the program with `args` (without the program name): the prompt on `out`,
-/// warnings and errors on `log`. Returns the exit code (0 on success, 1 on an error).
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "llama-chat-template",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, log| run(p, input, out, log),
-    )
-}
+entry_points!(ChatTemplate);
 
 fn run(
     p: &Params,
@@ -233,8 +235,8 @@ fn run(
         p.jinja,
     )
     .map_err(chat_error)?;
-    for w in &templates.warnings {
-        let _ = writeln!(log, "warning: {w}");
+    for warning in &templates.warnings {
+        let _ = writeln!(log, "warning: {warning}");
     }
 
     let messages_name = p.messages.display();

@@ -14,8 +14,8 @@ use llama::chat::{
 };
 use llama::Model;
 
-use super::args::Value;
-use super::error::ValueError;
+use crate::common::args::Value;
+use crate::common::error::ValueError;
 
 /// Whether `llama-cli` runs a conversation (`-cnv`, `-no-cnv`, or decided by the
 /// model).

@@ -2,16 +2,17 @@
 //! last values, sum), like llama.cpp's `llama-eval-callback`, for comparing runs op
 //! by op.
 
-use std::ffi::OsStr;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use llama::{Batch, ContextParams, LlamaContext, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{load_quiet, threads_value};
-use super::error::{CliError, Result, ValueError};
+use crate::common::args::Opt;
+use crate::common::error::{CliError, Result, ValueError};
+use crate::common::flags::threads_value;
+use crate::common::load::load_quiet;
+use crate::common::program::{entry_points, Program, Streams};
 
 /// The program's parameters.
 pub struct Params {
@@ -89,38 +90,35 @@ pub fn options() -> Vec<Opt<Params>> {
     ]
 }
 
-/// Parses the command line; `Ok(None)` for `-h`. A model and text or tokens are
-/// required.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let params = parse_params::<Params, A>(&options(), args)?;
-    if let Some(p) = &params {
+/// `eval-callback` as a [`Program`].
+pub struct EvalCallback;
+
+impl Program for EvalCallback {
+    type Params = Params;
+    const NAME: &'static str = "eval-callback";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
+    }
+
+    /// A model, and a prompt or tokens.
+    fn finish(p: &mut Params) -> Result<()> {
         if p.model.is_none() {
             return Err(CliError::Usage("-m MODEL is required".into()));
         }
         if p.prompt.is_none() && p.tokens.is_none() {
             return Err(CliError::Usage("give -p TEXT or --tokens IDS".into()));
         }
+        Ok(())
     }
-    Ok(params)
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.out)
+    }
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code.
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "eval-callback",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, _log| run(p, out),
-    )
-}
+entry_points!(EvalCallback);
 
 /// Decodes the tokens with intermediates kept and prints each tensor.
 pub fn run(p: &Params, out: &mut dyn Write) -> Result<()> {

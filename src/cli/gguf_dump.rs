@@ -7,13 +7,14 @@
 //! on the log with a non-zero exit status.
 
 use std::ffi::OsStr;
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use ggml::gguf::{GgufArray, GgufFile, GgufValue};
 
-use super::args::{parse_params, run_main, Opt};
-use super::error::{CliError, Result};
+use crate::common::args::{parse_params, Opt};
+use crate::common::error::{CliError, Result};
+use crate::common::program::{entry_points, Program, Streams};
 
 /// The program's parameters.
 #[derive(Default)]
@@ -49,41 +50,41 @@ pub fn options() -> Vec<Opt<Params>> {
     ]
 }
 
-/// Parses the command line: flags, and exactly one argument not starting with `-`,
-/// the file. `Ok(None)` for `-h`.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let (files, flags): (Vec<&OsStr>, Vec<&OsStr>) = args
-        .iter()
-        .map(AsRef::as_ref)
-        .partition(|a| !a.as_encoded_bytes().starts_with(b"-"));
-    let mut params = parse_params::<Params, &OsStr>(&options(), &flags)?;
-    if let Some(p) = params.as_mut() {
-        match files[..] {
-            [file] => p.path = PathBuf::from(file),
-            [] => return Err(CliError::Usage("no GGUF file given".into())),
-            _ => return Err(CliError::Usage("one GGUF file at a time".into())),
-        }
+/// `gguf-dump` as a [`Program`].
+pub struct GgufDump;
+
+impl Program for GgufDump {
+    type Params = Params;
+    const NAME: &'static str = "gguf-dump";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
     }
-    Ok(params)
+
+    /// Flags, and exactly one argument not starting with `-`, the file.
+    fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
+        let (files, flags): (Vec<&OsStr>, Vec<&OsStr>) = args
+            .iter()
+            .map(AsRef::as_ref)
+            .partition(|a| !a.as_encoded_bytes().starts_with(b"-"));
+        let mut params = parse_params::<Params, &OsStr>(&options(), &flags)?;
+        if let Some(p) = params.as_mut() {
+            match files[..] {
+                [file] => p.path = PathBuf::from(file),
+                [] => return Err(CliError::Usage("no GGUF file given".into())),
+                _ => return Err(CliError::Usage("one GGUF file at a time".into())),
+            }
+        }
+        Ok(params)
+    }
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.out, io.log)
+    }
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code.
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "gguf-dump",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        run,
-    )
-}
+entry_points!(GgufDump);
 
 /// Reads the file and prints what the flags ask for.
 pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {

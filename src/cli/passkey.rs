@@ -7,16 +7,19 @@
 //! found or not) goes to `log`.
 
 use llama::MemoryOps;
-use std::ffi::OsStr;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::time::Instant;
 
 use llama::sampling::SamplerChain;
 use llama::{Batch, Token, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{self, CommonParams};
-use super::error::{CliError, Result, ValueError};
+use super::output;
+use crate::common::args::Opt;
+use crate::common::error::{CliError, Result, ValueError};
+use crate::common::flags::common_opts;
+use crate::common::load;
+use crate::common::params::CommonParams;
+use crate::common::program::{entry_points, Program, Streams};
 
 const PREFIX: &str = "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.";
 const SUFFIX: &str = " What is the pass key? The pass key is";
@@ -62,7 +65,7 @@ const ABOUT: &str = "Passkey retrieval over a long junk prompt (llama.cpp's llam
 
 /// The options this program accepts: the common ones, `--junk` and `--pos`.
 pub fn options() -> Vec<Opt<Params>> {
-    let mut opts: Vec<Opt<Params>> = common::common_opts();
+    let mut opts: Vec<Opt<Params>> = common_opts();
     opts.push(Opt::value(
         &["--junk"],
         "N",
@@ -82,16 +85,6 @@ pub fn options() -> Vec<Opt<Params>> {
         },
     ));
     opts
-}
-
-/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument
-/// or the settings that do not go together.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let params = parse_params::<Params, A>(&options(), args)?;
-    if let Some(p) = &params {
-        check(p)?;
-    }
-    Ok(params)
 }
 
 /// What llama.cpp's passkey program asserts or silently gets wrong: the key must
@@ -123,24 +116,29 @@ fn check(params: &Params) -> Result<()> {
     Ok(())
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code
-/// (0 on success, 1 on an error, whose message goes to `log`).
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "llama-passkey",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, log| run(p, out, log).map(drop),
-    )
+/// `llama-passkey` as a [`Program`].
+pub struct Passkey;
+
+impl Program for Passkey {
+    type Params = Params;
+    const NAME: &'static str = "llama-passkey";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
+    }
+
+    /// The key inside the junk, whole groups per batch, a `--keep` in tokens.
+    fn finish(p: &mut Params) -> Result<()> {
+        check(p)
+    }
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.out, io.log).map(drop)
+    }
 }
+
+entry_points!(Passkey);
 
 /// glibc's `rand()` (the TYPE_3 additive feedback generator behind `srand`), so that
 /// an unseeded run hides the same key at the same place as llama.cpp's.
@@ -249,7 +247,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let passkey = rng.next() % 50000 + 1;
     let prompt = build_prompt(n_junk, i_pos, passkey);
 
-    let (model, t_load) = common::load(&p.model, p.model_params(), log)?;
+    let (model, t_load) = load::load(&p.model, p.model_params(), log)?;
     // A batch never exceeds the context, so this bound keeps the position sums in i32.
     let n_batch = p.n_batch.min(llama::context::MAX_N_CTX) as i32;
     // The context grows with the group size of either form of Self-Extend.
@@ -258,7 +256,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     cp.n_ctx = (model.hparams.n_ctx_train as i64 * ctx_grp + n_keep as i64)
         .try_into()
         .map_err(|_| CliError::Usage("the context size does not fit".into()))?;
-    let mut ctx = common::context(&model, &cp, log)?;
+    let mut ctx = load::context(&model, &cp, log)?;
     let vocab = &model.vocab;
     let mut smpl = SamplerChain::greedy();
 
@@ -372,7 +370,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
             .token_to_piece(id, 0, true)
             .map(|b| b.to_vec())
             .unwrap_or_default();
-        common::emit(out, &piece).map_err(&io)?;
+        output::emit(out, &piece).map_err(&io)?;
         answer.extend_from_slice(&piece);
         n_decode += 1;
         batch.clear();
@@ -390,8 +388,8 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         n_decode as f64 / secs.max(1e-9)
     );
     writeln!(out).map_err(&io)?;
-    common::print_profile(log, &mut ctx);
-    common::print_timings(log, &ctx, t_load, &common::SampleTimer::default(), start);
+    output::print_profile(log, &mut ctx);
+    output::print_timings(log, &ctx, t_load, &output::SampleTimer::default(), start);
     writeln!(out).map_err(&io)?;
 
     let answer = String::from_utf8_lossy(&answer).into_owned();

@@ -5,15 +5,19 @@
 //! `Final estimate: PPL = X +/- Y`.
 
 use llama::MemoryOps;
-use std::ffi::OsStr;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::time::Instant;
 
 use llama::{Batch, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{self, CommonParams};
-use super::error::{CliError, Result};
+use super::output;
+use crate::common::args::Opt;
+use crate::common::error::{CliError, Result};
+use crate::common::flags::common_opts;
+use crate::common::load;
+use crate::common::params::CommonParams;
+use crate::common::program::{entry_points, Program, Streams};
+use crate::common::threads::warn_threads;
 
 /// The perplexity program's parameters.
 pub struct Params {
@@ -56,7 +60,7 @@ pub struct Estimate {
 
 /// The options this program accepts: the common ones and `--chunks`.
 pub fn options() -> Vec<Opt<Params>> {
-    let mut opts: Vec<Opt<Params>> = common::common_opts();
+    let mut opts: Vec<Opt<Params>> = common_opts();
     opts.push(Opt::value(
         &["--chunks"],
         "N",
@@ -66,7 +70,7 @@ pub fn options() -> Vec<Opt<Params>> {
                 -1 => -1,
                 n if n >= 1 => n,
                 n => {
-                    return Err(super::error::ValueError::out_of_range(
+                    return Err(crate::common::error::ValueError::out_of_range(
                         n,
                         "must be at least 1, or -1 for all",
                     ))
@@ -76,17 +80,6 @@ pub fn options() -> Vec<Opt<Params>> {
         },
     ));
     opts
-}
-
-/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument
-/// or the settings that do not go together.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let mut params = parse_params::<Params, A>(&options(), args)?;
-    if let Some(p) = params.as_mut() {
-        p.common.finish();
-        check(p)?;
-    }
-    Ok(params)
 }
 
 /// A context that scores at least one token per chunk (llama.cpp refuses 0 and
@@ -106,24 +99,30 @@ fn check(params: &Params) -> Result<()> {
     Ok(())
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code
-/// (0 on success, 1 on an error, whose message goes to `log`).
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "llama-perplexity",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, log| run(p, out, log).map(drop),
-    )
+/// `llama-perplexity` as a [`Program`].
+pub struct Perplexity;
+
+impl Program for Perplexity {
+    type Params = Params;
+    const NAME: &'static str = "llama-perplexity";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
+    }
+
+    /// The escapes, then a context that can score.
+    fn finish(p: &mut Params) -> Result<()> {
+        p.common.finish();
+        check(p)
+    }
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.out, io.log).map(drop)
+    }
 }
+
+entry_points!(Perplexity);
 
 /// `log(softmax(logits))[tok]` with llama.cpp's arithmetic (f32 max, f64 sum of `expf`).
 fn log_softmax(logits: &[f32], tok: usize) -> f64 {
@@ -143,11 +142,11 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     let mut cp = p.clone();
     cp.n_ctx = (n_parallel * n_ctx) as u32;
     cp.n_batch = cp.n_batch.min(cp.n_ctx);
-    let (model, t_load) = common::load(&p.model, p.model_params(), log)?;
+    let (model, t_load) = load::load(&p.model, p.model_params(), log)?;
     let mut ctx_params = cp.context_params();
     ctx_params.n_seq_max = n_parallel as u32;
     ctx_params.kv_unified = false;
-    common::warn_threads(log, cp.n_threads);
+    warn_threads(log, cp.n_threads);
     let mut ctx =
         llama::LlamaContext::new(model.clone(), &ctx_params).map_err(CliError::Context)?;
     let _ = writeln!(log, "{}", ctx.memory().describe());
@@ -253,7 +252,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
         let _ = writeln!(log, "Unexpected negative standard deviation of log(prob)");
     }
     let _ = writeln!(log);
-    common::print_profile(log, &mut ctx);
-    common::print_timings(log, &ctx, t_load, &common::SampleTimer::default(), start);
+    output::print_profile(log, &mut ctx);
+    output::print_timings(log, &ctx, t_load, &output::SampleTimer::default(), start);
     Ok(Estimate { ppl, err })
 }

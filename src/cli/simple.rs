@@ -2,16 +2,17 @@
 //! generate greedily (the greedy sampler chain through `LlamaContext::generate`),
 //! print the text and the speed (llama.cpp's `examples/simple`).
 
-use std::ffi::OsStr;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use llama::{ContextParams, GenerateParams, LlamaContext, SamplerChain, TokenizeOptions};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::{load_quiet, threads_value};
-use super::error::{CliError, Result};
+use crate::common::args::Opt;
+use crate::common::error::{CliError, Result};
+use crate::common::flags::threads_value;
+use crate::common::load::load_quiet;
+use crate::common::program::{entry_points, Program, Streams};
 
 /// The program's parameters.
 pub struct Params {
@@ -76,24 +77,32 @@ pub fn options() -> Vec<Opt<Params>> {
     ]
 }
 
-/// Parses the command line; `Ok(None)` for `-h`. A model is required.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let params = parse_params::<Params, A>(&options(), args)?;
-    if params.as_ref().is_some_and(|p| p.model.is_none()) {
-        return Err(CliError::Usage("-m MODEL is required".into()));
+/// `simple` as a [`Program`].
+pub struct Simple;
+
+impl Program for Simple {
+    type Params = Params;
+    const NAME: &'static str = "simple";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
     }
-    Ok(params)
+
+    /// A model is required.
+    fn finish(p: &mut Params) -> Result<()> {
+        if p.model.is_none() {
+            return Err(CliError::Usage("-m MODEL is required".into()));
+        }
+        Ok(())
+    }
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.out, io.log)
+    }
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code.
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main("simple", ABOUT, &options(), parse_args(args), out, log, run)
-}
+entry_points!(Simple);
 
 /// Generates and prints the text on `out`, the speed on `log`.
 pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {

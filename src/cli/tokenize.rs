@@ -3,15 +3,15 @@
 //! vocabulary-only GGUF files work. The text is bytes, as llama.cpp takes it: a
 //! prompt given on the command line need not be UTF-8.
 
-use std::ffi::OsStr;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use llama::vocab::{TokenizeOptions, Vocab};
 
-use super::args::{parse_params, run_main, Opt};
-use super::common::process_escapes;
-use super::error::{CliError, Result};
+use crate::common::args::Opt;
+use crate::common::error::{CliError, Result};
+use crate::common::escapes::process_escapes;
+use crate::common::program::{entry_points, Program, Streams};
 
 /// The program's parameters.
 #[derive(Default)]
@@ -99,11 +99,20 @@ pub fn options() -> Vec<Opt<Params>> {
     ]
 }
 
-/// Parses the command line; `Ok(None)` for `-h`. A model and one source of text
-/// are required.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let params = parse_params::<Params, A>(&options(), args)?;
-    if let Some(p) = &params {
+/// `llama-tokenize` as a [`Program`].
+pub struct Tokenize;
+
+impl Program for Tokenize {
+    type Params = Params;
+    const NAME: &'static str = "llama-tokenize";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
+    }
+
+    /// A model, and where the text comes from.
+    fn finish(p: &mut Params) -> Result<()> {
         if p.model.is_none() {
             return Err(CliError::Usage("--model is required".into()));
         }
@@ -112,28 +121,15 @@ pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
                 "must specify one of: --stdin, --file or --prompt".into(),
             ));
         }
+        Ok(())
     }
-    Ok(params)
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.input, io.out)
+    }
 }
 
-/// Runs the program with `args` (without the program name); the text for `--stdin`
-/// comes from `input`. Returns the exit code.
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "llama-tokenize",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, _log| run(p, input, out),
-    )
-}
+entry_points!(Tokenize);
 
 /// Tokenizes and prints; errors for an unreadable file or vocabulary.
 pub fn run(p: &Params, input: &mut dyn BufRead, out: &mut dyn Write) -> Result<()> {

@@ -1,15 +1,16 @@
 //! The server's command line: llama.cpp's shared flags (`-m -c -b -ub -t -ctk -ctv -fa
 //! --keep --context-shift --grp-attn-n/-w --self-extend` and the sampling defaults) from
-//! [`crate::cli::common`], plus the server's own (`--host --port -np --api-key
+//! [`crate::common`], plus the server's own (`--host --port -np --api-key
 //! --cache-reuse --slot-save-path --chat-template ...`) with llama.cpp's defaults.
 
 use std::path::PathBuf;
 
 use std::ffi::OsStr;
 
-use crate::cli::args::{parse_params, Opt};
-use crate::cli::common::{common_opts, CommonParams};
-use crate::cli::error::{CliError, ValueError};
+use crate::common::args::{parse_params, Opt};
+use crate::common::error::{CliError, ValueError};
+use crate::common::flags::common_opts;
+use crate::common::params::CommonParams;
 
 /// Everything `llama-server` is started with.
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@ use llama::chat::{ChatError, ChatMessage, ChatTemplates, TemplateOverride};
 use llama::Model;
 
 use super::error::ApiError;
-use crate::cli::error::CliError;
+use crate::common::error::CliError;
 
 /// The server's chat templates.
 pub struct ChatTemplate {

@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::error::CliError;
+use crate::common::error::CliError;
 use args::ServerParams;
 use engine::{EngineConfig, EngineHandle};
 use request::GenParams;
@@ -82,7 +82,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
     eprintln!("main: llamars llama-server {}", env!("CARGO_PKG_VERSION"));
     let path = p.common.model.clone();
     let (model, t_load) = tokio::task::block_in_place(|| {
-        crate::cli::common::load(&path, p.common.model_params(), &mut log)
+        crate::common::load::load(&path, p.common.model_params(), &mut log)
     })?;
     let given = match &p.chat_template_file {
         Some(f) => Some((
@@ -279,7 +279,7 @@ const ABOUT: &str =
 /// the exit code (0 on a clean stop, 1 on an error, whose message goes to stderr).
 pub fn main_with<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> i32 {
     let opts = args::server_opts();
-    crate::cli::args::run_main(
+    crate::common::args::run_main(
         "llama-server",
         ABOUT,
         &opts,

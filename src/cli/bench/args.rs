@@ -1,17 +1,16 @@
 //! `llama-bench`'s flags: comma lists and ranges (`1-16*2`), repeated flags append;
 //! lists left empty get llama.cpp's defaults.
 
-use std::ffi::OsStr;
 use std::path::PathBuf;
 
 use ggml::GgmlType;
 use llama::LoadMode;
 
-use crate::cli::args::{parse_params, Opt, Value};
-use crate::cli::common::{
-    cache_type, default_threads, load_mode, parse_self_extend, FlashAttn, MAX_THREADS,
-};
-use crate::cli::error::{CliError, Result, ValueError};
+use crate::common::args::{Opt, Value};
+use crate::common::error::{CliError, Result, ValueError};
+use crate::common::flags::{cache_type, load_mode, parse_self_extend};
+use crate::common::params::FlashAttn;
+use crate::common::threads::{default_threads, MAX_THREADS};
 
 /// Output formats (`-o`, `-oe`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -453,20 +452,10 @@ pub fn options() -> Vec<Opt<Params>> {
 /// The usage text's description.
 pub const ABOUT: &str = "Prompt processing and generation speed (llama.cpp's llama-bench).\n\nMultiple values can be given for each list parameter by separating them with ','\nor by giving the flag more than once. Ranges: 'first-last', 'first-last+step',\n'first-last*mult'.\n\nexample:\n\n    llama-bench -m model.gguf -p 512 -n 128 -t 2 -r 5";
 
-/// Parses the command line (defaults filled in, the combination checked);
-/// `Ok(None)` for `-h`. Errors name the offending argument.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    let mut p = parse_params::<Params, A>(&options(), args)?;
-    if let Some(p) = p.as_mut() {
-        p.finish();
-        p.check()?;
-    }
-    Ok(p)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::bench::parse_args;
     use crate::cli::bench::run::instances;
 
     fn args(a: &[&str]) -> Vec<String> {

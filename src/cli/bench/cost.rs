@@ -17,17 +17,21 @@ pub struct ModelCost {
 /// The per-token cost of `model`'s weights.
 pub fn model_cost(model: &Model) -> ModelCost {
     let t = model.tensors();
-    let w = &model.weights;
+    let weights = &model.weights;
     let n_used = model.hparams.n_expert_used as f64;
     let mut bytes = model.info.size_bytes as f64;
-    let emb = t.tensor(w.tok_embd);
-    if !w.tied_output {
+    let emb = t.tensor(weights.tok_embd);
+    if !weights.tied_output {
         let row = emb.typ.row_size(emb.ne[0]) as f64;
         bytes = bytes - emb.nbytes() as f64 + row;
     }
     let mut macs = 0f64;
-    let matrices = w.layers.iter().flat_map(|l| l.iter()).map(|(_, _, id)| id);
-    for id in matrices.chain([w.output]) {
+    let matrices = weights
+        .layers
+        .iter()
+        .flat_map(|l| l.iter())
+        .map(|(_, _, id)| id);
+    for id in matrices.chain([weights.output]) {
         let x = t.tensor(id);
         if x.ne[1] == 1 {
             continue; // norms, biases

@@ -28,32 +28,38 @@ pub mod output;
 pub mod result;
 pub mod run;
 
-use std::ffi::OsStr;
-use std::io::{BufRead, Write};
-
-pub use args::{parse_args, parse_int_range, Format, Params};
+pub use args::{parse_int_range, Format, Params};
 pub use bandwidth::{measure_bandwidth, MemBandwidth};
 pub use cost::{model_cost, ModelCost};
 pub use output::{details_table, Printer};
 pub use result::TestResult;
 pub use run::{instances, run, Instance};
 
-use super::args::run_main;
+use crate::common::args::Opt;
+use crate::common::error::Result;
+use crate::common::program::{entry_points, Program, Streams};
 
-/// Runs the program with `args` (without the program name); returns the exit code.
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "llama-bench",
-        args::ABOUT,
-        &args::options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, log| run(p, out, log).map(drop),
-    )
+/// `llama-bench` as a [`Program`].
+pub struct Bench;
+
+impl Program for Bench {
+    type Params = Params;
+    const NAME: &'static str = "llama-bench";
+    const ABOUT: &'static str = args::ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        args::options()
+    }
+
+    /// The defaults of the lists filled in, the combination checked.
+    fn finish(p: &mut Params) -> Result<()> {
+        p.finish();
+        p.check()
+    }
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        run(p, io.out, io.log).map(drop)
+    }
 }
+
+entry_points!(Bench);

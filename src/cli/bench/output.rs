@@ -7,7 +7,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use super::args::{defaults, Format, Params};
 use super::bandwidth::MemBandwidth;
 use super::result::TestResult;
-use crate::cli::common::FlashAttn;
+use crate::common::params::FlashAttn;
 use llama::LoadMode;
 
 /// llama.cpp's field names (`test::get_fields`) followed by this runtime's extras.
@@ -244,11 +244,11 @@ fn md_column(field: &str) -> (&'static str, i32) {
 }
 
 fn pad(s: &str, width: i32) -> String {
-    let w = width.unsigned_abs() as usize;
+    let n = width.unsigned_abs() as usize;
     if width < 0 {
-        format!("{s:<w$}")
+        format!("{s:<n$}")
     } else {
-        format!("{s:>w$}")
+        format!("{s:>n$}")
     }
 }
 
@@ -327,10 +327,10 @@ impl Printer {
                 let mut a = String::from("|");
                 let mut b = String::from("|");
                 for f in &self.fields {
-                    let (name, w) = md_column(f);
-                    a.push_str(&format!(" {} |", pad(name, w)));
-                    let dashes = "-".repeat(w.unsigned_abs() as usize - 1);
-                    b.push_str(&format!(" {dashes}{} |", if w > 0 { ":" } else { "-" }));
+                    let (name, width) = md_column(f);
+                    a.push_str(&format!(" {} |", pad(name, width)));
+                    let dashes = "-".repeat(width.unsigned_abs() as usize - 1);
+                    b.push_str(&format!(" {dashes}{} |", if width > 0 { ":" } else { "-" }));
                 }
                 format!("{a}\n{b}\n")
             }
@@ -457,8 +457,8 @@ pub fn details_table(results: &[TestResult], membw: Option<MemBandwidth>) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::bench::args::parse_args;
     use crate::cli::bench::cost::ModelCost;
+    use crate::cli::bench::parse_args;
     use crate::cli::bench::run::Instance;
     use std::path::PathBuf;
 

@@ -16,9 +16,11 @@ use super::bandwidth::{measure_bandwidth, MemBandwidth};
 use super::cost::{model_cost, ModelCost};
 use super::output::{details_table, Printer};
 use super::result::TestResult;
-use crate::cli::common::{load_quiet, ubatch_or_batch, warn_threads, FlashAttn};
-use crate::cli::error::{CliError, Result};
 use crate::cli::rng::Rng;
+use crate::common::error::{CliError, Result};
+use crate::common::load::load_quiet;
+use crate::common::params::{ubatch_or_batch, FlashAttn};
+use crate::common::threads::warn_threads;
 
 /// One test to run: a model and one value of every list parameter.
 #[derive(Clone, Debug, PartialEq)]

@@ -33,8 +33,7 @@ mod shape;
 mod vocab;
 
 use std::borrow::Cow;
-use std::ffi::OsStr;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -44,8 +43,9 @@ use llama::arch::{Arch, Kv};
 use llama::hparams::Hparams;
 pub use llama::quantize::Ftype;
 
-use super::args::{parse_params, run_main, Opt, Value};
-use super::error::{CliError, Result, ValueError};
+use crate::common::args::{Opt, Value};
+use crate::common::error::{CliError, Result, ValueError};
+use crate::common::program::{entry_points, Program, Streams};
 
 use plan::fill_rows;
 pub use plan::{plan_for, plan_tensors, Init, TensorPlan};
@@ -179,7 +179,7 @@ impl Default for Params {
             out: PathBuf::new(),
             vocab: VocabChoice::Auto,
             vocab_dir: None,
-            n_threads: super::common::default_threads(),
+            n_threads: crate::common::threads::default_threads(),
             verbose: false,
         }
     }
@@ -445,7 +445,7 @@ pub fn options() -> Vec<Opt<Params>> {
             "N",
             "threads for generating and quantizing (default: all cores, <= 0 = all cores)",
             |p, v| {
-                p.n_threads = super::common::threads_value(v)?;
+                p.n_threads = crate::common::flags::threads_value(v)?;
                 Ok(())
             },
         ),
@@ -455,31 +455,25 @@ pub fn options() -> Vec<Opt<Params>> {
 
 const ABOUT: &str = "Writes a random-weight GGUF model of a given architecture, shape and file type.\n\nexamples:\n\n    gen-model --arch qwen3 --type q8_0 -o /tmp/qwen3.gguf\n    gen-model --preset qwen2-0.5b --type q4_k_m -o /tmp/qwen2-0.5b-q4_k_m.gguf\n    gen-model --arch llama --embd 2048 --layers 16 --heads 32 --kv-heads 8 --ff 8192 --vocab 32000 --type q8_0 -o /tmp/m.gguf";
 
-/// Parses the command line; `Ok(None)` for `-h`. Errors name the offending argument.
-pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<Params>> {
-    parse_params::<Params, A>(&options(), args)
+/// `gen-model` as a [`Program`].
+pub struct GenModel;
+
+impl Program for GenModel {
+    type Params = Params;
+    const NAME: &'static str = "gen-model";
+    const ABOUT: &'static str = ABOUT;
+
+    fn options() -> Vec<Opt<Params>> {
+        options()
+    }
+
+    fn run(p: &Params, io: Streams<'_>) -> Result<()> {
+        let s = generate(p, io.log)?;
+        writeln!(io.out, "{}", s.describe()).map_err(CliError::io("writing output"))
+    }
 }
 
-/// Runs the program with `args` (without the program name); returns the exit code.
-pub fn main_with<A: AsRef<OsStr>>(
-    args: &[A],
-    _input: &mut dyn BufRead,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> i32 {
-    run_main(
-        "gen-model",
-        ABOUT,
-        &options(),
-        parse_args(args),
-        out,
-        log,
-        |p, out, log| {
-            let s = generate(p, log)?;
-            writeln!(out, "{}", s.describe()).map_err(CliError::io("writing output"))
-        },
-    )
-}
+entry_points!(GenModel);
 
 /// What was written.
 #[derive(Clone, Debug)]
@@ -625,9 +619,9 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary> {
         }
     }
 
-    let mut w = GgufWriter::new();
+    let mut writer = GgufWriter::new();
     let out_name = p.out.display().to_string();
-    let gg = |e: ggml::gguf::GgufError| CliError::Ggml {
+    let gguf_error = |e: ggml::gguf::GgufError| CliError::Ggml {
         what: format!("writing '{out_name}'"),
         source: e.into(),
     };
@@ -636,27 +630,28 @@ pub fn generate(p: &Params, log: &mut dyn Write) -> Result<Summary> {
         p.preset.map_or_else(|| hp.arch.name(), |pr| pr.name())
     );
     for (key, value) in metadata(&hp, &name, p.ftype)? {
-        w.set(key, value).map_err(gg)?;
+        writer.set(key, value).map_err(gguf_error)?;
     }
     for (key, v) in &vocab.kv {
-        w.set(key.as_str(), v.clone()).map_err(gg)?;
+        writer.set(key.as_str(), v.clone()).map_err(gguf_error)?;
     }
     // The data is streamed below; the writer only needs each tensor's size for the
     // header, so it borrows one zeroed (never touched) buffer.
     let max_bytes = plan.iter().map(|t| t.n_bytes()).max().unwrap_or(0);
     let zeros = vec![0u8; max_bytes];
     for t in &plan {
-        w.add_tensor(
-            t.name.as_str(),
-            t.typ,
-            &t.ne,
-            Cow::Borrowed(&zeros[..t.n_bytes()]),
-        )
-        .map_err(gg)?;
+        writer
+            .add_tensor(
+                t.name.as_str(),
+                t.typ,
+                &t.ne,
+                Cow::Borrowed(&zeros[..t.n_bytes()]),
+            )
+            .map_err(gguf_error)?;
     }
-    let meta = w.meta_bytes();
-    let align = w.alignment();
-    drop(w);
+    let meta = writer.meta_bytes();
+    let align = writer.alignment();
+    drop(writer);
     drop(zeros);
 
     let file = std::fs::File::create(&p.out)

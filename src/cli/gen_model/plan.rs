@@ -7,8 +7,8 @@ use llama::models::Fill;
 use llama::quantize::{Ftype, TensorCategory, TypeChooser};
 
 use super::shape::Shape;
-use crate::cli::error::Result;
 use crate::cli::rng::Rng;
+use crate::common::error::Result;
 
 /// How a tensor's values are drawn.
 #[derive(Clone, Copy, Debug, PartialEq)]

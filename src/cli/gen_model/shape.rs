@@ -7,7 +7,7 @@ use llama::arch::{Arch, TensorName};
 use llama::hparams::Hparams;
 use llama::models::{architecture, Need, TensorSpec};
 
-use crate::cli::error::{CliError, Result, ValueError};
+use crate::common::error::{CliError, Result, ValueError};
 
 /// A model's shape and constants.
 #[derive(Clone, Debug, PartialEq)]

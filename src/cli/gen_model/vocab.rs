@@ -9,7 +9,7 @@ use llama::arch::Arch;
 
 use super::shape::{Shape, LLAMA2_VOCAB, LLAMA3_VOCAB};
 use super::{Params, Preset, VocabChoice};
-use crate::cli::error::{CliError, Result};
+use crate::common::error::{CliError, Result};
 
 /// The `tokenizer.*` keys for `n_vocab` tokens and where they came from.
 pub struct VocabKeys {
@@ -237,11 +237,11 @@ mod tests {
     #[test]
     fn synthesized_vocab_loads() {
         let v = synth_vocab(600, Arch::Llama).unwrap();
-        let mut w = GgufWriter::new();
+        let mut writer = GgufWriter::new();
         for (k, val) in v.kv {
-            w.set(k, val).unwrap();
+            writer.set(k, val).unwrap();
         }
-        let file = GgufFile::from_bytes(&w.to_bytes()).unwrap();
+        let file = GgufFile::from_bytes(&writer.to_bytes()).unwrap();
         let vocab = llama::vocab::Vocab::from_gguf(file.gguf()).unwrap();
         assert_eq!(vocab.n_tokens(), 600);
         let toks = vocab.tokenize("hello world", llama::TokenizeOptions::ADD_SPECIAL);

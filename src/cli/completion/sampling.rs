@@ -1,0 +1,76 @@
+//! llama-cli's generation side: the sampler chain and its timer, every token so far,
+//! and the budget of tokens left to generate.
+
+use std::time::Instant;
+
+use llama::sampling::SamplerChain;
+use llama::{LlamaContext, Token};
+
+use super::session::Session;
+use crate::cli::output::SampleTimer;
+use crate::common::error::{CliError, Result};
+
+/// The sampler, the tokens so far and the budget.
+pub(super) struct Sampling {
+    /// The sampler chain.
+    pub chain: SamplerChain,
+    /// The time spent sampling, for the timings.
+    pub timer: SampleTimer,
+    /// Every token so far (prompt and generated), for the reverse-prompt check.
+    pub history: Vec<Token>,
+    /// Tokens left to generate (`-n`; llama.cpp's `n_remain`).
+    pub n_remain: i32,
+}
+
+impl Sampling {
+    /// The sampler `chain` with a budget of `n_remain` tokens, nothing seen yet.
+    pub fn new(chain: SamplerChain, n_remain: i32) -> Self {
+        Sampling {
+            chain,
+            timer: SampleTimer::default(),
+            history: Vec::new(),
+            n_remain,
+        }
+    }
+
+    /// An input token: the sampler accepts it and it joins the history.
+    pub fn accept(&mut self, t: Token) {
+        self.chain.accept(t);
+        self.history.push(t);
+    }
+
+    /// The token sampled from the context's last logits, timed. Errors: no logits,
+    /// or the sampler selects nothing.
+    fn next(&mut self, ctx: &LlamaContext) -> Result<Token> {
+        let t0 = Instant::now();
+        let logits = ctx
+            .logits_ith(-1)
+            .ok_or_else(|| CliError::Input("no logits to sample from".into()))?;
+        let id = self
+            .chain
+            .sample(logits)
+            .ok_or_else(|| CliError::Input("the sampler selected nothing".into()))?;
+        self.timer.total += t0.elapsed();
+        self.timer.runs += 1;
+        Ok(id)
+    }
+}
+
+impl Session<'_> {
+    /// Samples the next token from the last logits and queues it; in a conversation
+    /// its text joins the reply. Errors as [`Sampling::next`].
+    pub fn sample(&mut self) -> Result<()> {
+        let id = self.sampling.next(&self.ctx)?;
+        if !self.turns.waiting_for_first_input && self.turns.chat.is_some() {
+            let piece = (!self.model.vocab.is_eog(id)).then(|| self.piece(id, false));
+            if let Some(c) = self.turns.chat.as_mut() {
+                c.push_reply(piece.as_deref());
+            }
+        }
+        self.sampling.history.push(id);
+        self.pending.push(id);
+        self.echo.input_echo = true;
+        self.sampling.n_remain -= 1;
+        Ok(())
+    }
+}
