@@ -8,7 +8,7 @@ use std::path::Path;
 use super::LlamaContext;
 use crate::batch::Token;
 use crate::error::{LlamaError, Result};
-use crate::memory::api::MemoryOps;
+use crate::memory::MemoryOps;
 use crate::memory::{read_file_header, write_file_header, Memory, SeqId, StateScope};
 
 impl LlamaContext {

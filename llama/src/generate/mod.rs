@@ -124,7 +124,7 @@ pub struct Step {
 ///
 /// until [`Generation::is_finished`]. The prompt goes after what the sequence already
 /// holds in the cache (nothing for a new sequence; clear it with
-/// [`MemoryOps::memory_seq_rm`](crate::MemoryOps::memory_seq_rm)). Prompt tokens are accepted by the sampler chain
+/// [`MemoryOps::memory_seq_rm`]). Prompt tokens are accepted by the sampler chain
 /// as they are fed, as llama.cpp's programs do, so penalties see them. The token that
 /// ends a generation is not decoded: the cache holds the prompt and every generated
 /// token but the last.

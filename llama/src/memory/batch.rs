@@ -43,17 +43,6 @@ pub(crate) struct UbatchShape {
     n_stream: usize,
 }
 
-/// The buffers of a batch's passage, kept by the memory from one batch to the next
-/// so that a steady decode loop allocates nothing.
-#[derive(Default)]
-pub(super) struct BatchBuffers {
-    ubatches: Vec<UBatch>,
-    slots: Vec<MemorySlots>,
-    slot_scratch: Vec<SlotInfo>,
-    idxs: Vec<i64>,
-    mask: Vec<f32>,
-}
-
 /// A batch split into micro-batches with their cells found in every cache, walked one
 /// micro-batch at a time: [`MemoryBatch::apply`] the current one, build and compute
 /// its graph, then [`MemoryBatch::next`]. Holds the memory for the batch's duration.

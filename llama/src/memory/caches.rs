@@ -11,7 +11,6 @@
 use ggml::{Context, RopeParams, TensorId};
 
 use super::api::{ClearMode, PosRange, Sequences};
-use super::batch::BatchBuffers;
 use super::cells::{Pos, SeqId};
 use super::iswa::SwaLayout;
 use super::kv_cache::mask::MaskShape;
@@ -184,8 +183,24 @@ pub(crate) struct StatePart<'a> {
     pub(crate) storages: Vec<&'a KvStorage>,
 }
 
+/// The buffers of a batch's passage, kept by the memory from one batch to the next
+/// so that a steady decode loop allocates nothing.
+#[derive(Default)]
+pub(super) struct BatchBuffers {
+    /// The batch's micro-batches.
+    pub(super) ubatches: Vec<UBatch>,
+    /// Each micro-batch's cells in every cache.
+    pub(super) slots: Vec<MemorySlots>,
+    /// One cache's slots while they are found.
+    pub(super) slot_scratch: Vec<SlotInfo>,
+    /// K/V store indices being written into a graph input.
+    pub(super) idxs: Vec<i64>,
+    /// A KQ mask being written into a graph input.
+    pub(super) mask: Vec<f32>,
+}
+
 /// The memory (KV cache) of a [`crate::LlamaContext`]: read-only facts for describing
-/// and measuring it here; its sequences are edited through [`MemoryOps`] (the
+/// and measuring it here; its sequences are edited through [`crate::MemoryOps`] (the
 /// context's `memory_*` methods).
 pub struct Memory {
     /// One cache, or the global and the sliding-window caches.
@@ -403,43 +418,43 @@ impl Memory {
         self.caches.iter_mut().try_for_each(&mut f)
     }
 
-    /// Empties the memory (see [`MemoryOps::memory_clear`]).
+    /// Empties the memory (see [`crate::MemoryOps::memory_clear`]).
     pub(crate) fn clear(&mut self, mode: ClearMode) -> Result<()> {
         self.each(|c| c.clear(mode))
     }
 
-    /// Removes tokens (see [`MemoryOps::memory_seq_rm`]).
+    /// Removes tokens (see [`crate::MemoryOps::memory_seq_rm`]).
     pub(crate) fn seq_rm(&mut self, seqs: Sequences, r: PosRange) -> Result<()> {
         self.each(|c| c.seq_rm(seqs, r))
     }
 
-    /// Shares tokens (see [`MemoryOps::memory_seq_cp`]).
+    /// Shares tokens (see [`crate::MemoryOps::memory_seq_cp`]).
     pub(crate) fn seq_cp(&mut self, src: SeqId, dst: SeqId, r: PosRange) -> Result<()> {
         self.each(|c| c.seq_cp(src, dst, r))
     }
 
-    /// Keeps one sequence (see [`MemoryOps::memory_seq_keep`]).
+    /// Keeps one sequence (see [`crate::MemoryOps::memory_seq_keep`]).
     pub(crate) fn seq_keep(&mut self, seq: SeqId) -> Result<()> {
         self.each(|c| c.seq_keep(seq))
     }
 
-    /// Moves positions (see [`MemoryOps::memory_seq_add`]).
+    /// Moves positions (see [`crate::MemoryOps::memory_seq_add`]).
     pub(crate) fn seq_add(&mut self, seq: SeqId, r: PosRange, delta: Pos) -> Result<()> {
         self.each(|c| c.seq_add(seq, r, delta))
     }
 
-    /// Divides positions (see [`MemoryOps::memory_seq_div`]).
+    /// Divides positions (see [`crate::MemoryOps::memory_seq_div`]).
     pub(crate) fn seq_div(&mut self, seq: SeqId, r: PosRange, d: Pos) -> Result<()> {
         self.each(|c| c.seq_div(seq, r, d))
     }
 
-    /// Smallest position (see [`MemoryOps::memory_seq_pos_min`]): the last cache's,
+    /// Smallest position (see [`crate::MemoryOps::memory_seq_pos_min`]): the last cache's,
     /// which for a sliding-window model is what every layer still has.
     pub(crate) fn seq_pos_min(&self, seq: SeqId) -> Result<Option<Pos>> {
         self.last().seq_pos_min(seq)
     }
 
-    /// Largest position (see [`MemoryOps::memory_seq_pos_max`]).
+    /// Largest position (see [`crate::MemoryOps::memory_seq_pos_max`]).
     pub(crate) fn seq_pos_max(&self, seq: SeqId) -> Result<Option<Pos>> {
         self.last().seq_pos_max(seq)
     }

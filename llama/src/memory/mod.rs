@@ -2,8 +2,10 @@
 //! `llama-kv-cells.h`, `llama-kv-cache.cpp` draw it. Its insides are private; the
 //! rest of the crate sees what this file names.
 //!
-//! - [`api`]: the sequence operations in llama.cpp's terms ([`MemoryOps`], with
-//!   [`Sequences`], [`ClearMode`] and Rust position ranges);
+//! - [`api`]: the terms of the sequence operations ([`Sequences`], [`ClearMode`], Rust
+//!   position ranges);
+//! - `ops`: the sequence operations themselves, llama.cpp's `llama_memory_*`
+//!   ([`MemoryOps`]);
 //! - `caches`: [`Memory`], the memory a context holds: its caches and which layer uses
 //!   which;
 //! - `batch`: one batch's passage through the memory (`MemoryBatch`, from
@@ -22,12 +24,14 @@ mod caches;
 mod cells;
 mod iswa;
 mod kv_cache;
+mod ops;
 mod self_extend;
 mod state;
 
-pub use api::{ClearMode, MemoryOps, Sequences};
+pub use api::{ClearMode, Sequences};
 pub use caches::Memory;
 pub use cells::{DivShift, Pos, SeqId, MAX_SEQ};
+pub use ops::MemoryOps;
 pub use self_extend::SelfExtendParams;
 pub use state::StateScope;
 

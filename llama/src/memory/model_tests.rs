@@ -9,8 +9,9 @@ use ggml::GgmlType;
 use proptest::prelude::*;
 use smallvec::SmallVec;
 
-use super::api::{MemoryOps, PosRange, Sequences};
+use super::api::{PosRange, Sequences};
 use super::kv_cache::{KvCacheParams, KvLayerDims};
+use super::MemoryOps;
 use super::{DivShift, Memory, Pos, SeqId};
 use crate::batch::UBatch;
 use crate::error::{LlamaError, MemoryError};
