@@ -265,17 +265,24 @@ pub fn server_opts() -> Vec<Opt<ServerParams>> {
 pub fn parse_args<A: AsRef<OsStr>>(args: &[A]) -> Result<Option<ServerParams>, CliError> {
     let params = parse_params::<ServerParams, A>(&server_opts(), args)?;
     if let Some(p) = &params {
-        if p.common.self_extend.is_some() && p.common.grp_attn_n != 1 {
-            return Err(CliError::Usage(
-                "--self-extend (exact) and --grp-attn-n (KV-shift form) exclude each other".into(),
-            ));
-        }
-        if p.common.grp_attn_n != 1 {
-            llama::shifts::SelfExtend::new(p.common.grp_attn_n, p.common.grp_attn_w)
-                .map_err(|e| CliError::Usage(e.to_string()))?;
-        }
+        check(p)?;
     }
     Ok(params)
+}
+
+/// What only several flags together decide: [`CliError::Usage`] for settings that
+/// cannot run.
+pub(crate) fn check(p: &ServerParams) -> Result<(), CliError> {
+    if p.common.self_extend.is_some() && p.common.grp_attn_n != 1 {
+        return Err(CliError::Usage(
+            "--self-extend (exact) and --grp-attn-n (KV-shift form) exclude each other".into(),
+        ));
+    }
+    if p.common.grp_attn_n != 1 {
+        llama::shifts::SelfExtend::new(p.common.grp_attn_n, p.common.grp_attn_w)
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

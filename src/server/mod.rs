@@ -21,7 +21,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::args::Opt;
 use crate::common::error::CliError;
+use crate::common::program::{Program, Streams};
 use args::ServerParams;
 use engine::{EngineConfig, EngineHandle};
 use request::GenParams;
@@ -272,32 +274,46 @@ async fn wait_signal(enabled: bool) {
     }
 }
 
-const ABOUT: &str =
-    "An OpenAI-compatible HTTP server for llama and qwen2 GGUF models (llama.cpp's llama-server).";
+/// `llama-server` as a [`Program`]: its flags, and a run that serves until a signal.
+pub struct LlamaServer;
+
+impl Program for LlamaServer {
+    type Params = ServerParams;
+    const NAME: &'static str = "llama-server";
+    const ABOUT: &'static str = "An OpenAI-compatible HTTP server for llama and qwen2 GGUF models (llama.cpp's llama-server).";
+
+    fn options() -> Vec<Opt<ServerParams>> {
+        args::server_opts()
+    }
+
+    fn finish(params: &mut ServerParams) -> Result<(), CliError> {
+        args::check(params)
+    }
+
+    fn run(params: &ServerParams, _io: Streams<'_>) -> Result<(), CliError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(CliError::io("starting the async runtime"))?;
+        rt.block_on(async {
+            let server = start(params.clone(), true).await?;
+            server.wait().await;
+            eprintln!("main: server stopped");
+            Ok(())
+        })
+    }
+}
 
 /// Runs `llama-server` with `args` (without the program name) until a signal; returns
 /// the exit code (0 on a clean stop, 1 on an error, whose message goes to stderr).
+/// Unlike the other programs' entry it holds no lock on stdout or stderr: the engine
+/// thread and the HTTP side log while it runs.
 pub fn main_with<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> i32 {
-    let opts = args::server_opts();
-    crate::common::args::run_main(
-        "llama-server",
-        ABOUT,
-        &opts,
-        args::parse_args(args),
+    crate::common::program::main_with::<LlamaServer, A>(
+        args,
+        &mut std::io::empty(),
         &mut std::io::stdout(),
         &mut std::io::stderr(),
-        |p, _, _| {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(CliError::io("starting the async runtime"))?;
-            rt.block_on(async {
-                let server = start(p.clone(), true).await?;
-                server.wait().await;
-                eprintln!("main: server stopped");
-                Ok(())
-            })
-        },
     )
 }

@@ -16,7 +16,7 @@
 //! (on the log).
 
 //!
-//! Modules: [`args`] (flags and the list parameters), [`run`] (the tests and the run
+//! Modules: [`args`] (flags and the list parameters), [`run`](mod@run) (the tests and the run
 //! loop), [`result`] (one test's timings and statistics), [`output`] (the five
 //! formats and the details table), [`bandwidth`] (the memcpy/read measurement),
 //! [`cost`] (bytes and FLOPs per token of a model).

@@ -4,14 +4,14 @@
 //! each task its results over the task's own channel. The HTTP side only parses,
 //! queues and forwards; every call into the model is under this module. Its parts:
 //!
-//! - [`handle`]: the HTTP side's end (commands, the queue bound, the thread's start);
-//! - [`scheduler`]: the waiting tasks, admission, and the slot each one gets;
-//! - [`slot`] and [`job`]: a slot's cache and the job it runs, phase by phase;
-//! - [`prompt`]: how much of a slot's cache a new prompt reuses;
-//! - [`batch`]: the rows of each step; [`decode`]: decoding them and sampling;
-//! - [`sampler`] and [`probs`]: a job's sampler and the probabilities it reports;
-//! - [`shift`]: the context shift of full slots; [`finish`]: how a job ends;
-//! - [`slot_files`]: slot save, restore and erase; [`kv`] and [`checkpoint`]: the
+//! - `handle`: the HTTP side's end (commands, the queue bound, the thread's start);
+//! - `scheduler`: the waiting tasks, admission, and the slot each one gets;
+//! - `slot` and `job`: a slot's cache and the job it runs, phase by phase;
+//! - `prompt`: how much of a slot's cache a new prompt reuses;
+//! - `batch`: the rows of each step; `decode`: decoding them and sampling;
+//! - `sampler` and `probs`: a job's sampler and the probabilities it reports;
+//! - `shift`: the context shift of full slots; `finish`: how a job ends;
+//! - `slot_files`: slot save, restore and erase; `kv` and `checkpoint`: the
 //!   cache edits and a sliding-window model's checkpoints.
 
 /// A log line about one slot, in llama.cpp's `slot <id> | ...` shape.
