@@ -629,7 +629,7 @@ fn accepted_values_keep_llama_cpp_meanings() {
     let b = bench::parse_args(&["-m", "x", "--repack", "0,1", "-lm", "mmap,auto", "-n", "0"])
         .unwrap()
         .unwrap();
-    let insts = bench::run::instances(&b);
+    let insts = bench::instance::instances(&b);
     let loads: Vec<(bool, &str)> = insts
         .iter()
         .map(|i| (i.repack, i.load_mode.name()))

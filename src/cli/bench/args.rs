@@ -455,8 +455,8 @@ pub const ABOUT: &str = "Prompt processing and generation speed (llama.cpp's lla
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::bench::instance::instances;
     use crate::cli::bench::parse_args;
-    use crate::cli::bench::run::instances;
 
     fn args(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

@@ -16,14 +16,15 @@
 //! (on the log).
 
 //!
-//! Modules: [`args`] (flags and the list parameters), [`run`](mod@run) (the tests and the run
-//! loop), [`result`] (one test's timings and statistics), [`output`] (the five
+//! Modules: [`args`] (flags and the list parameters), [`instance`] (the tests, every
+//! combination of the lists), [`run`](mod@run) (the run loop), [`result`] (one test's timings and statistics), [`output`] (the five
 //! formats and the details table), [`bandwidth`] (the memcpy/read measurement),
 //! [`cost`] (bytes and FLOPs per token of a model).
 
 pub mod args;
 pub mod bandwidth;
 pub mod cost;
+pub mod instance;
 pub mod output;
 pub mod result;
 pub mod run;
@@ -33,7 +34,8 @@ pub use bandwidth::{measure_bandwidth, MemBandwidth};
 pub use cost::{model_cost, ModelCost};
 pub use output::{details_table, Printer};
 pub use result::TestResult;
-pub use run::{instances, run, Instance};
+pub use instance::{instances, Instance};
+pub use run::run;
 
 use crate::common::args::Opt;
 use crate::common::error::Result;

@@ -458,8 +458,8 @@ pub fn details_table(results: &[TestResult], membw: Option<MemBandwidth>) -> Str
 mod tests {
     use super::*;
     use crate::cli::bench::cost::ModelCost;
+    use crate::cli::bench::instance::Instance;
     use crate::cli::bench::parse_args;
-    use crate::cli::bench::run::Instance;
     use std::path::PathBuf;
 
     fn args(a: &[&str]) -> Vec<String> {

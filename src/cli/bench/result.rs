@@ -2,7 +2,7 @@
 
 use super::bandwidth::MemBandwidth;
 use super::cost::ModelCost;
-use super::run::Instance;
+use super::instance::Instance;
 
 /// One test's result, with llama.cpp's fields and this runtime's extras.
 #[derive(Clone, Debug)]
