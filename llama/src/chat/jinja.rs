@@ -357,7 +357,7 @@ fn print_into(s: &mut String, value: &Value) {
         ValueKind::Bool => s.push_str(if value.is_true() { "True" } else { "False" }),
         ValueKind::Number => s.push_str(&number_text(value)),
         ValueKind::Seq => {
-            if let Some(plain) = super::caps::untracked(value) {
+            if let Some(plain) = super::tracked::untracked(value) {
                 return print_into(s, &plain);
             }
             if let Ok(items) = value.try_iter() {

@@ -42,7 +42,9 @@ mod message;
 mod prepare;
 mod reasoning;
 mod template;
+mod template_inputs;
 mod time;
+mod tracked;
 
 pub use builtin::{BuiltinFormat, BUILTIN_NAMES};
 pub use caps::TemplateCaps;

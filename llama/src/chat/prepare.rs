@@ -11,7 +11,7 @@ use super::caps::{self, TemplateCaps};
 use super::jinja::{JinjaTemplate, PROBE_FUEL};
 use super::message::{concat_parts, ChatMessage, ChatTool};
 use super::reasoning::{self, trim_ws, ReasoningMarkers, ReasoningMode};
-use super::template::{Continuation, TemplateTokens};
+use super::template_inputs::{Continuation, TemplateTokens};
 use super::ChatError;
 
 /// Which of llama.cpp's specialised handlers a template gets (chosen from its

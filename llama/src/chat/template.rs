@@ -10,59 +10,11 @@ use super::caps::TemplateCaps;
 use super::message::{ChatMessage, ChatTool, MessageContent};
 use super::prepare::{JinjaChat, Request};
 use super::reasoning::ReasoningMarkers;
+pub use super::template_inputs::{Continuation, TemplateTokens};
 use super::ChatError;
-use crate::vocab::Vocab;
 
 /// llama.cpp's ChatML template, used when a model has none (`CHATML_TEMPLATE_SRC`).
 pub const CHATML_JINJA: &str = "{%- for message in messages -%}\n  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n  {{- '<|im_start|>assistant\n' -}}\n{%- endif -%}";
-
-/// The vocabulary's BOS and EOS texts (`bos_token`, `eos_token` in templates) and
-/// whether the tokenizer adds them itself, in which case a prompt that starts
-/// with BOS (ends with EOS) loses it, as in llama.cpp.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TemplateTokens {
-    /// BOS text (`""` when the vocabulary has none).
-    pub bos: String,
-    /// EOS text (`""` when the vocabulary has none).
-    pub eos: String,
-    /// The tokenizer adds BOS (`tokenizer.ggml.add_bos_token`).
-    pub add_bos: bool,
-    /// The tokenizer adds EOS.
-    pub add_eos: bool,
-}
-
-impl TemplateTokens {
-    /// The texts of `vocab`'s BOS and EOS tokens (special pieces, as llama.cpp's
-    /// `common_token_to_piece(..., special = true)`), and its add flags.
-    pub fn from_vocab(vocab: &Vocab) -> Self {
-        let text = |t: Option<crate::Token>| {
-            t.and_then(|t| vocab.token_to_piece(t, 0, true).ok())
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default()
-        };
-        TemplateTokens {
-            bos: text(vocab.bos()),
-            eos: text(vocab.eos()),
-            add_bos: vocab.add_bos(),
-            add_eos: vocab.add_eos(),
-        }
-    }
-}
-
-/// Continuing the last message instead of opening a new assistant turn
-/// (`continue_final_message`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Continuation {
-    /// The conversation is complete; the generation prompt (if asked) opens a turn.
-    #[default]
-    None,
-    /// Continue the content, or the reasoning when the message has reasoning only.
-    Auto,
-    /// Continue inside the reasoning.
-    Reasoning,
-    /// Continue the content, its reasoning closed.
-    Content,
-}
 
 /// Options of one request, with llama-server's defaults.
 #[derive(Clone, Debug)]
