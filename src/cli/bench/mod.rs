@@ -32,9 +32,9 @@ pub mod run;
 pub use args::{parse_int_range, Format, Params};
 pub use bandwidth::{measure_bandwidth, MemBandwidth};
 pub use cost::{model_cost, ModelCost};
+pub use instance::{instances, Instance};
 pub use output::{details_table, Printer};
 pub use result::TestResult;
-pub use instance::{instances, Instance};
 pub use run::run;
 
 use crate::common::args::Opt;

@@ -8,15 +8,18 @@
 //! `evaluate_pending` (make room by context shift or Self-Extend, then decode),
 //! `sample` or `queue_input`, `display`, and once the input is consumed
 //! `check_reverse_prompt`, `end_of_generation`, `answer_first_prompt` and
-//! `read_user_input`. The session's parts each have their file:
+//! `read_user_input`. The session's parts each have their file, with their own state
+//! and methods; the steps that join several parts have theirs:
 //!
 //! - `setup`: loading, the first prompt, and the settings logged before generating;
-//! - `session`: the session itself and a token's text;
+//! - `session`: the session itself (the parts) and a token's text;
+//! - `steps`: the loop's steps that read and move between the parts;
+//! - `flow`: whether the loop goes on after a step, and a template's refusal;
 //! - `prompt`: the input tokens and how far they are queued;
 //! - `sampling`: the sampler, its timer, the tokens so far and the budget;
 //! - `window`: decoding, and room in the context by context shift or Self-Extend;
-//! - `echo`: what of the tokens is printed, and the closing output and timings;
-//! - `turns`: interactive mode and the conversation's turns;
+//! - `echo`: whether the queued tokens are printed;
+//! - `turns`: interactive mode and the conversation's state;
 //! - `reverse_prompt`: the reverse prompts (`-r`) at the end of the output;
 //! - `user_input`: reading and queueing what the user types.
 //!
@@ -29,11 +32,13 @@
 //! [`Conversation`]: super::conversation::Conversation
 
 mod echo;
+mod flow;
 mod prompt;
 mod reverse_prompt;
 mod sampling;
 mod session;
 mod setup;
+mod steps;
 mod turns;
 mod user_input;
 mod window;
@@ -49,6 +54,7 @@ use crate::common::error::{CliError, Result};
 use crate::common::flags::{common_opts, read_text_file};
 use crate::common::params::CommonParams;
 use crate::common::program::{entry_points, Program, Streams};
+use flow::Flow;
 use session::Session;
 
 /// The completion program's parameters: the common ones, and those of interactive
@@ -186,13 +192,6 @@ fn check_self_extend(p: &CommonParams) -> Result<()> {
     Ok(())
 }
 
-/// Whether the loop goes on after a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flow {
-    Continue,
-    Stop,
-}
-
 /// Runs llama-cli's loop until the budget is spent, a reverse prompt or the end of
 /// the text stops it, or the user's input ends; then the closing output and timings.
 fn run(
@@ -228,9 +227,4 @@ fn run(
         s.refill_budget();
     }
     s.print_end(out, log, start)
-}
-
-/// A chat template's refusal, as the program reports it.
-fn chat_error(e: llama::chat::ChatError) -> CliError {
-    CliError::Input(e.to_string())
 }

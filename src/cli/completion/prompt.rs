@@ -4,7 +4,6 @@
 use llama::Token;
 
 use super::sampling::Sampling;
-use super::session::Session;
 
 /// The input tokens and how many of them are queued.
 pub(super) struct PromptInput {
@@ -33,7 +32,7 @@ impl PromptInput {
 
     /// Moves input tokens (at most a batch in `pending`) to `pending`; the sampler
     /// accepts each and it joins the tokens so far.
-    fn queue(&mut self, pending: &mut Vec<Token>, sampling: &mut Sampling) {
+    pub fn queue(&mut self, pending: &mut Vec<Token>, sampling: &mut Sampling) {
         while self.tokens.len() > self.n_consumed {
             let t = self.tokens[self.n_consumed];
             pending.push(t);
@@ -43,12 +42,5 @@ impl PromptInput {
                 break;
             }
         }
-    }
-}
-
-impl Session<'_> {
-    /// Queues input tokens (at most a batch) for evaluation.
-    pub fn queue_input(&mut self) {
-        self.input.queue(&mut self.pending, &mut self.sampling);
     }
 }

@@ -4,10 +4,8 @@
 use llama::vocab::Vocab;
 use llama::{Token, TokenizeOptions};
 
-use super::session::Session;
-
 /// How many of the last tokens the text check reads, as llama.cpp.
-const TAIL_TOKENS: usize = 32;
+pub(super) const TAIL_TOKENS: usize = 32;
 
 /// The reverse prompts that are a single token, and whether one was met.
 pub(super) struct ReversePrompts {
@@ -38,7 +36,7 @@ impl ReversePrompts {
     /// Whether one of `texts` ends `tail` (the text of the last tokens; in
     /// interactive mode right at its end, else within two bytes of it) or `last`
     /// is a single-token one; remembered in `found`.
-    fn check(
+    pub fn check(
         &mut self,
         texts: &[Vec<u8>],
         tail: &[u8],
@@ -59,29 +57,6 @@ impl ReversePrompts {
 /// Whether `needle` occurs in `hay` (an empty needle always does, as `std::string::find`).
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
-}
-
-impl Session<'_> {
-    /// Looks for a reverse prompt at the end of the output (as text, or as the last
-    /// token); a match stops generation, or hands over to the user when interactive.
-    pub fn check_reverse_prompt(&mut self) {
-        let texts = &self.p.antiprompt;
-        if texts.is_empty() {
-            return;
-        }
-        let history = &self.sampling.history;
-        let tail: Vec<u8> = history[history.len().saturating_sub(TAIL_TOKENS)..]
-            .iter()
-            .flat_map(|&t| self.piece(t, false))
-            .collect();
-        let interactive = self.turns.interactive;
-        if self
-            .reverse_prompts
-            .check(texts, &tail, history.last().copied(), interactive)
-        {
-            self.turns.is_interacting |= interactive;
-        }
-    }
 }
 
 #[cfg(test)]

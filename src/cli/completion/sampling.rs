@@ -6,7 +6,6 @@ use std::time::Instant;
 use llama::sampling::SamplerChain;
 use llama::{LlamaContext, Token};
 
-use super::session::Session;
 use crate::cli::output::SampleTimer;
 use crate::common::error::{CliError, Result};
 
@@ -41,7 +40,7 @@ impl Sampling {
 
     /// The token sampled from the context's last logits, timed. Errors: no logits,
     /// or the sampler selects nothing.
-    fn next(&mut self, ctx: &LlamaContext) -> Result<Token> {
+    pub fn next(&mut self, ctx: &LlamaContext) -> Result<Token> {
         let t0 = Instant::now();
         let logits = ctx
             .logits_ith(-1)
@@ -53,24 +52,5 @@ impl Sampling {
         self.timer.total += t0.elapsed();
         self.timer.runs += 1;
         Ok(id)
-    }
-}
-
-impl Session<'_> {
-    /// Samples the next token from the last logits and queues it; in a conversation
-    /// its text joins the reply. Errors as [`Sampling::next`].
-    pub fn sample(&mut self) -> Result<()> {
-        let id = self.sampling.next(&self.ctx)?;
-        if !self.turns.waiting_for_first_input && self.turns.chat.is_some() {
-            let piece = (!self.model.vocab.is_eog(id)).then(|| self.piece(id, false));
-            if let Some(c) = self.turns.chat.as_mut() {
-                c.push_reply(piece.as_deref());
-            }
-        }
-        self.sampling.history.push(id);
-        self.pending.push(id);
-        self.echo.input_echo = true;
-        self.sampling.n_remain -= 1;
-        Ok(())
     }
 }

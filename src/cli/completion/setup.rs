@@ -7,13 +7,14 @@ use std::io::Write;
 use llama::{Model, TokenizeOptions};
 
 use super::echo::Echo;
+use super::flow::chat_error;
 use super::prompt::PromptInput;
 use super::reverse_prompt::ReversePrompts;
 use super::sampling::Sampling;
 use super::session::Session;
 use super::turns::Turns;
 use super::window::Window;
-use super::{chat_error, Params};
+use super::Params;
 use crate::cli::conversation::{self, Conversation, ConversationMode};
 use crate::common::error::{CliError, Result};
 use crate::common::load;

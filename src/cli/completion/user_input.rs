@@ -5,8 +5,8 @@ use std::io::{BufRead, Write};
 
 use llama::TokenizeOptions;
 
+use super::flow::{chat_error, Flow};
 use super::session::Session;
-use super::{chat_error, Flow};
 use crate::common::error::{CliError, Result};
 use crate::common::escapes::process_escapes;
 

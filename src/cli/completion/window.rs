@@ -7,8 +7,7 @@ use std::io::Write;
 use llama::shifts::{context_shift, SelfExtend};
 use llama::{Batch, LlamaContext, Token};
 
-use super::session::Session;
-use super::Flow;
+use super::flow::Flow;
 use crate::common::error::{CliError, Result};
 use crate::common::params::CommonParams;
 
@@ -50,7 +49,7 @@ impl Window {
     /// Decodes `pending` (then empty), first cutting what cannot fit and making
     /// room. `Stop` when the context is full and may not be shifted; an error when
     /// decoding or the cache edit fails.
-    fn evaluate(
+    pub fn evaluate(
         &mut self,
         ctx: &mut LlamaContext,
         pending: &mut Vec<Token>,
@@ -141,13 +140,5 @@ impl Window {
             let _ = writeln!(log, "after swap: n_past = {}", self.n_past);
         }
         Ok(Flow::Continue)
-    }
-}
-
-impl Session<'_> {
-    /// Decodes the queued tokens, making room first ([`Window::evaluate`]).
-    pub fn evaluate_pending(&mut self, log: &mut dyn Write) -> Result<Flow> {
-        self.window
-            .evaluate(&mut self.ctx, &mut self.pending, self.p, log)
     }
 }
