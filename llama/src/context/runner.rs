@@ -2,8 +2,6 @@
 //! while micro-batches keep its shape, as llama.cpp reuses graphs), allocated, its
 //! inputs filled, computed and its logits read out; and the K-shift graph.
 
-use std::sync::Arc;
-
 use ggml::{Executor, GraphAllocator, TensorId};
 
 use crate::cparams::Cparams;
@@ -54,7 +52,7 @@ impl GraphRunner {
     /// values). Errors: building, allocating or computing the graph.
     pub(super) fn run_ubatch(
         &mut self,
-        model: &Arc<Model>,
+        model: &Model,
         cparams: &Cparams,
         mb: &mut MemoryBatch,
         logits: &mut [f32],

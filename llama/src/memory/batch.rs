@@ -8,7 +8,7 @@
 use ggml::{Context, TensorId};
 
 use super::api::{PosRange, Sequences};
-use super::caches::{CacheId, Memory, MemoryGraphTensors, MemorySlots};
+use super::caches::{of_cache, CacheId, Memory, MemoryGraphTensors, MemorySlots};
 use super::kv_cache::mask::MaskShape;
 use super::kv_cache::slots::SlotInfo;
 use crate::batch::UBatch;
@@ -196,7 +196,7 @@ impl MemoryBatch<'_> {
             ..
         } = &mut *self.mem;
         let (ub, sinfo) = (&bufs.ubatches[self.cur], bufs.slots[self.cur].get(id));
-        let cache = &caches[id.index().min(caches.len() - 1)];
+        let cache = of_cache(caches, id);
         let storage = cache.kv().storage();
         storage.k_idxs(sinfo, &mut bufs.idxs);
         ctx.set_i64(inputs.k_idxs, &bufs.idxs)?;
@@ -218,19 +218,13 @@ impl MemoryBatch<'_> {
     /// Removes the tokens of the current micro-batch and those after it from the
     /// cache, after a failed computation (earlier micro-batches stay, as in llama.cpp).
     pub(crate) fn forget_rest(&mut self) {
-        let Memory {
-            caches,
-            batch: bufs,
-            ..
-        } = &mut *self.mem;
-        for ub in &bufs.ubatches[self.cur..] {
-            for (i, seqs) in ub.seq_ids.iter().enumerate() {
+        for k in self.cur..self.mem.batch.ubatches.len() {
+            for i in 0..self.mem.batch.ubatches[k].n_tokens() {
+                let ub = &self.mem.batch.ubatches[k];
                 let at = PosRange::span(ub.pos[i], ub.pos[i] + 1);
-                for &s in seqs {
-                    for c in caches.iter_mut() {
-                        // The ids were checked when the batch was prepared.
-                        let _ = c.seq_rm(Sequences::One(s), at);
-                    }
+                for s in ub.seq_ids[i].clone() {
+                    // The ids were checked when the batch was prepared.
+                    let _ = self.mem.seq_rm(Sequences::One(s), at);
                 }
             }
         }

@@ -199,6 +199,12 @@ pub(super) struct BatchBuffers {
     pub(super) mask: Vec<f32>,
 }
 
+/// The entry of cache `id` in a per-cache list (the global one's when the memory has
+/// only that cache).
+pub(super) fn of_cache<T>(per_cache: &[T], id: CacheId) -> &T {
+    &per_cache[id.index().min(per_cache.len() - 1)]
+}
+
 /// The memory (KV cache) of a [`crate::LlamaContext`]: read-only facts for describing
 /// and measuring it here; its sequences are edited through [`crate::MemoryOps`] (the
 /// context's `memory_*` methods).
@@ -228,7 +234,7 @@ pub(crate) struct MemoryGraphTensors {
 impl MemoryGraphTensors {
     /// The tensors of cache `id` (the global ones when there is no other).
     pub(crate) fn get(&self, id: CacheId) -> &CacheGraphTensors {
-        &self.caches[id.index().min(self.caches.len() - 1)]
+        of_cache(&self.caches, id)
     }
 }
 
@@ -277,7 +283,7 @@ impl Memory {
 
     /// The cache `id` (the global one when there is no other).
     pub(crate) fn layer_cache_of(&self, id: CacheId) -> &LayerCache {
-        &self.caches[id.index().min(self.caches.len() - 1)]
+        of_cache(&self.caches, id)
     }
 
     /// The plain cache `id` (the global one when there is no other).
