@@ -87,3 +87,18 @@ fn chat_page_in_a_browser() {
     );
     run_script("web_ui.py", &[&s.url]);
 }
+
+#[test]
+fn chat_page_behind_an_api_key() {
+    if !have("selenium", &["/usr/bin/chromium", "/usr/bin/chromedriver"]) {
+        return;
+    }
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let s = TestServer::start(
+        &model,
+        &["--chat-template", "chatml", "--api-key", "page-secret"],
+    );
+    run_script("web_ui.py", &[&s.url, "page-secret"]);
+}
