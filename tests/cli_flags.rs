@@ -738,3 +738,28 @@ fn non_utf8_prompts_are_bytes() {
         "{log}"
     );
 }
+
+#[test]
+fn help_names_every_architecture() {
+    let server: Main =
+        llamars::common::program::main_with::<llamars::server::LlamaServer, OsString>;
+    for (name, main) in [
+        ("llama-cli", CLI),
+        ("llama-perplexity", PPL),
+        ("llama-passkey", PASSKEY),
+        ("llama-tokenize", TOKENIZE),
+        ("simple", SIMPLE),
+        ("llama-server", server),
+    ] {
+        let (code, out, _) = run(main, &[b"--help"]);
+        assert_eq!(code, 0, "{name}");
+        let out = String::from_utf8_lossy(&out).into_owned();
+        for arch in llama::arch::ALL_ARCHS {
+            assert!(
+                out.contains(arch.name()),
+                "{name} --help does not name {}:\n{out}",
+                arch.name()
+            );
+        }
+    }
+}

@@ -248,6 +248,10 @@ pub fn usage<P>(program: &str, about: &str, opts: &[Opt<P>]) -> String {
     for (n, h) in lines {
         s.push_str(&format!("{n:<width$}  {h}\n"));
     }
+    if opts.iter().any(|o| o.names.contains(&"-m")) {
+        let archs: Vec<&str> = llama::arch::ALL_ARCHS.iter().map(|a| a.name()).collect();
+        s.push_str(&format!("\nmodel architectures: {}\n", archs.join(", ")));
+    }
     s
 }
 

@@ -280,7 +280,8 @@ pub struct LlamaServer;
 impl Program for LlamaServer {
     type Params = ServerParams;
     const NAME: &'static str = "llama-server";
-    const ABOUT: &'static str = "An OpenAI-compatible HTTP server for llama and qwen2 GGUF models (llama.cpp's llama-server).";
+    const ABOUT: &'static str =
+        "An OpenAI-compatible HTTP server for GGUF models (llama.cpp's llama-server).";
 
     fn options() -> Vec<Opt<ServerParams>> {
         args::server_opts()
