@@ -427,3 +427,93 @@ fn batches_place_tokens_after_each_sequence() {
     let (x, y) = (alone.logits_ith(4).unwrap(), ctx.logits_ith(2).unwrap());
     assert!(common::nmse(x, y) < 1e-12, "nmse {}", common::nmse(x, y));
 }
+
+#[test]
+fn a_sequence_restored_from_a_state_file_continues() {
+    let Some(m) = stories() else { return };
+    // Straight through: 48 tokens.
+    let mut ctx = context(&m, 1);
+    let p = prompt(&ctx);
+    let (all, _) = steps(
+        &mut ctx,
+        Generation::new(0, &p, SamplerChain::greedy(), params(Some(48), &[])).unwrap(),
+    );
+    let all: Vec<Token> = all.iter().map(|s| s.token).collect();
+
+    // 10 tokens, then save: the cache holds the prompt and the first 9 (the 10th
+    // was sampled, not decoded).
+    let mut ctx = context(&m, 1);
+    let (first, _) = steps(
+        &mut ctx,
+        Generation::new(0, &p, SamplerChain::greedy(), params(Some(10), &[])).unwrap(),
+    );
+    assert_eq!(first.len(), 10);
+    let mut held = p.clone();
+    held.extend(first[..9].iter().map(|s| s.token));
+    let dir = std::env::temp_dir().join(format!("llamars-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("seq0.state");
+    ctx.state_seq_save_file(&file, 0, &held).unwrap();
+
+    // A new context loads it and continues: the same tokens from the 10th on.
+    let mut ctx = context(&m, 1);
+    let history = ctx.state_seq_load_file(&file, 0).unwrap();
+    assert_eq!(history, held);
+    let g = ctx
+        .resume_generation(0, &history, SamplerChain::greedy(), params(Some(39), &[]))
+        .unwrap();
+    let (rest, _) = steps(&mut ctx, g);
+    let rest: Vec<Token> = rest.iter().map(|s| s.token).collect();
+    assert_eq!(rest, all[9..], "continued after the restore");
+    // The history went to the chain: with a repeat penalty (which looks back over
+    // prompt and generated tokens) the continuation is still the straight run's.
+    let penalized = || {
+        SamplerChain::from_params(&SamplerParams {
+            repeat_penalty: 1.5,
+            ..SamplerParams::greedy()
+        })
+        .unwrap()
+    };
+    let mut ctx = context(&m, 1);
+    let (all_pen, _) = steps(
+        &mut ctx,
+        Generation::new(0, &p, penalized(), params(Some(48), &[])).unwrap(),
+    );
+    let mut ctx = context(&m, 1);
+    let (first_pen, _) = steps(
+        &mut ctx,
+        Generation::new(0, &p, penalized(), params(Some(10), &[])).unwrap(),
+    );
+    let mut held_pen = p.clone();
+    held_pen.extend(first_pen[..9].iter().map(|s| s.token));
+    let file_pen = dir.join("seq0-penalized.state");
+    ctx.state_seq_save_file(&file_pen, 0, &held_pen).unwrap();
+    let mut ctx = context(&m, 1);
+    let history = ctx.state_seq_load_file(&file_pen, 0).unwrap();
+    let g = ctx
+        .resume_generation(0, &history, penalized(), params(Some(39), &[]))
+        .unwrap();
+    let rest_pen: Vec<Token> = steps(&mut ctx, g).0.iter().map(|s| s.token).collect();
+    let all_pen: Vec<Token> = all_pen.iter().map(|s| s.token).collect();
+    assert_eq!(rest_pen, all_pen[9..]);
+    assert_ne!(
+        all_pen, all,
+        "the penalty changes the text, so the check means something"
+    );
+    let mut ctx = context(&m, 1);
+    ctx.state_seq_load_file(&file, 0).unwrap();
+
+    // A history that is not what the sequence holds is refused, the cache untouched.
+    let err = ctx
+        .resume_generation(0, &held[..5], SamplerChain::greedy(), params(Some(3), &[]))
+        .unwrap_err();
+    assert!(err.to_string().contains("holds"), "{err}");
+    assert_eq!(
+        ctx.memory_seq_pos_max(0).unwrap(),
+        Some(held.len() as i32 - 1)
+    );
+    assert!(ctx
+        .resume_generation(0, &[], SamplerChain::greedy(), params(Some(3), &[]))
+        .is_err());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -54,6 +54,7 @@
 //! # Ok::<(), llama::LlamaError>(())
 //! ```
 
+mod resume;
 mod text;
 
 use std::ops::Range;
