@@ -1,0 +1,214 @@
+//! Strict mode's checks on a schema node: every keyword the converter would pass over
+//! without honouring it (llama.cpp ignores them silently) is an error naming it.
+//!
+//! A keyword is honoured when the grammar built for the node enforces it. Annotations
+//! (`title`, `description`, ...) constrain nothing and are always accepted.
+
+use serde_json::{Map, Value};
+
+use super::schema::{fail, Property, Schema, StringFormat};
+use crate::grammar::GrammarError;
+
+/// Keywords that never constrain a value.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$comment",
+    "$defs",
+    "definitions",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+];
+
+/// Errors when `schema` (read as `node`) has a keyword the grammar would not
+/// enforce, or bounds that contradict each other. [`GrammarError::Schema`] at `path`.
+pub(crate) fn check_node(
+    schema: &Map<String, Value>,
+    node: &Schema,
+    path: &str,
+) -> Result<(), GrammarError> {
+    let honoured: &[&str] = match node {
+        Schema::Ref(_) => &["$ref"],
+        Schema::AnyOf(_) if schema.contains_key("oneOf") => &["oneOf"],
+        Schema::AnyOf(_) if schema.contains_key("anyOf") => &["anyOf"],
+        // a type array: each alternative was read (and checked) with all the keywords
+        Schema::AnyOf(_) => return Ok(()),
+        Schema::Const(value) => {
+            check_type_of_values(schema, std::slice::from_ref(value), path)?;
+            &["const", "type"]
+        }
+        Schema::Enum(values) => {
+            check_type_of_values(schema, values, path)?;
+            &["enum", "type"]
+        }
+        Schema::AllOf { .. } => &["allOf", "type"],
+        Schema::Object {
+            properties,
+            additional,
+            ..
+        } => {
+            if additional.is_some() && properties.iter().any(|p| p.name == "*") {
+                return fail(
+                    path,
+                    "a property named * beside additional properties is not supported",
+                );
+            }
+            &["type", "properties", "required", "additionalProperties"]
+        }
+        Schema::String(s) => {
+            if !s.pattern.is_empty() {
+                for key in ["format", "minLength", "maxLength"] {
+                    if schema.contains_key(key) {
+                        return fail(path, format!("{key} beside pattern is not supported"));
+                    }
+                }
+            } else if s.format != StringFormat::None {
+                for key in ["minLength", "maxLength"] {
+                    if schema.contains_key(key) {
+                        return fail(path, format!("{key} beside format is not supported"));
+                    }
+                }
+            }
+            if s.max_length >= 0 && s.min_length > s.max_length {
+                return fail(path, "minLength is greater than maxLength");
+            }
+            &["type", "pattern", "format", "minLength", "maxLength"]
+        }
+        Schema::Array {
+            min_items,
+            max_items,
+            ..
+        } => {
+            if *max_items >= 0 && min_items > max_items {
+                return fail(path, "minItems is greater than maxItems");
+            }
+            check_one_items_keyword(schema, path)?;
+            &["type", "items", "prefixItems", "minItems", "maxItems"]
+        }
+        Schema::Tuple(items) => {
+            check_one_items_keyword(schema, path)?;
+            let n = items.len() as i64;
+            if schema
+                .get("minItems")
+                .and_then(Value::as_i64)
+                .is_some_and(|m| m > n)
+                || schema
+                    .get("maxItems")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|m| m < n)
+            {
+                return fail(
+                    path,
+                    "minItems/maxItems beside a list of items is not supported (the grammar has exactly one value per item)",
+                );
+            }
+            &["type", "items", "prefixItems", "minItems", "maxItems"]
+        }
+        Schema::Integer { minimum, maximum } => {
+            for (a, b) in [
+                ("minimum", "exclusiveMinimum"),
+                ("maximum", "exclusiveMaximum"),
+            ] {
+                if schema.contains_key(a) && schema.contains_key(b) {
+                    return fail(path, format!("{a} beside {b} is not supported"));
+                }
+            }
+            if minimum > maximum {
+                return fail(path, "the integer bounds leave no value");
+            }
+            &[
+                "type",
+                "minimum",
+                "maximum",
+                "exclusiveMinimum",
+                "exclusiveMaximum",
+            ]
+        }
+        Schema::Number | Schema::Boolean | Schema::Null => &["type"],
+        Schema::Any => {
+            if schema.get("additionalProperties") == Some(&Value::Bool(true)) {
+                &["additionalProperties"]
+            } else {
+                &[]
+            }
+        }
+    };
+    for key in schema.keys() {
+        if !honoured.contains(&key.as_str()) && !ANNOTATIONS.contains(&key.as_str()) {
+            return fail(path, format!("keyword {key} is not supported here"));
+        }
+    }
+    Ok(())
+}
+
+fn check_one_items_keyword(schema: &Map<String, Value>, path: &str) -> Result<(), GrammarError> {
+    if schema.contains_key("items") && schema.contains_key("prefixItems") {
+        return fail(path, "prefixItems beside items is not supported");
+    }
+    Ok(())
+}
+
+/// A `type` beside `const` / `enum` is not enforced by the grammar (the values are),
+/// so every value must already be of that type.
+fn check_type_of_values(
+    schema: &Map<String, Value>,
+    values: &[Value],
+    path: &str,
+) -> Result<(), GrammarError> {
+    let Some(ty) = schema.get("type") else {
+        return Ok(());
+    };
+    let Some(ty) = ty.as_str() else {
+        return fail(path, "type must be a string or an array of strings");
+    };
+    for value in values {
+        let fits = match ty {
+            "null" => value.is_null(),
+            "boolean" => value.is_boolean(),
+            "number" => value.is_number(),
+            "integer" => {
+                value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0)
+            }
+            "string" => value.is_string(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            other => return fail(path, format!("unrecognized type {other}")),
+        };
+        if !fits {
+            return fail(path, format!("a value of const/enum is not of type {ty}"));
+        }
+    }
+    Ok(())
+}
+
+/// Errors when `required` is malformed or names a property the grammar would not
+/// require (one not in `properties`).
+pub(crate) fn check_required(
+    schema: &Map<String, Value>,
+    properties: &[Property],
+    path: &str,
+) -> Result<(), GrammarError> {
+    let Some(required) = schema.get("required") else {
+        return Ok(());
+    };
+    let Some(names) = required.as_array() else {
+        return fail(path, "required must be an array of strings");
+    };
+    for name in names {
+        let Some(name) = name.as_str() else {
+            return fail(path, "required must be an array of strings");
+        };
+        if !properties.iter().any(|p| p.name == name) {
+            return fail(
+                path,
+                format!("required property {name} is not in properties"),
+            );
+        }
+    }
+    Ok(())
+}
