@@ -125,13 +125,42 @@ impl Converter {
                 let target = self.resolve_ref(doc, reference);
                 self.rules.add(&rule_name, &target)
             }
-            Schema::AnyOf(alts) => {
+            Schema::AnyOf {
+                alts,
+                declared_type,
+                path,
+            } => {
+                if self.mode == Mode::Strict {
+                    if let Some(ty) = declared_type {
+                        let types = alts
+                            .iter()
+                            .fold(0, |acc, alt| acc | value_types(doc, alt, 0));
+                        if types & !type_mask(ty) != 0 {
+                            self.errors.push(GrammarError::Schema {
+                                path: path.clone(),
+                                message: format!(
+                                    "type {ty} beside anyOf/oneOf is not supported (an alternative allows other types)"
+                                ),
+                            });
+                            return String::new();
+                        }
+                    }
+                }
                 let union = self.union_rule(doc, name, alts);
                 self.rules.add(&rule_name, &union)
             }
-            Schema::AllOf { children, path } => {
-                self.visit_all_of(doc, children, path, name, &rule_name)
-            }
+            Schema::AllOf {
+                children,
+                declared_type,
+                path,
+            } => self.visit_all_of(
+                doc,
+                children,
+                declared_type.as_deref(),
+                path,
+                name,
+                &rule_name,
+            ),
             Schema::Const(value) => self.rules.add(&rule_name, &constant_rule(value)),
             Schema::Enum(values) => {
                 let alts: Vec<String> = values.iter().map(constant_rule).collect();
@@ -429,6 +458,7 @@ impl Converter {
         &mut self,
         doc: &Document,
         children: &[Schema],
+        declared_type: Option<&str>,
         path: &str,
         name: &str,
         rule_name: &str,
@@ -438,8 +468,7 @@ impl Converter {
         let mut enum_values: BTreeMap<String, usize> = BTreeMap::new();
         let mut unsupported: BTreeSet<&'static str> = BTreeSet::new();
         for child in children {
-            if let Schema::AnyOf(alts) = child {
-                unsupported.insert("anyOf inside allOf");
+            if let Schema::AnyOf { alts, .. } = child {
                 for alt in alts {
                     add_component(
                         doc,
@@ -480,6 +509,19 @@ impl Converter {
         }
         if !enum_values.is_empty() && !properties.is_empty() {
             unsupported.insert("enum beside object members in allOf");
+        }
+        if let Some(ty) = declared_type {
+            let fits = match &result {
+                // the enum values that are left, each a literal of a JSON value
+                Some(_) => enum_values
+                    .iter()
+                    .filter(|(_, &n)| n == children.len())
+                    .all(|(lit, _)| literal_fits_type(lit, ty)),
+                None => ty == "object",
+            };
+            if !fits {
+                unsupported.insert("a type beside allOf that its members do not keep to");
+            }
         }
         if self.mode == Mode::Strict {
             if let Some(what) = unsupported.first() {
@@ -540,6 +582,9 @@ fn add_component<'d>(
             }
         }
         Schema::Enum(values) => {
+            if !is_required {
+                unsupported.insert("an enum in an anyOf inside allOf");
+            }
             for v in values {
                 *enum_values.entry(constant_rule(v)).or_insert(0) += 1;
             }
@@ -547,6 +592,89 @@ fn add_component<'d>(
         _ => {
             unsupported.insert("an allOf member that is neither an object nor an enum");
         }
+    }
+}
+
+const T_NULL: u8 = 1;
+const T_BOOLEAN: u8 = 2;
+const T_NUMBER: u8 = 4;
+const T_INTEGER: u8 = 8;
+const T_STRING: u8 = 16;
+const T_ARRAY: u8 = 32;
+const T_OBJECT: u8 = 64;
+const T_ALL: u8 = 127;
+
+/// The JSON types a `type` keyword allows (a number may be an integer).
+fn type_mask(ty: &str) -> u8 {
+    match ty {
+        "null" => T_NULL,
+        "boolean" => T_BOOLEAN,
+        "number" => T_NUMBER | T_INTEGER,
+        "integer" => T_INTEGER,
+        "string" => T_STRING,
+        "array" => T_ARRAY,
+        "object" => T_OBJECT,
+        _ => 0,
+    }
+}
+
+fn json_type(value: &Value) -> u8 {
+    match value {
+        Value::Null => T_NULL,
+        Value::Bool(_) => T_BOOLEAN,
+        Value::Number(n) if n.is_i64() || n.is_u64() => T_INTEGER,
+        Value::Number(_) => T_NUMBER,
+        Value::String(_) => T_STRING,
+        Value::Array(_) => T_ARRAY,
+        Value::Object(_) => T_OBJECT,
+    }
+}
+
+/// Whether the JSON value written as the GBNF literal `lit` is of type `ty`.
+fn literal_fits_type(lit: &str, ty: &str) -> bool {
+    // the literal is a quoted JSON text with `\`, `"`, `\r`, `\n` escaped
+    let inner = &lit[1..lit.len().saturating_sub(1).max(1)];
+    let mut text = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('r') => text.push('\r'),
+                Some('n') => text.push('\n'),
+                Some(other) => text.push(other),
+                None => {}
+            }
+        } else {
+            text.push(c);
+        }
+    }
+    serde_json::from_str::<Value>(&text).is_ok_and(|v| json_type(&v) & type_mask(ty) != 0)
+}
+
+/// The JSON types a value matching `schema` may have (llama.cpp's `value_types`);
+/// a `$ref` cycle contributes nothing.
+fn value_types(doc: &Document, schema: &Schema, depth: usize) -> u8 {
+    match schema {
+        Schema::Any => T_ALL,
+        Schema::Null => T_NULL,
+        Schema::Boolean => T_BOOLEAN,
+        Schema::Number => T_NUMBER | T_INTEGER,
+        Schema::Integer { .. } => T_INTEGER,
+        Schema::String(_) => T_STRING,
+        Schema::Array { .. } | Schema::Tuple(_) => T_ARRAY,
+        Schema::Object { .. } => T_OBJECT,
+        Schema::Const(v) => json_type(v),
+        Schema::Enum(values) => values.iter().fold(0, |acc, v| acc | json_type(v)),
+        Schema::Ref(reference) => match doc.refs.get(reference) {
+            Some(target) if depth < 64 => value_types(doc, target, depth + 1),
+            _ => 0,
+        },
+        Schema::AnyOf { alts, .. } => alts
+            .iter()
+            .fold(0, |acc, alt| acc | value_types(doc, alt, depth + 1)),
+        Schema::AllOf { children, .. } => children
+            .iter()
+            .fold(T_ALL, |acc, c| acc & value_types(doc, c, depth + 1)),
     }
 }
 

@@ -62,10 +62,17 @@ pub(crate) enum Schema {
     Any,
     /// A `#/...` reference; its target is in [`Document::refs`].
     Ref(String),
-    AnyOf(Vec<Schema>),
-    /// `path`: where the schema is, for errors.
+    /// `declared_type`: a `type` string beside `anyOf`/`oneOf` (the converter does
+    /// not use it; strict mode checks that the alternatives keep to it).
+    AnyOf {
+        alts: Vec<Schema>,
+        declared_type: Option<String>,
+        path: String,
+    },
+    /// `path`: where the schema is, for errors; `declared_type` as for `AnyOf`.
     AllOf {
         children: Vec<Schema>,
+        declared_type: Option<String>,
         path: String,
     },
     Const(Value),
@@ -136,6 +143,13 @@ struct Reader<'a> {
     mode: Mode,
     /// `None` while the target is being read (a cycle back to it stops there).
     refs: BTreeMap<String, Option<Schema>>,
+}
+
+fn declared_type(schema: &Map<String, Value>) -> Option<String> {
+    schema
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 fn is_integer(v: &Value) -> bool {
@@ -304,10 +318,16 @@ impl<'a> Reader<'a> {
             .collect()
     }
 
-    fn all_of(&mut self, all: &Value, path: &str) -> Result<Schema, GrammarError> {
+    fn all_of(
+        &mut self,
+        schema: &Map<String, Value>,
+        all: &Value,
+        path: &str,
+    ) -> Result<Schema, GrammarError> {
         let path = format!("{path}/allOf");
         Ok(Schema::AllOf {
             children: self.alternatives(all, &path)?,
+            declared_type: declared_type(schema),
             path,
         })
     }
@@ -450,9 +470,11 @@ impl<'a> Reader<'a> {
             } else {
                 "anyOf"
             };
-            return Ok(Schema::AnyOf(
-                self.alternatives(&schema[key], &format!("{path}/{key}"))?,
-            ));
+            return Ok(Schema::AnyOf {
+                alts: self.alternatives(&schema[key], &format!("{path}/{key}"))?,
+                declared_type: declared_type(schema),
+                path: path.to_string(),
+            });
         }
         let ty = schema.get("type").unwrap_or(&Value::Null);
         if let Some(types) = ty.as_array() {
@@ -466,7 +488,11 @@ impl<'a> Reader<'a> {
                 alt.insert("type".into(), t.clone());
                 alts.push(self.node(&Value::Object(alt), &format!("{path}/type/{i}"))?);
             }
-            return Ok(Schema::AnyOf(alts));
+            return Ok(Schema::AnyOf {
+                alts,
+                declared_type: None,
+                path: path.to_string(),
+            });
         }
         if let Some(c) = schema.get("const") {
             return Ok(Schema::Const(c.clone()));
@@ -491,7 +517,7 @@ impl<'a> Reader<'a> {
                 if has_properties {
                     self.object(schema, path)
                 } else if let Some(all) = schema.get("allOf") {
-                    self.all_of(all, path)
+                    self.all_of(schema, all, path)
                 } else if schema.contains_key("items") || schema.contains_key("prefixItems") {
                     self.array(schema, path)
                 } else if schema.contains_key("pattern")
@@ -505,11 +531,11 @@ impl<'a> Reader<'a> {
                 }
             }
             "object" => match schema.get("allOf") {
-                Some(all) if !has_properties => self.all_of(all, path),
+                Some(all) if !has_properties => self.all_of(schema, all, path),
                 _ => self.object(schema, path),
             },
             "string" => match schema.get("allOf") {
-                Some(all) => self.all_of(all, path),
+                Some(all) => self.all_of(schema, all, path),
                 None => self.string(schema, path),
             },
             "array" => self.array(schema, path),

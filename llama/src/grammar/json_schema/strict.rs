@@ -34,10 +34,11 @@ pub(crate) fn check_node(
 ) -> Result<(), GrammarError> {
     let honoured: &[&str] = match node {
         Schema::Ref(_) => &["$ref"],
-        Schema::AnyOf(_) if schema.contains_key("oneOf") => &["oneOf"],
-        Schema::AnyOf(_) if schema.contains_key("anyOf") => &["anyOf"],
+        // `type` beside them is checked by the converter, once `$ref`s can be followed
+        Schema::AnyOf { .. } if schema.contains_key("oneOf") => &["oneOf", "type"],
+        Schema::AnyOf { .. } if schema.contains_key("anyOf") => &["anyOf", "type"],
         // a type array: each alternative was read (and checked) with all the keywords
-        Schema::AnyOf(_) => return Ok(()),
+        Schema::AnyOf { .. } => return Ok(()),
         Schema::Const(value) => {
             check_type_of_values(schema, std::slice::from_ref(value), path)?;
             &["const", "type"]
@@ -138,12 +139,65 @@ pub(crate) fn check_node(
             }
         }
     };
+    let own = node_family(node);
     for key in schema.keys() {
+        let key_family = family(key);
+        // a keyword of another type's family does not constrain this node's values
+        if own.is_some() && key_family.is_some() && key_family != own {
+            continue;
+        }
         if !honoured.contains(&key.as_str()) && !ANNOTATIONS.contains(&key.as_str()) {
             return fail(path, format!("keyword {key} is not supported here"));
         }
     }
     Ok(())
+}
+
+/// The families of type-specific keywords: each constrains only values of its type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    String,
+    Number,
+    Array,
+    Object,
+    /// `null` and `boolean` have no keywords of their own.
+    Other,
+}
+
+fn family(key: &str) -> Option<Family> {
+    Some(match key {
+        "pattern" | "format" | "minLength" | "maxLength" | "contentEncoding"
+        | "contentMediaType" | "contentSchema" => Family::String,
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => {
+            Family::Number
+        }
+        "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems"
+        | "contains" | "minContains" | "maxContains" | "unevaluatedItems" => Family::Array,
+        "properties"
+        | "required"
+        | "additionalProperties"
+        | "patternProperties"
+        | "propertyNames"
+        | "minProperties"
+        | "maxProperties"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | "dependencies"
+        | "unevaluatedProperties" => Family::Object,
+        _ => return None,
+    })
+}
+
+/// The one type family of the values a node accepts, if it has one.
+fn node_family(node: &Schema) -> Option<Family> {
+    match node {
+        Schema::String(_) => Some(Family::String),
+        Schema::Integer { .. } | Schema::Number => Some(Family::Number),
+        Schema::Array { .. } | Schema::Tuple(_) => Some(Family::Array),
+        Schema::Object { .. } => Some(Family::Object),
+        Schema::Boolean | Schema::Null => Some(Family::Other),
+        _ => None,
+    }
 }
 
 fn check_one_items_keyword(schema: &Map<String, Value>, path: &str) -> Result<(), GrammarError> {
