@@ -10,10 +10,10 @@
 //! - lenient ([`json_schema_to_grammar_lenient`], [`build_grammar_lenient`]):
 //!   llama.cpp's behaviour, its warnings returned beside the grammar.
 //!
-//! The steps: [`schema`] reads the JSON into schema nodes ([`strict`] checks them in
-//! strict mode), [`convert`] turns nodes into rules, with [`pattern`] for regular
-//! expressions, [`numbers`] for integer ranges and repetitions, [`not_strings`] for
-//! the keys of additional properties; [`rules`] keeps the rules by name.
+//! The steps: `schema` reads the JSON into schema nodes (`strict` checks them in
+//! strict mode), `convert` turns nodes into rules, with `pattern` for regular
+//! expressions, `numbers` for integer ranges and repetitions, `not_strings` for
+//! the keys of additional properties; `rules` keeps the rules by name.
 
 mod convert;
 mod literal;

@@ -122,6 +122,19 @@ pub(crate) fn check_node(
             if minimum > maximum {
                 return fail(path, "the integer bounds leave no value");
             }
+            let one_sided = match (*minimum != i64::MIN, *maximum != i64::MAX) {
+                (true, false) if *minimum >= 10 => Some(*minimum),
+                (false, true) if *maximum < 0 => Some(-*maximum),
+                _ => None,
+            };
+            if let Some(bound) = one_sided.filter(|&b| !one_sided_bound_is_exact(b)) {
+                return fail(
+                    path,
+                    format!(
+                        "a one-sided integer bound of {bound} (absolute value) is not supported: llama.cpp's grammar for it would let smaller numbers through"
+                    ),
+                );
+            }
             &[
                 "type",
                 "minimum",
@@ -200,6 +213,28 @@ fn node_family(node: &Schema) -> Option<Family> {
     }
 }
 
+/// Whether llama.cpp's `build_min_max_int` writes an exact grammar for "at least
+/// `bound`" (`bound >= 10`, no upper bound). It recurses on the digits after the
+/// first as a number, which drops their leading zeros (`100` becomes `1` then `0`,
+/// letting `15` through), and its digit counts break past 15 digits.
+fn one_sided_bound_is_exact(bound: i64) -> bool {
+    let mut s = bound.to_string();
+    if s.len() > 15 {
+        return false;
+    }
+    while s.len() >= 2 {
+        let rest = &s[1..];
+        if rest.len() >= 2 && rest.starts_with('0') {
+            return false;
+        }
+        let Ok(v) = rest.parse::<i64>() else {
+            return false;
+        };
+        s = v.to_string();
+    }
+    true
+}
+
 fn check_one_items_keyword(schema: &Map<String, Value>, path: &str) -> Result<(), GrammarError> {
     if schema.contains_key("items") && schema.contains_key("prefixItems") {
         return fail(path, "prefixItems beside items is not supported");
@@ -265,4 +300,19 @@ pub(crate) fn check_required(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_sided_bound_is_exact;
+
+    #[test]
+    fn one_sided_bounds_that_llama_cpp_writes_exactly() {
+        for ok in [10, 25, 99, 123, 1234567, 110, 999_999_999_999_999] {
+            assert!(one_sided_bound_is_exact(ok), "{ok}");
+        }
+        for bad in [100, 105, 1005, 2003, 1_000_000_000_000_000] {
+            assert!(!one_sided_bound_is_exact(bad), "{bad}");
+        }
+    }
 }
