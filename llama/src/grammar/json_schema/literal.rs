@@ -40,7 +40,9 @@ pub(crate) fn sanitize_rule_name(name: &str) -> String {
 
 /// `value` as compact JSON text, byte for byte as nlohmann's `dump()` writes it
 /// (object keys in their order, floats in the shortest form with nlohmann's
-/// exponent style: `1e+100`, `1e-05`, `100.0`). Never fails.
+/// exponent style: `1e+100`, `1e-05`, `100.0`). Never fails. One spelling cannot be
+/// followed: serde_json reads the integer `-0` as the float `-0.0`, written `-0.0`
+/// where nlohmann writes `0`.
 pub(crate) fn dump_json(value: &Value) -> String {
     let mut out = String::new();
     write_json(value, &mut out);
