@@ -128,8 +128,16 @@ impl Converter {
             Schema::AnyOf {
                 alts,
                 declared_type,
+                exclusive,
                 path,
             } => {
+                if self.mode == Mode::Strict && *exclusive && !alternatives_exclusive(doc, alts) {
+                    self.errors.push(GrammarError::Schema {
+                        path: path.clone(),
+                        message: "oneOf whose alternatives may overlap is not supported (the grammar would accept a value that matches several)".into(),
+                    });
+                    return String::new();
+                }
                 if self.mode == Mode::Strict {
                     if let Some(ty) = declared_type {
                         let types = alts
@@ -676,6 +684,61 @@ fn value_types(doc: &Document, schema: &Schema, depth: usize) -> u8 {
             .iter()
             .fold(T_ALL, |acc, c| acc & value_types(doc, c, depth + 1)),
     }
+}
+
+/// `schema` with `$ref`s followed (a loop gives the last `$ref`).
+fn follow_refs<'d>(doc: &'d Document, mut schema: &'d Schema) -> &'d Schema {
+    for _ in 0..64 {
+        match schema {
+            Schema::Ref(reference) => match doc.refs.get(reference) {
+                Some(target) => schema = target,
+                None => return schema,
+            },
+            _ => return schema,
+        }
+    }
+    schema
+}
+
+/// The JSON texts a const/enum schema allows, or `None` for any other schema.
+fn constant_texts(doc: &Document, schema: &Schema) -> Option<BTreeSet<String>> {
+    match follow_refs(doc, schema) {
+        Schema::Const(v) => Some(BTreeSet::from([dump_json(v)])),
+        Schema::Enum(values) => Some(values.iter().map(dump_json).collect()),
+        _ => None,
+    }
+}
+
+/// Whether no value can match two of `alts` (so `oneOf` is `anyOf`): each pair
+/// allows disjoint JSON types, or both are objects with a required property whose
+/// const/enum values differ (a discriminator).
+fn alternatives_exclusive(doc: &Document, alts: &[Schema]) -> bool {
+    let disjoint = |a: &Schema, b: &Schema| {
+        if value_types(doc, a, 0) & value_types(doc, b, 0) == 0 {
+            return true;
+        }
+        let (Schema::Object { properties: pa, .. }, Schema::Object { properties: pb, .. }) =
+            (follow_refs(doc, a), follow_refs(doc, b))
+        else {
+            return false;
+        };
+        pa.iter().filter(|p| p.required).any(|p| {
+            pb.iter()
+                .find(|q| q.required && q.name == p.name)
+                .is_some_and(|q| {
+                    match (
+                        constant_texts(doc, &p.schema),
+                        constant_texts(doc, &q.schema),
+                    ) {
+                        (Some(x), Some(y)) => x.is_disjoint(&y),
+                        _ => false,
+                    }
+                })
+        })
+    };
+    alts.iter()
+        .enumerate()
+        .all(|(i, a)| alts[i + 1..].iter().all(|b| disjoint(a, b)))
 }
 
 /// The rule of one JSON value: its text as a literal.

@@ -64,9 +64,11 @@ pub(crate) enum Schema {
     Ref(String),
     /// `declared_type`: a `type` string beside `anyOf`/`oneOf` (the converter does
     /// not use it; strict mode checks that the alternatives keep to it).
+    /// `exclusive`: read from `oneOf` (exactly one alternative may match).
     AnyOf {
         alts: Vec<Schema>,
         declared_type: Option<String>,
+        exclusive: bool,
         path: String,
     },
     /// `path`: where the schema is, for errors; `declared_type` as for `AnyOf`.
@@ -472,6 +474,7 @@ impl<'a> Reader<'a> {
             };
             return Ok(Schema::AnyOf {
                 alts: self.alternatives(&schema[key], &format!("{path}/{key}"))?,
+                exclusive: key == "oneOf",
                 declared_type: declared_type(schema),
                 path: path.to_string(),
             });
@@ -491,6 +494,7 @@ impl<'a> Reader<'a> {
             return Ok(Schema::AnyOf {
                 alts,
                 declared_type: None,
+                exclusive: false,
                 path: path.to_string(),
             });
         }
