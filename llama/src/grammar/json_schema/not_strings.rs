@@ -14,6 +14,10 @@ struct Node {
 /// `char_rule` names the rule of one string character. In strict mode, an error
 /// message when a character of the strings cannot stand in a character class as
 /// llama.cpp writes it (`]`, `\`, or `-` between other characters).
+///
+/// The rule compares the key's characters as written: a key spelled with JSON
+/// escapes (`"\u0061"` for `"a"`) is not recognised as one of the strings, as in
+/// llama.cpp.
 pub(crate) fn not_strings(
     strings: &[String],
     char_rule: &str,

@@ -9,6 +9,11 @@
 //! The pattern is walked by characters where llama.cpp walks bytes: the two differ
 //! only for a quantifier right after a multi-byte character, where llama.cpp's
 //! output splits the character (and is not valid UTF-8).
+//!
+//! As in llama.cpp, the rule matches the string's characters as they are written
+//! between the quotes, without JSON escaping: a pattern that allows `"`, `\` or a
+//! control character (`.`, `[^a]`, a literal `"`) lets the model write them raw,
+//! which is not valid JSON.
 
 use std::collections::HashMap;
 
