@@ -473,7 +473,8 @@ impl Converter {
     ) -> String {
         let mut required: HashSet<&str> = HashSet::new();
         let mut properties: Vec<(&str, &Schema)> = Vec::new();
-        let mut enum_values: BTreeMap<String, usize> = BTreeMap::new();
+        // each enum value's literal: how many members allow it, and the value
+        let mut enum_values: BTreeMap<String, (usize, &Value)> = BTreeMap::new();
         let mut unsupported: BTreeSet<&'static str> = BTreeSet::new();
         for child in children {
             if let Schema::AnyOf { alts, .. } = child {
@@ -506,7 +507,7 @@ impl Converter {
         if !enum_values.is_empty() {
             let intersection: Vec<String> = enum_values
                 .iter()
-                .filter(|(_, &n)| n == children.len())
+                .filter(|(_, (n, _))| *n == children.len())
                 .map(|(k, _)| k.clone())
                 .collect();
             if !intersection.is_empty() {
@@ -520,11 +521,10 @@ impl Converter {
         }
         if let Some(ty) = declared_type {
             let fits = match &result {
-                // the enum values that are left, each a literal of a JSON value
                 Some(_) => enum_values
-                    .iter()
-                    .filter(|(_, &n)| n == children.len())
-                    .all(|(lit, _)| literal_fits_type(lit, ty)),
+                    .values()
+                    .filter(|(n, _)| *n == children.len())
+                    .all(|(_, v)| json_type(v) & type_mask(ty) != 0),
                 None => ty == "object",
             };
             if !fits {
@@ -558,7 +558,7 @@ fn add_component<'d>(
     is_required: bool,
     properties: &mut Vec<(&'d str, &'d Schema)>,
     required: &mut HashSet<&'d str>,
-    enum_values: &mut BTreeMap<String, usize>,
+    enum_values: &mut BTreeMap<String, (usize, &'d Value)>,
     unsupported: &mut BTreeSet<&'static str>,
     depth: usize,
 ) {
@@ -594,7 +594,7 @@ fn add_component<'d>(
                 unsupported.insert("an enum in an anyOf inside allOf");
             }
             for v in values {
-                *enum_values.entry(constant_rule(v)).or_insert(0) += 1;
+                enum_values.entry(constant_rule(v)).or_insert((0, v)).0 += 1;
             }
         }
         _ => {
@@ -636,27 +636,6 @@ fn json_type(value: &Value) -> u8 {
         Value::Array(_) => T_ARRAY,
         Value::Object(_) => T_OBJECT,
     }
-}
-
-/// Whether the JSON value written as the GBNF literal `lit` is of type `ty`.
-fn literal_fits_type(lit: &str, ty: &str) -> bool {
-    // the literal is a quoted JSON text with `\`, `"`, `\r`, `\n` escaped
-    let inner = &lit[1..lit.len().saturating_sub(1).max(1)];
-    let mut text = String::new();
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('r') => text.push('\r'),
-                Some('n') => text.push('\n'),
-                Some(other) => text.push(other),
-                None => {}
-            }
-        } else {
-            text.push(c);
-        }
-    }
-    serde_json::from_str::<Value>(&text).is_ok_and(|v| json_type(&v) & type_mask(ty) != 0)
 }
 
 /// The JSON types a value matching `schema` may have (llama.cpp's `value_types`);
