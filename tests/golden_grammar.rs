@@ -1,0 +1,176 @@
+//! Grammar-constrained generation against llama.cpp's `llama-completion`
+//! (`../shared/golden/grammar/`): every `NAME.args` run through llama-cli must print
+//! text starting with llama.cpp's `NAME.txt` (llama.cpp's logger may lose the tail
+//! of stdout at exit), and the same case through the library (`LlamaContext::generate`
+//! with a chain carrying the grammar) must produce that text too. Also: a bad
+//! grammar is refused before anything is generated.
+
+mod common;
+
+use std::path::PathBuf;
+
+use llama::grammar::GrammarSampler;
+use llama::{GenerateParams, LlamaContext, SamplerChain, TokenizeOptions};
+use llamars::cli::completion;
+
+/// Every `*.args` of the grammar goldens, sorted; `None` (skipped) without the folder.
+fn cases() -> Option<Vec<(String, PathBuf)>> {
+    let dir = common::shared_file("golden/grammar")?;
+    let mut v: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .expect("golden/grammar")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "args"))
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, p)
+        })
+        .collect();
+    v.sort();
+    Some(v)
+}
+
+fn golden(args: &std::path::Path) -> (Vec<String>, Vec<u8>) {
+    let shared = common::shared_dir().display().to_string();
+    let words = common::args_words(&std::fs::read_to_string(args).expect("args"), &shared);
+    let want = std::fs::read(args.with_extension("txt")).expect("txt");
+    (words, want)
+}
+
+/// The golden text without trailing whitespace (its logger may cut the tail).
+fn trimmed(b: &[u8]) -> &[u8] {
+    common::trim_end(b)
+}
+
+#[test]
+fn llama_cli_prints_llama_cpp_s_text() {
+    let Some(cases) = cases() else { return };
+    assert!(
+        cases.len() >= 6,
+        "expected the grammar goldens, found {cases:?}"
+    );
+    let mut failed = Vec::new();
+    for (name, args) in &cases {
+        let (words, want) = golden(args);
+        let (mut out, mut log) = (Vec::new(), Vec::new());
+        let code = completion::main_with(&words, &mut std::io::empty(), &mut out, &mut log);
+        let want = trimmed(&want);
+        if code != 0 || !out.starts_with(want) {
+            failed.push(format!(
+                "{name}: exit {code}\n ours: {:?}\n want: {:?}\n log tail: {}",
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(want),
+                String::from_utf8_lossy(&log[log.len().saturating_sub(400)..])
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+#[test]
+fn the_library_generates_llama_cpp_s_text() {
+    let Some(cases) = cases() else { return };
+    let mut failed = Vec::new();
+    for (name, args) in &cases {
+        let (words, want) = golden(args);
+        let params = completion::parse_args(&words)
+            .expect("arguments")
+            .expect("not -h");
+        let p = &params.common;
+        let model = llama::load_model(&p.model, p.model_params()).expect("model");
+        let grammar = match GrammarSampler::new(&model.vocab, &p.grammar, "root") {
+            Ok(g) => g,
+            Err(e) => {
+                failed.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        let chain = SamplerChain::from_params(&p.sampling)
+            .expect("chain")
+            .with_grammar(grammar);
+        let mut ctx = LlamaContext::new(model, &p.context_params()).expect("context");
+        let prompt = ctx.tokenize(&p.prompt, TokenizeOptions::PROMPT);
+        let gen = GenerateParams {
+            max_tokens: Some(p.n_predict as usize),
+            ..Default::default()
+        };
+        let mut text = Vec::new();
+        for piece in ctx.generate(&prompt, chain, gen) {
+            text.extend_from_slice(piece.expect("generation").as_bytes());
+        }
+        // The library prints no end marker: compare up to llama.cpp's.
+        let want = trimmed(&want);
+        let want = want.strip_suffix(b" [end of text]").unwrap_or(want);
+        let want = trimmed(want);
+        if !text.starts_with(want) {
+            failed.push(format!(
+                "{name}:\n ours: {:?}\n want: {:?}",
+                String::from_utf8_lossy(&text),
+                String::from_utf8_lossy(want)
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let code = completion::main_with(args, &mut std::io::empty(), &mut out, &mut log);
+    (
+        code,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&log).into_owned(),
+    )
+}
+
+#[test]
+fn a_bad_grammar_stops_before_generating() {
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let m = model.display().to_string();
+    for (grammar, want) in [
+        (
+            "root ::= foo",
+            "line 1, column 10: undefined rule identifier 'foo'",
+        ),
+        ("root ::= \"abc", "line 1, column 10: unterminated literal"),
+        ("root ::= [a-z\nx ::= \"\\q\"", "unknown escape"),
+        ("item ::= \"a\"", "grammar does not contain a 'root' symbol"),
+        ("root ::= root \"a\" | \"b\"", "left recursion"),
+    ] {
+        let (code, out, log) = cli(&[
+            "-m",
+            &m,
+            "-p",
+            "Once",
+            "-n",
+            "8",
+            "--grammar",
+            grammar,
+            "-no-cnv",
+            "--no-display-prompt",
+        ]);
+        assert_ne!(code, 0, "{grammar:?}");
+        assert!(out.is_empty(), "{grammar:?}: printed {out:?}");
+        assert!(
+            log.contains("failed to parse grammar") && log.contains(want),
+            "{grammar:?}: {log}"
+        );
+    }
+    let (code, out, log) = cli(&["-m", &m, "-p", "Once", "-j", "{not json", "-no-cnv"]);
+    assert_ne!(code, 0);
+    assert!(
+        out.is_empty() && log.contains("invalid JSON schema"),
+        "{log}"
+    );
+    let (code, _, log) = cli(&[
+        "-m",
+        &m,
+        "-p",
+        "Once",
+        "--grammar-file",
+        "/nonexistent.gbnf",
+    ]);
+    assert_ne!(code, 0);
+    assert!(log.contains("/nonexistent.gbnf"), "{log}");
+}
