@@ -123,9 +123,12 @@ fn toy_vocab() -> Vocab {
     ] {
         texts.push(w.as_bytes().to_vec());
     }
+    let n = texts.len();
     let mut parts = VocabParts::new(VocabKind::Spm, texts);
-    let n = parts.texts.len();
     parts.scores = Some(vec![0.0; n]);
+    let mut types = vec![1; n];
+    types[..3].copy_from_slice(&[2, 3, 3]);
+    parts.token_types = Some(types);
     Vocab::from_parts(parts).expect("toy vocab")
 }
 
@@ -203,8 +206,7 @@ fn lazy_grammars_wait_for_their_trigger() {
     s.accept(id(&v, "x"));
     s.accept(id(&v, "1"));
     assert!(s.is_awaiting_trigger());
-    // "x{" arrives as "x" then "{\"": the grammar is fed from "{" on and rejects
-    // the quote, so it dies; a plain "{" wakes it cleanly.
+    // The word appears: the grammar is fed the text from it on.
     s.accept(id(&v, "{"));
     assert!(!s.is_awaiting_trigger());
     assert_eq!(allowed(&s, &v), ["a", "b", "c", "ab", "abc"]);
