@@ -41,75 +41,92 @@ fn trimmed(b: &[u8]) -> &[u8] {
     common::trim_end(b)
 }
 
-#[test]
-fn llama_cli_prints_llama_cpp_s_text() {
-    let Some(cases) = cases() else { return };
+/// The case `name` through llama-cli: its stdout starts with llama.cpp's.
+fn cli_case(name: &str) {
+    let Some(args) = common::shared_file(&format!("golden/grammar/{name}.args")) else {
+        return;
+    };
+    let (words, want) = golden(&args);
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let code = completion::main_with(&words, &mut std::io::empty(), &mut out, &mut log);
+    let want = trimmed(&want);
     assert!(
-        cases.len() >= 6,
-        "expected the grammar goldens, found {cases:?}"
+        code == 0 && out.starts_with(want),
+        "{name}: exit {code}\n ours: {:?}\n want: {:?}\n log tail: {}",
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(want),
+        String::from_utf8_lossy(&log[log.len().saturating_sub(400)..])
     );
-    let mut failed = Vec::new();
-    for (name, args) in &cases {
-        let (words, want) = golden(args);
-        let (mut out, mut log) = (Vec::new(), Vec::new());
-        let code = completion::main_with(&words, &mut std::io::empty(), &mut out, &mut log);
-        let want = trimmed(&want);
-        if code != 0 || !out.starts_with(want) {
-            failed.push(format!(
-                "{name}: exit {code}\n ours: {:?}\n want: {:?}\n log tail: {}",
-                String::from_utf8_lossy(&out),
-                String::from_utf8_lossy(want),
-                String::from_utf8_lossy(&log[log.len().saturating_sub(400)..])
-            ));
-        }
-    }
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-#[test]
-fn the_library_generates_llama_cpp_s_text() {
-    let Some(cases) = cases() else { return };
-    let mut failed = Vec::new();
-    for (name, args) in &cases {
-        let (words, want) = golden(args);
-        let params = completion::parse_args(&words)
-            .expect("arguments")
-            .expect("not -h");
-        let p = &params.common;
-        let model = llama::load_model(&p.model, p.model_params()).expect("model");
-        let grammar = match GrammarSampler::new(&model.vocab, &p.grammar, "root") {
-            Ok(g) => g,
-            Err(e) => {
-                failed.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        let chain = SamplerChain::from_params(&p.sampling)
-            .expect("chain")
-            .with_grammar(grammar);
-        let mut ctx = LlamaContext::new(model, &p.context_params()).expect("context");
-        let prompt = ctx.tokenize(&p.prompt, TokenizeOptions::PROMPT);
-        let gen = GenerateParams {
-            max_tokens: Some(p.n_predict as usize),
-            ..Default::default()
-        };
-        let mut text = Vec::new();
-        for piece in ctx.generate(&prompt, chain, gen) {
-            text.extend_from_slice(piece.expect("generation").as_bytes());
-        }
-        // The library prints no end marker: compare up to llama.cpp's.
-        let want = trimmed(&want);
-        let want = want.strip_suffix(b" [end of text]").unwrap_or(want);
-        let want = trimmed(want);
-        if !text.starts_with(want) {
-            failed.push(format!(
-                "{name}:\n ours: {:?}\n want: {:?}",
-                String::from_utf8_lossy(&text),
-                String::from_utf8_lossy(want)
-            ));
-        }
+/// The case `name` through the library: `LlamaContext::generate` with llama.cpp's
+/// chain for its settings and the grammar gives llama.cpp's text (without the end
+/// marker, which is llama-cli's).
+fn library_case(name: &str) {
+    let Some(args) = common::shared_file(&format!("golden/grammar/{name}.args")) else {
+        return;
+    };
+    let (words, want) = golden(&args);
+    let params = completion::parse_args(&words)
+        .unwrap_or_else(|e| panic!("{name}: arguments: {e}"))
+        .expect("not -h");
+    let p = &params.common;
+    let model = llama::load_model(&p.model, p.model_params()).expect("model");
+    let grammar = GrammarSampler::new(&model.vocab, &p.grammar, "root")
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let chain = SamplerChain::from_params(&p.sampling)
+        .expect("chain")
+        .with_grammar(grammar);
+    let mut ctx = LlamaContext::new(model, &p.context_params()).expect("context");
+    let prompt = ctx.tokenize(&p.prompt, TokenizeOptions::PROMPT);
+    let gen = GenerateParams {
+        max_tokens: Some(p.n_predict as usize),
+        ..Default::default()
+    };
+    let mut text = Vec::new();
+    for piece in ctx.generate(&prompt, chain, gen) {
+        text.extend_from_slice(piece.expect("generation").as_bytes());
     }
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let want = trimmed(&want);
+    let want = trimmed(want.strip_suffix(b" [end of text]").unwrap_or(want));
+    assert!(
+        text.starts_with(want),
+        "{name}:\n ours: {:?}\n want: {:?}",
+        String::from_utf8_lossy(&text),
+        String::from_utf8_lossy(want)
+    );
+}
+
+macro_rules! cases {
+    ($($cli:ident, $lib:ident => $name:literal,)*) => {
+        $(
+            #[test]
+            fn $cli() {
+                cli_case($name);
+            }
+            #[test]
+            fn $lib() {
+                library_case($name);
+            }
+        )*
+        /// Every golden case has its two tests.
+        #[test]
+        fn every_golden_case_has_a_test() {
+            let Some(cases) = cases() else { return };
+            let names: Vec<&str> = cases.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names, [$($name),*], "golden grammar cases changed: update the list");
+        }
+    };
+}
+
+// schema-enum-seed needs the JSON-schema converter (`-j`).
+cases! {
+    arithmetic_seed_cli, arithmetic_seed_library => "arithmetic-seed",
+    json_arr_seed_cli, json_arr_seed_library => "json-arr-seed",
+    json_greedy_cli, json_greedy_library => "json-greedy",
+    json_q8_greedy_cli, json_q8_greedy_library => "json-q8-greedy",
+    list_greedy_cli, list_greedy_library => "list-greedy",
+    schema_enum_seed_cli, schema_enum_seed_library => "schema-enum-seed",
 }
 
 fn cli(args: &[&str]) -> (i32, String, String) {
