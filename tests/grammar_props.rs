@@ -110,6 +110,9 @@ proptest! {
             .filter(|&&t| !vocab.is_eog(t))
             .flat_map(|&t| vocab.token_to_piece(t, 0, true).unwrap().to_vec())
             .collect();
+        if std::env::var_os("GRAMMAR_PROPS_SHOW").is_some() {
+            eprintln!("{text:?} -> {:?} (ended: {ended})", String::from_utf8_lossy(&body));
+        }
         if ended {
             prop_assert!(grammar.accepts_bytes(&body), "{text}\nfinished but not a sentence: {:?}", String::from_utf8_lossy(&body));
         } else {
