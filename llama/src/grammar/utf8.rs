@@ -106,7 +106,7 @@ mod tests {
         let (v, p) = dec(&[b'a', 0x80], PartialUtf8::default());
         assert!(v.is_empty() && p.is_invalid());
         let (v, p) = dec(
-            &[b'a'],
+            b"a",
             PartialUtf8 {
                 value: 2,
                 n_remain: 1,
