@@ -105,6 +105,68 @@ impl Rules {
     }
 }
 
+impl Rules {
+    /// The code points the class at `pos` admits, as sorted disjoint inclusive
+    /// ranges (what [`Rules::match_char`] says yes to).
+    pub fn class_ranges(&self, mut pos: u32) -> Vec<(u32, u32)> {
+        let first = self.at(pos);
+        let positive = matches!(first, Elem::Char(_) | Elem::CharAny);
+        let mut ranges = Vec::new();
+        loop {
+            let e = self.at(pos);
+            let v = elem_value(e);
+            if let Elem::CharRngUpper(hi) = self.at(pos + 1) {
+                if v <= hi {
+                    ranges.push((v, hi));
+                }
+                pos += 2;
+            } else if e == Elem::CharAny {
+                ranges.push((0, u32::MAX));
+                pos += 1;
+            } else {
+                ranges.push((v, v));
+                pos += 1;
+            }
+            if !matches!(self.at(pos), Elem::CharAlt(_)) {
+                break;
+            }
+        }
+        ranges.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::new();
+        for (lo, hi) in ranges {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        if positive {
+            return merged;
+        }
+        let mut out = Vec::new();
+        let mut next = 0u32;
+        let mut open = true;
+        for (lo, hi) in merged {
+            if lo > next {
+                out.push((next, lo - 1));
+            }
+            if hi == u32::MAX {
+                open = false;
+                break;
+            }
+            next = hi + 1;
+        }
+        if open {
+            out.push((next, u32::MAX));
+        }
+        out
+    }
+
+    /// The position after the class at `pos`.
+    pub fn after_class(&self, pos: u32) -> u32 {
+        self.match_char(pos, 0).1
+    }
+}
+
 fn elem_value(e: Elem) -> u32 {
     match e {
         Elem::RuleRef(v)
@@ -285,8 +347,11 @@ pub struct Cand {
     pub partial: PartialUtf8,
 }
 
-/// The candidates that no stack of `stacks` admits (llama.cpp's
-/// `llama_grammar_reject_candidates`); `codes` holds their code points.
+/// The candidates that no stack of `stacks` admits, computed as llama.cpp's
+/// `llama_grammar_reject_candidates` does (stack by stack over the candidates the
+/// previous stacks rejected); `codes` holds their code points. The reference for
+/// [`admit`], which finds the same set faster.
+#[cfg(test)]
 pub fn reject_candidates(
     rules: &Rules,
     stacks: &[Stack],
@@ -310,6 +375,7 @@ pub fn reject_candidates(
 }
 
 /// The candidates that `stack` does not admit.
+#[cfg(test)]
 fn reject_for_stack(rules: &Rules, stack: &[u32], codes: &[u32], cands: &[Cand]) -> Vec<Cand> {
     let mut rejects = Vec::with_capacity(cands.len());
     let Some(&top) = stack.last() else {
@@ -358,6 +424,89 @@ fn reject_for_stack(rules: &Rules, stack: &[u32], codes: &[u32], cands: &[Cand])
     let next_rejects = reject_candidates(rules, &next_stacks, codes, next);
     rejects.extend(next_rejects.into_iter().map(|c| Cand { at: c.at - 1, ..c }));
     rejects
+}
+
+/// Marks in `admitted` (by candidate index) every candidate of `cands` that some
+/// stack of `stacks` admits: the complement of what llama.cpp's
+/// `llama_grammar_reject_candidates` rejects (a candidate's fate depends on it
+/// alone, so a stack need only look at the candidates no stack admitted yet).
+/// Candidates are sorted by their next code point, so those a character class
+/// admits are a few runs found by binary search. `sorted`: every candidate has a
+/// code point left and they are in ascending order of it already.
+pub fn admit(
+    rules: &Rules,
+    stacks: &[Stack],
+    codes: &[u32],
+    mut cands: Vec<Cand>,
+    sorted: bool,
+    admitted: &mut [bool],
+) {
+    let (ended, rest) = if sorted {
+        (Vec::new(), cands)
+    } else {
+        // Ended candidates first, the others by their next code point.
+        cands.sort_unstable_by_key(|c| {
+            if c.at == c.end {
+                (0u8, 0u32)
+            } else {
+                (1, codes[c.at as usize])
+            }
+        });
+        let split = cands.partition_point(|c| c.at == c.end);
+        let rest = cands.split_off(split);
+        (cands, rest)
+    };
+    let nexts: Vec<u32> = rest.iter().map(|c| codes[c.at as usize]).collect();
+    for stack in stacks {
+        let Some(&top) = stack.last() else {
+            for c in &ended {
+                if c.partial.n_remain == 0 {
+                    admitted[c.index as usize] = true;
+                }
+            }
+            continue;
+        };
+        let e = rules.at(top);
+        if e.is_token() {
+            for c in &ended {
+                if c.partial.n_remain == 0 {
+                    admitted[c.index as usize] = true;
+                }
+            }
+            for c in &rest {
+                if match_token(e, c.id) {
+                    admitted[c.index as usize] = true;
+                }
+            }
+            continue;
+        }
+        for c in &ended {
+            if c.partial.n_remain == 0 || rules.match_partial_char(top, c.partial) {
+                admitted[c.index as usize] = true;
+            }
+        }
+        let mut next = Vec::new();
+        for (lo, hi) in rules.class_ranges(top) {
+            let a = nexts.partition_point(|&x| x < lo);
+            let b = nexts.partition_point(|&x| x <= hi);
+            for c in rest.get(a..b).unwrap_or(&[]) {
+                if !admitted[c.index as usize] {
+                    next.push(Cand { at: c.at + 1, ..*c });
+                }
+            }
+        }
+        if next.is_empty() {
+            continue;
+        }
+        let after = rules.after_class(top);
+        let mut stack_after: Stack = stack[..stack.len() - 1].to_vec();
+        if !rules.at(after).is_end_of_sequence() {
+            stack_after.push(after);
+        }
+        let mut next_stacks = Vec::new();
+        advance_stack(rules, stack_after, &mut next_stacks);
+        admit(rules, &next_stacks, codes, next, false, admitted);
+    }
 }
 
 /// The grammar's state while text is generated: the live stacks and an unfinished

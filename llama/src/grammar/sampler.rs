@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::error::GrammarError;
-use super::matcher::{reject_candidates, Cand};
+use super::matcher::{admit, Cand};
 use super::tokens::{TokenCodes, TokenKind};
 use super::triggers::Triggers;
 use super::utf8;
@@ -90,19 +90,56 @@ impl GrammarSampler {
             return;
         }
         let allow_eog = self.matcher.can_end();
-        let fresh = self.matcher.partial.n_remain <= 0;
-        let mut scratch: Vec<u32> = Vec::new();
-        let mut cands = Vec::with_capacity(cur.data.len());
-        for (i, d) in cur.data.iter_mut().enumerate() {
-            let id = d.id as u32;
-            match self.codes.kind(id) {
-                TokenKind::Eog => {
-                    if !allow_eog {
-                        d.logit = f32::NEG_INFINITY;
+        let n = self.codes.len();
+        let mut admitted = vec![false; n];
+        if !self.matcher.stacks.is_empty() {
+            let fresh = self.matcher.partial.n_remain <= 0;
+            if fresh && cur.data.len() * 8 >= n {
+                // Most of the vocabulary: walk the tokens in the table's order of
+                // first code points, so the top level needs no sort.
+                let mut present = vec![false; n];
+                for d in &cur.data {
+                    if let Some(p) = present.get_mut(d.id as usize) {
+                        *p = true;
                     }
                 }
-                TokenKind::Never => d.logit = f32::NEG_INFINITY,
-                TokenKind::Text => {
+                let span = |&id: &u32| {
+                    let (at, end, partial) = self.codes.span(id);
+                    Cand {
+                        index: id,
+                        id,
+                        at,
+                        end,
+                        partial,
+                    }
+                };
+                let with: Vec<Cand> = self
+                    .codes
+                    .with_codes()
+                    .iter()
+                    .filter(|&&id| present[id as usize])
+                    .map(span)
+                    .collect();
+                let without: Vec<Cand> = self
+                    .codes
+                    .without_codes()
+                    .iter()
+                    .filter(|&&id| present[id as usize])
+                    .map(span)
+                    .collect();
+                let rules = &self.matcher.rules;
+                let stacks = &self.matcher.stacks;
+                let codes = self.codes.codes();
+                admit(rules, stacks, codes, with, true, &mut admitted);
+                admit(rules, stacks, codes, without, false, &mut admitted);
+            } else {
+                let mut scratch: Vec<u32> = Vec::new();
+                let mut cands = Vec::new();
+                for d in &cur.data {
+                    let id = d.id as u32;
+                    if self.codes.kind(id) != TokenKind::Text {
+                        continue;
+                    }
                     let (at, end, partial) = if fresh {
                         self.codes.span(id)
                     } else {
@@ -115,41 +152,76 @@ impl GrammarSampler {
                         (at, scratch.len() as u32, partial)
                     };
                     cands.push(Cand {
-                        index: i as u32,
+                        index: id,
                         id,
                         at,
                         end,
                         partial,
                     });
                 }
+                let codes = if fresh { self.codes.codes() } else { &scratch };
+                admit(
+                    &self.matcher.rules,
+                    &self.matcher.stacks,
+                    codes,
+                    cands,
+                    false,
+                    &mut admitted,
+                );
             }
         }
-        let codes = if fresh { self.codes.codes() } else { &scratch };
-        let rules = &self.matcher.rules;
-        let rejects = if self.matcher.stacks.is_empty() {
-            cands
-        } else {
-            reject_candidates(rules, &self.matcher.stacks, codes, cands)
-        };
-        for r in rejects {
-            cur.data[r.index as usize].logit = f32::NEG_INFINITY;
+        for d in cur.data.iter_mut() {
+            let ok = match self.codes.kind(d.id as u32) {
+                TokenKind::Eog => allow_eog,
+                TokenKind::Never => false,
+                TokenKind::Text => admitted.get(d.id as usize).copied().unwrap_or(false),
+            };
+            if !ok {
+                d.logit = f32::NEG_INFINITY;
+            }
         }
     }
 
     /// Whether the grammar admits `token` next (what [`GrammarSampler::apply`] would
     /// leave of it); always true while a lazy grammar waits.
     pub fn allows(&self, token: Token) -> bool {
-        let mut one = Candidates {
-            data: vec![crate::sampling::TokenData {
-                id: token,
-                logit: 1.0,
-                p: 0.0,
-            }],
-            sorted: false,
-            selected: None,
-        };
-        self.apply(&mut one);
-        one.data[0].logit != f32::NEG_INFINITY
+        if self.awaiting {
+            return true;
+        }
+        let id = token as u32;
+        match self.codes.kind(id) {
+            TokenKind::Eog => self.matcher.can_end(),
+            TokenKind::Never => false,
+            TokenKind::Text => {
+                let mut scratch = Vec::new();
+                let fresh = self.matcher.partial.n_remain <= 0;
+                let (at, end, partial) = if fresh {
+                    self.codes.span(id)
+                } else {
+                    let partial =
+                        utf8::decode(self.pieces.piece(token), self.matcher.partial, &mut scratch);
+                    (0, scratch.len() as u32, partial)
+                };
+                let cand = Cand {
+                    index: 0,
+                    id,
+                    at,
+                    end,
+                    partial,
+                };
+                let codes = if fresh { self.codes.codes() } else { &scratch };
+                let mut admitted = [false];
+                admit(
+                    &self.matcher.rules,
+                    &self.matcher.stacks,
+                    codes,
+                    vec![cand],
+                    false,
+                    &mut admitted,
+                );
+                admitted[0]
+            }
+        }
     }
 
     /// Follows a generated token (llama.cpp's `llama_grammar_accept_impl`). While a

@@ -255,3 +255,80 @@ fn pieces_are_shared_per_vocabulary() {
     let chain = SamplerChain::new().with_grammar(a);
     assert!(Arc::ptr_eq(chain.pieces().unwrap(), &v.pieces()));
 }
+
+/// The mask equals llama.cpp's stack-by-stack rejection over every state a few
+/// texts pass through, with the whole toy vocabulary and with subsets of it.
+#[test]
+fn admit_agrees_with_llama_cpp_s_rejection() {
+    use super::matcher::{reject_candidates, Cand};
+    let v = toy_vocab();
+    let grammars = [
+        "root ::= (\"ab\" | [a-c]+ \",\")* \"}\"",
+        "root ::= [^a]* \"x\" | \"{\\\"\" [ab]{1,3} \"\\\"}\"",
+        "root ::= . . | (\" \" | \"12\")+ item\nitem ::= \"1\" | <[5]> | !<[6]>",
+    ];
+    let texts: [&[u8]; 4] = [b"", b"ab", b"{\"a", b" 12"];
+    let mut checked = 0;
+    for gtext in grammars {
+        let s = GrammarSampler::new(&v, gtext, "root").unwrap();
+        for text in texts {
+            let mut s = GrammarSampler::new(&v, gtext, "root").unwrap();
+            if !s.grammar.accepts_prefix(text) {
+                continue;
+            }
+            s.matcher.accept_str(text);
+            checked += 1;
+            let logits = vec![0.0f32; v.n_tokens()];
+            let mut cur = Candidates::from_logits(&logits);
+            s.apply(&mut cur);
+            let codes = s.codes.clone();
+            let cands: Vec<Cand> = (0..v.n_tokens() as u32)
+                .filter(|&id| codes.kind(id) == super::tokens::TokenKind::Text)
+                .map(|id| {
+                    let (at, end, partial) = codes.span(id);
+                    Cand {
+                        index: id,
+                        id,
+                        at,
+                        end,
+                        partial,
+                    }
+                })
+                .collect();
+            let rejected: Vec<u32> =
+                reject_candidates(&s.matcher.rules, &s.matcher.stacks, codes.codes(), cands)
+                    .iter()
+                    .map(|c| c.id)
+                    .collect();
+            for d in &cur.data {
+                let id = d.id as u32;
+                if codes.kind(id) != super::tokens::TokenKind::Text {
+                    continue;
+                }
+                let masked = d.logit == f32::NEG_INFINITY;
+                assert_eq!(
+                    masked,
+                    rejected.contains(&id),
+                    "{gtext:?} after {text:?}: token {id}"
+                );
+                assert_eq!(
+                    !masked,
+                    s.allows(d.id),
+                    "{gtext:?} after {text:?}: token {id}"
+                );
+            }
+            // A subset of the candidates gets the same verdicts.
+            let mut few = Candidates::from_logits(&logits);
+            few.data.retain(|d| d.id % 3 == 0);
+            s.apply(&mut few);
+            for d in &few.data {
+                assert_eq!(
+                    d.logit == f32::NEG_INFINITY,
+                    cur.data[d.id as usize].logit == f32::NEG_INFINITY
+                );
+            }
+        }
+        drop(s);
+    }
+    assert!(checked >= 6, "{checked} states checked");
+}

@@ -25,6 +25,15 @@ pub struct TokenCodes {
     ends: Vec<u32>,
     tails: Vec<PartialUtf8>,
     kinds: Vec<TokenKind>,
+    /// The [`TokenKind::Text`] tokens with at least one code point, sorted by their
+    /// first code point (then id): those a character class admits first are a few
+    /// runs found by binary search.
+    by_first: Vec<u32>,
+    /// The first code point of each token of `by_first`.
+    firsts: Vec<u32>,
+    /// The [`TokenKind::Text`] tokens with no whole code point (an unfinished or
+    /// invalid UTF-8 sequence).
+    no_codes: Vec<u32>,
 }
 
 impl TokenCodes {
@@ -35,6 +44,9 @@ impl TokenCodes {
             ends: Vec::with_capacity(n),
             tails: Vec::with_capacity(n),
             kinds: Vec::with_capacity(n),
+            by_first: Vec::new(),
+            firsts: Vec::new(),
+            no_codes: Vec::new(),
         };
         for id in 0..n as u32 {
             let piece = pieces.piece(id as i32);
@@ -54,7 +66,43 @@ impl TokenCodes {
             t.tails.push(tail);
             t.kinds.push(kind);
         }
+        let mut firsts: Vec<(u32, u32)> = Vec::new();
+        for id in 0..n as u32 {
+            if t.kinds[id as usize] != TokenKind::Text {
+                continue;
+            }
+            let (start, end, _) = t.span(id);
+            if start == end {
+                t.no_codes.push(id);
+            } else {
+                firsts.push((t.codes[start as usize], id));
+            }
+        }
+        firsts.sort_unstable();
+        (t.firsts, t.by_first) = firsts.into_iter().unzip();
         t
+    }
+
+    /// The tokens (with at least one code point) whose first code point is in
+    /// `lo..=hi`.
+    pub fn starting_in(&self, lo: u32, hi: u32) -> &[u32] {
+        let a = self.firsts.partition_point(|&c| c < lo);
+        let b = self.firsts.partition_point(|&c| c <= hi);
+        if a < b {
+            &self.by_first[a..b]
+        } else {
+            &[]
+        }
+    }
+
+    /// The text tokens with at least one code point.
+    pub fn with_codes(&self) -> &[u32] {
+        &self.by_first
+    }
+
+    /// The text tokens without a whole code point.
+    pub fn without_codes(&self) -> &[u32] {
+        &self.no_codes
     }
 
     /// The table for `pieces`, built on the first call and shared after it.
