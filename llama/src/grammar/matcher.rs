@@ -161,9 +161,21 @@ impl Rules {
         out
     }
 
-    /// The position after the class at `pos`.
-    pub fn after_class(&self, pos: u32) -> u32 {
-        self.match_char(pos, 0).1
+    /// The element at `pos`.
+    pub fn elem(&self, pos: u32) -> Elem {
+        self.at(pos)
+    }
+
+    /// `stack` with the class on its top consumed: the element after the class,
+    /// unless the alternate ends there.
+    pub fn stack_after_class(&self, stack: &[u32]) -> Stack {
+        let top = stack[stack.len() - 1];
+        let after = self.match_char(top, 0).1;
+        let mut s: Stack = stack[..stack.len() - 1].to_vec();
+        if !self.at(after).is_end_of_sequence() {
+            s.push(after);
+        }
+        s
     }
 }
 
@@ -444,14 +456,18 @@ pub fn admit(
     let (ended, rest) = if sorted {
         (Vec::new(), cands)
     } else {
-        // Ended candidates first, the others by their next code point.
-        cands.sort_unstable_by_key(|c| {
+        // Ended candidates first, the others by their next code point (candidates
+        // from one run of the trie-ordered table are in that order already).
+        let key = |c: &Cand| {
             if c.at == c.end {
                 (0u8, 0u32)
             } else {
                 (1, codes[c.at as usize])
             }
-        });
+        };
+        if !cands.is_sorted_by_key(key) {
+            cands.sort_by_key(key);
+        }
         let split = cands.partition_point(|c| c.at == c.end);
         let rest = cands.split_off(split);
         (cands, rest)
@@ -498,13 +514,8 @@ pub fn admit(
         if next.is_empty() {
             continue;
         }
-        let after = rules.after_class(top);
-        let mut stack_after: Stack = stack[..stack.len() - 1].to_vec();
-        if !rules.at(after).is_end_of_sequence() {
-            stack_after.push(after);
-        }
         let mut next_stacks = Vec::new();
-        advance_stack(rules, stack_after, &mut next_stacks);
+        advance_stack(rules, rules.stack_after_class(stack), &mut next_stacks);
         admit(rules, &next_stacks, codes, next, false, admitted);
     }
 }

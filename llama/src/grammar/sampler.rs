@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::error::GrammarError;
-use super::matcher::{admit, Cand};
+use super::matcher::{admit, advance_stack, Cand};
+use super::rules::Elem;
 use super::tokens::{TokenCodes, TokenKind};
 use super::triggers::Triggers;
 use super::utf8;
@@ -95,43 +96,20 @@ impl GrammarSampler {
         if !self.matcher.stacks.is_empty() {
             let fresh = self.matcher.partial.n_remain <= 0;
             if fresh && cur.data.len() * 8 >= n {
-                // Most of the vocabulary: walk the tokens in the table's order of
-                // first code points, so the top level needs no sort.
-                let mut present = vec![false; n];
-                for d in &cur.data {
-                    if let Some(p) = present.get_mut(d.id as usize) {
-                        *p = true;
+                // Most of the vocabulary: start from the table's trie order, where
+                // the tokens a class admits first are runs found by binary search.
+                let whole = cur.data.len() == n
+                    && cur.data.iter().enumerate().all(|(i, d)| d.id as usize == i);
+                let present = (!whole).then(|| {
+                    let mut p = vec![false; n];
+                    for d in &cur.data {
+                        if let Some(x) = p.get_mut(d.id as usize) {
+                            *x = true;
+                        }
                     }
-                }
-                let span = |&id: &u32| {
-                    let (at, end, partial) = self.codes.span(id);
-                    Cand {
-                        index: id,
-                        id,
-                        at,
-                        end,
-                        partial,
-                    }
-                };
-                let with: Vec<Cand> = self
-                    .codes
-                    .with_codes()
-                    .iter()
-                    .filter(|&&id| present[id as usize])
-                    .map(span)
-                    .collect();
-                let without: Vec<Cand> = self
-                    .codes
-                    .without_codes()
-                    .iter()
-                    .filter(|&&id| present[id as usize])
-                    .map(span)
-                    .collect();
-                let rules = &self.matcher.rules;
-                let stacks = &self.matcher.stacks;
-                let codes = self.codes.codes();
-                admit(rules, stacks, codes, with, true, &mut admitted);
-                admit(rules, stacks, codes, without, false, &mut admitted);
+                    p
+                });
+                self.admit_table(present.as_deref(), &mut admitted);
             } else {
                 let mut scratch: Vec<u32> = Vec::new();
                 let mut cands = Vec::new();
@@ -180,6 +158,72 @@ impl GrammarSampler {
                 d.logit = f32::NEG_INFINITY;
             }
         }
+    }
+
+    /// [`admit`] over the whole table (or the tokens `present` marks), from a
+    /// fresh UTF-8 state, without listing the candidates no class admits.
+    fn admit_table(&self, present: Option<&[bool]>, admitted: &mut [bool]) {
+        let rules = &self.matcher.rules;
+        let table = &*self.codes;
+        let codes = table.codes();
+        let order = table.with_codes();
+        let is_present = |id: u32| present.is_none_or(|p| p[id as usize]);
+        let cand = |id: u32, skip: u32| {
+            let (at, end, partial) = table.span(id);
+            Cand {
+                index: id,
+                id,
+                at: at + skip,
+                end,
+                partial,
+            }
+        };
+        for stack in &self.matcher.stacks {
+            let Some(&top) = stack.last() else {
+                // An empty stack admits no token with a code point.
+                continue;
+            };
+            match rules.elem(top) {
+                Elem::Token(v) => {
+                    if table.kind(v) == TokenKind::Text && is_present(v) {
+                        let (at, end, _) = table.span(v);
+                        if at < end {
+                            admitted[v as usize] = true;
+                        }
+                    }
+                }
+                Elem::TokenNot(v) => {
+                    for &id in order {
+                        if id != v && is_present(id) {
+                            admitted[id as usize] = true;
+                        }
+                    }
+                }
+                _ => {
+                    let mut next = Vec::new();
+                    for (lo, hi) in rules.class_ranges(top) {
+                        for &id in &order[table.run_of(lo, hi)] {
+                            if !admitted[id as usize] && is_present(id) {
+                                next.push(cand(id, 1));
+                            }
+                        }
+                    }
+                    if next.is_empty() {
+                        continue;
+                    }
+                    let mut next_stacks = Vec::new();
+                    advance_stack(rules, rules.stack_after_class(stack), &mut next_stacks);
+                    admit(rules, &next_stacks, codes, next, false, admitted);
+                }
+            }
+        }
+        let without: Vec<Cand> = table
+            .without_codes()
+            .iter()
+            .filter(|&&id| is_present(id))
+            .map(|&id| cand(id, 0))
+            .collect();
+        admit(rules, &self.matcher.stacks, codes, without, false, admitted);
     }
 
     /// Whether the grammar admits `token` next (what [`GrammarSampler::apply`] would

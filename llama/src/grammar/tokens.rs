@@ -26,8 +26,9 @@ pub struct TokenCodes {
     tails: Vec<PartialUtf8>,
     kinds: Vec<TokenKind>,
     /// The [`TokenKind::Text`] tokens with at least one code point, sorted by their
-    /// first code point (then id): those a character class admits first are a few
-    /// runs found by binary search.
+    /// code points (trie order): those a character class admits first are a few
+    /// runs found by binary search, and within one first code point they are in
+    /// order of the next.
     by_first: Vec<u32>,
     /// The first code point of each token of `by_first`.
     firsts: Vec<u32>,
@@ -66,7 +67,7 @@ impl TokenCodes {
             t.tails.push(tail);
             t.kinds.push(kind);
         }
-        let mut firsts: Vec<(u32, u32)> = Vec::new();
+        let mut order: Vec<u32> = Vec::new();
         for id in 0..n as u32 {
             if t.kinds[id as usize] != TokenKind::Text {
                 continue;
@@ -75,29 +76,32 @@ impl TokenCodes {
             if start == end {
                 t.no_codes.push(id);
             } else {
-                firsts.push((t.codes[start as usize], id));
+                order.push(id);
             }
         }
-        firsts.sort_unstable();
-        (t.firsts, t.by_first) = firsts.into_iter().unzip();
+        // Trie order: by the whole code point sequence (a prefix first), then id.
+        // Tokens that share a first code point are then in order of their second.
+        let seq = |id: u32| {
+            let (start, end, _) = t.span(id);
+            &t.codes[start as usize..end as usize]
+        };
+        order.sort_unstable_by(|&a, &b| seq(a).cmp(seq(b)).then(a.cmp(&b)));
+        t.firsts = order.iter().map(|&id| seq(id)[0]).collect();
+        t.by_first = order;
         t
     }
 
-    /// The tokens (with at least one code point) whose first code point is in
-    /// `lo..=hi`.
-    pub fn starting_in(&self, lo: u32, hi: u32) -> &[u32] {
-        let a = self.firsts.partition_point(|&c| c < lo);
-        let b = self.firsts.partition_point(|&c| c <= hi);
-        if a < b {
-            &self.by_first[a..b]
-        } else {
-            &[]
-        }
-    }
-
-    /// The text tokens with at least one code point.
+    /// The text tokens with at least one code point, in trie order.
     pub fn with_codes(&self) -> &[u32] {
         &self.by_first
+    }
+
+    /// The runs of [`TokenCodes::with_codes`] whose first code point is in
+    /// `lo..=hi`, as an index range into it.
+    pub fn run_of(&self, lo: u32, hi: u32) -> std::ops::Range<usize> {
+        let a = self.firsts.partition_point(|&c| c < lo);
+        let b = self.firsts.partition_point(|&c| c <= hi);
+        a..b.max(a)
     }
 
     /// The text tokens without a whole code point.
