@@ -191,3 +191,47 @@ fn a_bad_grammar_stops_before_generating() {
     assert_ne!(code, 0);
     assert!(log.contains("/nonexistent.gbnf"), "{log}");
 }
+
+/// llama.cpp's japanese.gbnf (not among the shared copies).
+const JAPANESE: &str = "# A probably incorrect grammar for Japanese\nroot        ::= jp-char+ ([ \\t\\n] jp-char+)*\njp-char     ::= hiragana | katakana | punctuation | cjk\nhiragana    ::= [ぁ-ゟ]\nkatakana    ::= [ァ-ヿ]\npunctuation ::= [、-〾]\ncjk         ::= [一-鿿]\n";
+
+/// More of llama.cpp's grammars (`grammars/`) under stories260K, against what
+/// llama.cpp 0c1e570's AVX-512-emulating `llama-completion` printed for
+/// `-p 'Once upon' -n 48 --no-display-prompt -no-cnv -t 2` and these settings:
+/// multi-byte characters built from byte tokens (japanese), seeded draws, greedy.
+#[test]
+fn more_of_llama_cpp_s_grammars() {
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let Some(dir) = common::shared_file("golden/grammar/gbnf") else {
+        return;
+    };
+    let m = model.display().to_string();
+    let cases: [(&str, &str, &str, &str, &[u8]); 4] = [
+        ("japanese", "JAPANESE", "0.9", "5", b"\xe9\xb4\x80 \xe7\x8b\x8b \xe8\x80\x80 \xe8\x80\xb4 \xe4\xbb\x8b \xe4\xb8\x80 \xe4\xbf\x80 \xe3\x80\x8b \xe8\x80\x80 \xe5\x80\x80 \xe8\x80\x80 \xe4\xbb\x80"),
+        ("english", "english.gbnf", "0.8", "7", b"'s animals went to the park with her mommy. One day, while they were playing, they saw a big box. The box wanted to"),
+        ("c", "c.gbnf", "1.0", "2", b"int theirdiereershysionatelypasedlysideyededeingshedscapelacessi"),
+        ("chess", "chess.gbnf", "0", "", b"1. Rexc3 Rexc3\n3. Rexa3 fxh2\n30. Rexa3 fxh1\n30. Re"),
+    ];
+    for (name, grammar, temp, seed, want) in cases {
+        let path = dir.join(grammar).display().to_string();
+        let mut args = vec!["-m", &m, "-p", "Once upon", "-n", "48", "--temp", temp];
+        if grammar == "JAPANESE" {
+            args.extend(["--grammar", JAPANESE]);
+        } else {
+            args.extend(["--grammar-file", &path]);
+        }
+        if !seed.is_empty() {
+            args.extend(["-s", seed]);
+        }
+        args.extend(["--no-display-prompt", "-no-cnv", "-t", "2"]);
+        let (code, out, log) = cli(&args);
+        assert_eq!(code, 0, "{name}: {log}");
+        assert!(
+            out.as_bytes().starts_with(want),
+            "{name}:\n ours: {out:?}\n want: {:?}",
+            String::from_utf8_lossy(want)
+        );
+    }
+}
