@@ -2,7 +2,7 @@
 //! stories260K under the grammar, and every finished output is a sentence of the
 //! grammar (every unfinished one a prefix of one); every GBNF file of llama.cpp
 //! parses; bad grammars fail with the expected line and column, and no input
-//! makes the parser panic.
+//! makes the parser panic. `GRAMMAR_PROPS_SHOW=1` prints each grammar and its text.
 
 mod common;
 
