@@ -332,3 +332,81 @@ fn admit_agrees_with_llama_cpp_s_rejection() {
     }
     assert!(checked >= 6, "{checked} states checked");
 }
+
+/// The same agreement over stories260K's vocabulary (byte tokens, pieces with no
+/// whole code point) in states inside and after multi-byte characters, where the
+/// mask decodes each piece after the unfinished sequence.
+#[test]
+fn admit_agrees_with_llama_cpp_s_rejection_on_a_real_vocabulary() {
+    use super::matcher::{reject_candidates, Cand};
+    use super::tokens::TokenKind;
+    let Some(path) = crate::doctest::model("../../shared/models/stories260K.gguf") else {
+        return;
+    };
+    let v = crate::load_vocab(&path).expect("vocab");
+    let grammars = [
+        "root ::= [^\"\\\\]* \"\\\"\" ([0-9]+ | \"é\" [a-z])",
+        "root ::= (\"日本\" | [ぁ-ゟ]+ | . [a-c])+ <[13]>?",
+        "root ::= \"Once\" (\" \" [a-z]+){1,4} \".\" | !<[2]> \"x\"",
+    ];
+    let texts: [&[u8]; 5] = [b"", b"ab", &[0xC3], "日".as_bytes(), &[0xE6, 0x97]];
+    let mut checked = 0;
+    for gtext in grammars {
+        for text in texts {
+            let mut s = GrammarSampler::new(&v, gtext, "root").unwrap();
+            if !s.grammar.accepts_prefix(text) {
+                continue;
+            }
+            s.matcher.accept_str(text);
+            checked += 1;
+            let logits = vec![0.0f32; v.n_tokens()];
+            let mut cur = Candidates::from_logits(&logits);
+            s.apply(&mut cur);
+            let mut scratch = Vec::new();
+            let cands: Vec<Cand> = (0..v.n_tokens() as u32)
+                .filter(|&id| s.codes.kind(id) == TokenKind::Text)
+                .map(|id| {
+                    let at = scratch.len() as u32;
+                    let partial = super::utf8::decode(
+                        s.pieces.piece(id as Token),
+                        s.matcher.partial,
+                        &mut scratch,
+                    );
+                    Cand {
+                        index: id,
+                        id,
+                        at,
+                        end: scratch.len() as u32,
+                        partial,
+                    }
+                })
+                .collect();
+            let rejected: std::collections::HashSet<u32> =
+                reject_candidates(&s.matcher.rules, &s.matcher.stacks, &scratch, cands)
+                    .iter()
+                    .map(|c| c.id)
+                    .collect();
+            let mut n_admitted = 0;
+            for d in &cur.data {
+                let id = d.id as u32;
+                if s.codes.kind(id) != TokenKind::Text {
+                    continue;
+                }
+                let masked = d.logit == f32::NEG_INFINITY;
+                n_admitted += usize::from(!masked);
+                assert_eq!(
+                    masked,
+                    rejected.contains(&id),
+                    "{gtext:?} after {text:?}: token {id}"
+                );
+                assert_eq!(
+                    !masked,
+                    s.allows(d.id),
+                    "{gtext:?} after {text:?}: token {id}"
+                );
+            }
+            assert!(n_admitted > 0, "{gtext:?} after {text:?}: nothing admitted");
+        }
+    }
+    assert!(checked >= 8, "{checked} states checked");
+}
