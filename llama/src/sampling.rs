@@ -4,14 +4,27 @@
 //! [`SamplerParams::cli`] (llama.cpp's defaults), [`SamplerParams::none`],
 //! [`SamplerParams::greedy`]. Your own sampler implements [`Sampler`].
 //!
+//! A chain may carry a grammar ([`SamplerChain::set_grammar`]), applied as llama.cpp's
+//! `common_sampler_sample` applies one: the chain picks first, and only a pick the
+//! grammar rejects makes it mask the candidates and pick again.
+//!
+//! Samplers see the vocabulary: a chain bound to one ([`SamplerChain::bind_vocab`],
+//! done by [`SamplerChain::set_grammar`] too) hands every sampler, present and later,
+//! the shared table of token pieces through [`Sampler::bind_vocab`], so a sampler
+//! written outside this crate (a constraint on the text) needs no copy of the
+//! vocabulary.
+//!
 //! The arithmetic follows llama.cpp, including its seeded random draw (a Mersenne
 //! Twister with libstdc++'s `uniform_real_distribution<double>`), so that a seeded run
 //! picks the same tokens as llama.cpp when the logits agree.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::batch::Token;
 use crate::error::{LlamaError, Result};
+use crate::grammar::GrammarSampler;
+use crate::vocab::{Vocab, VocabPieces};
 
 /// A candidate token: id, logit, and probability (when a sampler computed it).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -109,6 +122,11 @@ pub trait Sampler: Send {
     fn seed(&self) -> Option<u32> {
         None
     }
+    /// Hands the sampler the vocabulary's pieces (each token's text, and whether it
+    /// ends generation), when its chain is bound to a vocabulary
+    /// ([`SamplerChain::bind_vocab`]). Keep the `Arc` to read pieces in `apply`; the
+    /// table is shared, not copied.
+    fn bind_vocab(&mut self, _pieces: &Arc<VocabPieces>) {}
 }
 
 /// Picks the highest logit (the first on ties).
@@ -639,6 +657,8 @@ impl SamplerParams {
 pub struct SamplerChain {
     samplers: Vec<Box<dyn Sampler>>,
     cur: Candidates,
+    grammar: Option<GrammarSampler>,
+    pieces: Option<Arc<VocabPieces>>,
 }
 
 impl SamplerChain {
@@ -647,6 +667,8 @@ impl SamplerChain {
         SamplerChain {
             samplers: Vec::new(),
             cur: Candidates::default(),
+            grammar: None,
+            pieces: None,
         }
     }
 
@@ -716,21 +738,62 @@ impl SamplerChain {
     }
 
     /// The chain with a grammar constraint (see [`SamplerChain::set_grammar`]).
-    pub fn with_grammar(mut self, grammar: crate::grammar::GrammarSampler) -> Self {
+    pub fn with_grammar(mut self, grammar: GrammarSampler) -> Self {
         self.set_grammar(grammar);
         self
     }
 
     /// Constrains the chain's tokens to a grammar, as llama.cpp's `common_sampler`:
     /// the chain samples first, and only when the grammar rejects that token are the
-    /// candidates masked and the chain run again.
-    pub fn set_grammar(&mut self, grammar: crate::grammar::GrammarSampler) {
-        let _ = grammar;
+    /// candidates masked and the chain run again (a seeded draw draws again). Binds
+    /// the chain to the grammar's vocabulary ([`SamplerChain::bind_vocab`]).
+    /// Replaces a grammar set before.
+    pub fn set_grammar(&mut self, grammar: GrammarSampler) {
+        self.bind_pieces(Arc::clone(grammar.pieces()));
+        self.grammar = Some(grammar);
+    }
+
+    /// The grammar constraint, if any.
+    pub fn grammar(&self) -> Option<&GrammarSampler> {
+        self.grammar.as_ref()
+    }
+
+    /// Removes the grammar constraint and returns it.
+    pub fn take_grammar(&mut self) -> Option<GrammarSampler> {
+        self.grammar.take()
+    }
+
+    /// Binds the chain to `vocab`: every sampler, present and pushed later, gets the
+    /// vocabulary's shared pieces through [`Sampler::bind_vocab`].
+    pub fn bind_vocab(&mut self, vocab: &Vocab) {
+        self.bind_pieces(vocab.pieces());
+    }
+
+    /// The chain bound to `vocab` (see [`SamplerChain::bind_vocab`]).
+    pub fn with_vocab(mut self, vocab: &Vocab) -> Self {
+        self.bind_vocab(vocab);
+        self
+    }
+
+    /// The vocabulary pieces the chain is bound to, if any.
+    pub fn pieces(&self) -> Option<&Arc<VocabPieces>> {
+        self.pieces.as_ref()
+    }
+
+    fn bind_pieces(&mut self, pieces: Arc<VocabPieces>) {
+        for s in &mut self.samplers {
+            s.bind_vocab(&pieces);
+        }
+        self.pieces = Some(pieces);
     }
 
     /// Appends a sampler (see [`SamplerChain::with`] to build a chain in one expression).
     pub fn push(&mut self, sampler: impl Sampler + 'static) {
-        self.samplers.push(Box::new(sampler));
+        let mut sampler = Box::new(sampler);
+        if let Some(p) = &self.pieces {
+            sampler.bind_vocab(p);
+        }
+        self.samplers.push(sampler);
     }
 
     /// The number of samplers.
@@ -758,9 +821,14 @@ impl SamplerChain {
     }
 
     /// Runs the chain on a logits row and accepts the token it selects (the
-    /// penalties remember it), as llama.cpp's `llama_sampler_sample`. Returns that
-    /// token: the one a sampler selected, else the best remaining candidate; `None`
-    /// for an empty row.
+    /// penalties remember it, the grammar follows it), as llama.cpp's
+    /// `common_sampler_sample` then `common_sampler_accept`. Returns that token: the
+    /// one a sampler selected, else the best remaining candidate; `None` for an empty
+    /// row. With a grammar that admits no token the chain can pick (a finished
+    /// grammar whose end-of-generation tokens are banned, or one a rejected token
+    /// was forced into), returns the vocabulary's first end-of-generation token so
+    /// that generation ends (llama.cpp's behaviour there is undefined), or `None`
+    /// when the vocabulary has none.
     pub fn sample(&mut self, logits: &[f32]) -> Option<Token> {
         let token = self.sample_without_accept(logits)?;
         self.accept(token);
@@ -769,20 +837,29 @@ impl SamplerChain {
 
     /// Runs the chain on a logits row without accepting the result: for a token you
     /// may not keep (a speculative draft). Call [`SamplerChain::accept`] with the
-    /// token you do keep, or the penalties never see it.
+    /// token you do keep, or the penalties and the grammar never see it. With a
+    /// grammar, as llama.cpp's `common_sampler_sample`: the chain picks from the
+    /// whole row; if the grammar rejects the pick, the row is masked by the grammar
+    /// and the chain runs again (see [`SamplerChain::sample`] for a grammar that
+    /// admits nothing).
     pub fn sample_without_accept(&mut self, logits: &[f32]) -> Option<Token> {
         self.cur.reset_from(logits);
-        for s in &mut self.samplers {
-            s.apply(&mut self.cur);
-        }
-        let sel = match self.cur.selected {
-            Some(i) => i,
-            None => {
-                Greedy.apply(&mut self.cur);
-                self.cur.selected?
-            }
+        let first = run_chain(&mut self.samplers, &mut self.cur)?;
+        let Some(grammar) = &self.grammar else {
+            return Some(first);
         };
-        self.cur.data.get(sel).map(|d| d.id)
+        if grammar.allows(first) {
+            return Some(first);
+        }
+        self.cur.reset_from(logits);
+        grammar.apply(&mut self.cur);
+        if self.cur.data.iter().all(|d| d.logit == f32::NEG_INFINITY) {
+            return grammar.end_token();
+        }
+        match run_chain(&mut self.samplers, &mut self.cur) {
+            Some(t) if grammar.allows(t) => Some(t),
+            _ => grammar.end_token(),
+        }
     }
 
     /// The candidates after the last sample (with probabilities where computed).
@@ -790,27 +867,61 @@ impl SamplerChain {
         &self.cur
     }
 
-    /// Tells every sampler about a token that is now part of the sequence: a prompt
-    /// token, or one chosen without [`SamplerChain::sample`].
+    /// Tells the grammar, then every sampler, about a generated token: one chosen
+    /// with [`SamplerChain::sample_without_accept`] or from outside the chain
+    /// (llama.cpp's `common_sampler_accept(.., is_generated = true)`). For prompt
+    /// tokens use [`SamplerChain::accept_prompt`]: the grammar constrains only what
+    /// is generated.
     pub fn accept(&mut self, token: Token) {
+        if let Some(g) = &mut self.grammar {
+            g.accept(token);
+        }
         for s in &mut self.samplers {
             s.accept(token);
         }
     }
 
-    /// [`SamplerChain::accept`] for each token in order (a prompt).
-    pub fn accept_all(&mut self, tokens: &[Token]) {
+    /// Tells every sampler but the grammar about prompt tokens, in order (the
+    /// penalties count them; llama.cpp's `common_sampler_accept(.., false)`).
+    pub fn accept_prompt(&mut self, tokens: &[Token]) {
         for &t in tokens {
-            self.accept(t);
+            for s in &mut self.samplers {
+                s.accept(t);
+            }
         }
     }
 
-    /// Resets every sampler: accepted tokens forgotten, the draw reseeded.
+    /// Prompt tokens: the same as [`SamplerChain::accept_prompt`] (the grammar does
+    /// not see them).
+    pub fn accept_all(&mut self, tokens: &[Token]) {
+        self.accept_prompt(tokens);
+    }
+
+    /// Resets every sampler (accepted tokens forgotten, the draw reseeded) and the
+    /// grammar (back to its start; a lazy one waits for its trigger again).
     pub fn reset(&mut self) {
         for s in &mut self.samplers {
             s.reset();
         }
+        if let Some(g) = &mut self.grammar {
+            g.reset();
+        }
     }
+}
+
+/// Applies every sampler to the candidates; the selected token, else the best.
+fn run_chain(samplers: &mut [Box<dyn Sampler>], cur: &mut Candidates) -> Option<Token> {
+    for s in samplers.iter_mut() {
+        s.apply(cur);
+    }
+    let sel = match cur.selected {
+        Some(i) => i,
+        None => {
+            Greedy.apply(cur);
+            cur.selected?
+        }
+    };
+    cur.data.get(sel).map(|d| d.id)
 }
 
 impl Default for SamplerChain {

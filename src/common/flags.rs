@@ -317,6 +317,62 @@ pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
     ]
 }
 
+/// The grammar flags (llama.cpp's `--grammar`, `--grammar-file`, `-j`, `-jf`): each
+/// sets [`CommonParams::grammar`], the last one given winning. A JSON schema is
+/// converted to GBNF here; the grammar itself is checked when the sampler is made
+/// (it may name tokens of the model's vocabulary).
+pub fn grammar_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
+    vec![
+        Opt::value(&["--grammar"], "GRAMMAR", "BNF-like grammar to constrain generations (see samples in grammars/ dir)", |p, v| {
+            p.as_mut().grammar = v.text()?.to_string();
+            Ok(())
+        }),
+        Opt::value(&["--grammar-file"], "FNAME", "file to read grammar from", |p, v| {
+            p.as_mut().grammar = read_utf8_file(v)?;
+            Ok(())
+        }),
+        Opt::value(
+            &["-j", "--json-schema"],
+            "SCHEMA",
+            "JSON schema to constrain generations (https://json-schema.org/), e.g. `{\"type\": \"object\"}` for any JSON object",
+            |p, v| {
+                p.as_mut().grammar = schema_grammar(v.text()?)?;
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["-jf", "--json-schema-file"],
+            "FILE",
+            "File containing a JSON schema to constrain generations (https://json-schema.org/), e.g. `{\"type\": \"object\"}` for any JSON object",
+            |p, v| {
+                p.as_mut().grammar = schema_grammar(&read_utf8_file(v)?)?;
+                Ok(())
+            },
+        ),
+    ]
+}
+
+/// The whole file named by a flag's value as UTF-8 text (nothing dropped).
+/// [`ValueError::Read`] when it cannot be read, [`ValueError::Invalid`] when it is
+/// not UTF-8.
+fn read_utf8_file(v: Value<'_>) -> Result<String, ValueError> {
+    let path = v.path();
+    let bytes = std::fs::read(&path).map_err(|source| ValueError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    String::from_utf8(bytes)
+        .map_err(|_| ValueError::Invalid(format!("'{}' is not UTF-8 text", path.display())))
+}
+
+/// The GBNF grammar of a JSON schema given as text; [`ValueError::Invalid`] for
+/// text that is not JSON or a schema the converter refuses.
+fn schema_grammar(text: &str) -> Result<String, ValueError> {
+    let schema: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| ValueError::Invalid(format!("invalid JSON schema: {e}")))?;
+    llama::grammar::json_schema_to_grammar(&schema).map_err(|e| ValueError::Invalid(e.to_string()))
+}
+
 /// The file named by a flag's value, as bytes, one trailing newline dropped (as
 /// llama.cpp reads `-f` and `-sysf`). Returns the path and the text;
 /// [`ValueError::Read`] when the file cannot be read.

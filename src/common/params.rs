@@ -92,6 +92,9 @@ pub struct CommonParams {
     pub repack: bool,
     /// How the weights are loaded (`-lm`).
     pub load_mode: LoadMode,
+    /// The GBNF grammar constraining generation (`--grammar`, `--grammar-file`, or
+    /// converted from `-j` / `-jf`); empty for none.
+    pub grammar: String,
 }
 
 impl Default for CommonParams {
@@ -129,6 +132,7 @@ impl Default for CommonParams {
             fast_int8: false,
             repack: true,
             load_mode: LoadMode::Auto,
+            grammar: String::new(),
         }
     }
 }

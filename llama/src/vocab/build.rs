@@ -260,6 +260,7 @@ impl Vocab {
             byte_tokens,
             piece_bytes: Vec::new(),
             piece_ends: Vec::new(),
+            shared_pieces: std::sync::OnceLock::new(),
             pre_tokenizer,
             max_token_len,
         };

@@ -23,6 +23,7 @@ mod hash;
 mod merge;
 mod partition;
 mod parts;
+mod pieces;
 mod pre_tokenizer;
 mod pre_type;
 mod regex;
@@ -39,6 +40,7 @@ use std::collections::BTreeSet;
 
 pub use detokenize::TextStream;
 pub use parts::VocabParts;
+pub use pieces::VocabPieces;
 pub use pre_type::PreType;
 pub use special::SpecialTokens;
 pub use tokenize::TokenizeOptions;
@@ -92,6 +94,8 @@ pub struct Vocab {
     /// Every token's piece (as `token_to_piece(id, 0, true)`), concatenated.
     piece_bytes: Vec<u8>,
     piece_ends: Vec<usize>,
+    /// The pieces shared with samplers ([`Vocab::pieces`]), built on first use.
+    shared_pieces: std::sync::OnceLock<std::sync::Arc<VocabPieces>>,
     pre_tokenizer: Option<PreTokenizer>,
     max_token_len: usize,
 }

@@ -51,7 +51,7 @@ use llama::shifts::SelfExtend;
 use super::conversation::{ConversationMode, TemplateArg};
 use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
-use crate::common::flags::{common_opts, read_text_file};
+use crate::common::flags::{common_opts, grammar_opts, read_text_file};
 use crate::common::params::CommonParams;
 use crate::common::program::{entry_points, Program, Streams};
 use flow::Flow;
@@ -92,6 +92,7 @@ const ABOUT: &str = "Text completion and chat with a GGUF model (llama.cpp's lla
 /// conversation mode.
 pub fn options() -> Vec<Opt<Params>> {
     let mut opts = common_opts();
+    opts.extend(grammar_opts());
     opts.extend(chat_opts());
     opts
 }

@@ -32,9 +32,10 @@ impl Sampling {
         }
     }
 
-    /// An input token: the sampler accepts it and it joins the history.
+    /// An input token (prompt or user input): the samplers but the grammar accept
+    /// it (llama.cpp's `common_sampler_accept(.., false)`), and it joins the history.
     pub fn accept(&mut self, t: Token) {
-        self.chain.accept(t);
+        self.chain.accept_prompt(&[t]);
         self.history.push(t);
     }
 

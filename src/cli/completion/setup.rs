@@ -4,6 +4,7 @@
 
 use std::io::Write;
 
+use llama::grammar::GrammarSampler;
 use llama::{Model, TokenizeOptions};
 
 use super::echo::Echo;
@@ -101,7 +102,14 @@ impl<'p> Session<'p> {
             );
         }
         let mut chat = start_conversation(params, &model, log)?;
-        let sampler = load::sampler(p, &model)?;
+        let mut sampler = load::sampler(p, &model)?;
+        if !p.grammar.is_empty() {
+            // As llama.cpp's `common_sampler_init`: a grammar that does not parse
+            // stops the program before anything is generated.
+            let grammar = GrammarSampler::new(&model.vocab, &p.grammar, "root")
+                .map_err(|e| CliError::Usage(format!("failed to parse grammar: {e}")))?;
+            sampler.set_grammar(grammar);
+        }
         let vocab = &model.vocab;
         // llama.cpp counts BOS in `--keep` only without Jinja, whose templates may
         // write it themselves.
