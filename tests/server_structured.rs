@@ -27,7 +27,7 @@ fn stories(args: &[&str]) -> Option<TestServer> {
 fn stories_with_template(name: &str, extra: &[&str]) -> Option<TestServer> {
     let t = template(name)?;
     let t = t.display().to_string();
-    let mut args = vec!["-c", "2048", "-np", "2", "--chat-template-file", &t];
+    let mut args = vec!["-c", "8192", "-np", "2", "--chat-template-file", &t];
     args.extend_from_slice(extra);
     stories(&args)
 }
@@ -484,9 +484,12 @@ fn checked_calls(v: &Value, tools: &[Value]) -> Vec<(String, String)> {
 
 #[test]
 fn required_and_named_tools_give_valid_calls_streamed_alike() {
+    // Templates without a reasoning block: on one that has it (Qwen3), the grammar
+    // lets the model think freely before the call, and stories260K never stops.
     for tmpl in [
-        "Qwen-Qwen3-0.6B.jinja",
+        "Qwen-Qwen2.5-7B-Instruct.jinja",
         "meta-llama-Llama-3.1-8B-Instruct.jinja",
+        "mistralai-Mistral-Nemo-Instruct-2407.jinja",
     ] {
         let Some(s) = stories_with_template(tmpl, &[]) else {
             return;
