@@ -644,16 +644,25 @@ fn n_gives_several_choices() {
         "{usage}"
     );
 
-    // Native: an array of results.
+    // Native: an array of results. The second completion copies the prompt the
+    // first evaluated (all but the last token, which gives its first logits).
     let (code, v) = s.post(
         "/completion",
-        &json!({"prompt": "Once upon a time", "n_predict": 8, "temperature": 0, "n": 2}),
+        &json!({"prompt": "The little dog ran to the big red barn and", "n_predict": 8, "temperature": 0, "n": 2}),
     );
     assert_eq!(code, 200, "{v}");
     let all = v.as_array().unwrap_or_else(|| panic!("{v}"));
     assert_eq!(all.len(), 2);
     assert_eq!(all[0]["content"], all[1]["content"]);
     assert_eq!(all[1]["index"], 1);
+    let n_prompt = all[0]["tokens_evaluated"].as_u64().unwrap();
+    assert_eq!(
+        all[1]["timings"]["cache_n"].as_u64(),
+        Some(n_prompt - 1),
+        "{v}"
+    );
+    assert_eq!(all[1]["timings"]["prompt_n"].as_u64(), Some(1), "{v}");
+    assert_ne!(all[0]["id_slot"], all[1]["id_slot"], "{v}");
 }
 
 #[test]

@@ -586,9 +586,9 @@ async fn start_completion(
     let stream = params.stream;
     let syntax = params.chat_syntax.clone();
     let n = params.n_cmpl.max(1);
-    // One task per completion, each on its own slot; they share the prompt (a slot
-    // whose cache holds it reuses it) and draw with seeds one apart, as llama.cpp's
-    // child tasks.
+    // One task per completion, each on its own slot, drawing with seeds one apart as
+    // llama.cpp's child tasks; the later ones wait for the first to evaluate the
+    // prompt and copy its cells.
     let mut events = StreamMap::new();
     for i in 0..n {
         let (tx, rx) = unbounded_channel();
@@ -607,6 +607,7 @@ async fn start_completion(
             truncated_turns,
             turn_starts: turn_starts.clone(),
             spans: spans.clone(),
+            share_from: (i > 0).then_some(id),
             events: tx,
             t_arrival,
         })?;
