@@ -459,6 +459,13 @@ fn prepare(
     let (prompt, truncated_turns, turn_starts) = if kind == ResponseKind::OaiChat {
         let messages = parse_messages(f.get("messages"))?;
         let tool_fields = parse_tool_fields(&f, st.reasoning_format)?;
+        if !tool_fields.tools.is_empty() && params.stream && params.n_probs > 0 {
+            // A streamed chunk is a change of the parsed message, not a token: a
+            // token's probabilities would have nowhere to go (llama.cpp refuses too).
+            return Err(ApiError::InvalidRequest(
+                "\"logprobs\" is not supported with \"tools\" and \"stream\"".into(),
+            ));
+        }
         let plan = plan_chat(
             &st.template,
             &st.model.vocab,
