@@ -70,6 +70,9 @@ pub struct ServerParams {
     pub turn_reuse_shift: bool,
     /// Seconds running requests may go on after SIGINT/SIGTERM (`--shutdown-grace`).
     pub shutdown_grace: u64,
+    /// How a chat answer's reasoning is returned (`--reasoning-format none|deepseek|auto`,
+    /// llama.cpp's names; `auto` is `deepseek`).
+    pub reasoning_format: llama::chat::tools::ReasoningFormat,
 }
 
 impl Default for ServerParams {
@@ -105,6 +108,7 @@ impl Default for ServerParams {
             max_body: 16 << 20,
             turn_reuse_shift: true,
             shutdown_grace: 10,
+            reasoning_format: llama::chat::tools::ReasoningFormat::Deepseek,
         }
     }
 }
@@ -119,6 +123,36 @@ impl AsMut<CommonParams> for ServerParams {
 pub fn server_opts() -> Vec<Opt<ServerParams>> {
     let mut opts = common_opts::<ServerParams>();
     let server: Vec<Opt<ServerParams>> = vec![
+        Opt::value(
+            &["--reasoning-format"],
+            "FORMAT",
+            "how a chat answer's reasoning is returned: none (left in the content), deepseek or auto (in reasoning_content; default: auto)",
+            |p, v| {
+                let name = v.text()?;
+                p.reasoning_format = super::structured::reasoning_format_named(name)
+                    .ok_or_else(|| ValueError::Unknown {
+                        what: "reasoning format",
+                        value: name.to_string(),
+                        expected: "none, deepseek or auto",
+                    })?;
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["--reasoning-budget"],
+            "N",
+            "reasoning tokens allowed (-1 = unlimited, the only value supported yet)",
+            |_, v| {
+                let n: i32 = v.num()?;
+                if n != -1 {
+                    return Err(ValueError::out_of_range(
+                        n,
+                        "only -1 (unlimited) is supported: reasoning budgets are not implemented yet",
+                    ));
+                }
+                Ok(())
+            },
+        ),
         Opt::value(&["--host"], "HOST", "IP address to listen on (default: 127.0.0.1)", |p, v| {
             p.host = v.text()?.trim().to_string();
             Ok(())

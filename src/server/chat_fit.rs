@@ -14,6 +14,7 @@ use llama::Token;
 use super::chat::ChatTemplate;
 use super::error::ApiError;
 use super::request::ChatMessage;
+use llama::chat::ChatTool;
 
 /// A conversation rendered and fitted to a slot.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,13 +28,25 @@ pub struct ChatPrompt {
     pub turn_starts: Vec<(usize, usize)>,
 }
 
+/// The template and the request's tools, rendered into every candidate prompt.
+#[derive(Clone, Copy)]
+pub struct Renderer<'a> {
+    /// The server's template.
+    pub template: &'a ChatTemplate,
+    /// The request's tools.
+    pub tools: &'a [ChatTool],
+}
+
 fn render(
-    t: &ChatTemplate,
+    r: Renderer,
     vocab: &Vocab,
     msgs: &[ChatMessage],
     gen: bool,
 ) -> Result<Vec<Token>, ApiError> {
-    Ok(vocab.tokenize(&t.apply(msgs, gen)?, TokenizeOptions::PROMPT))
+    Ok(vocab.tokenize(
+        &r.template.apply(msgs, r.tools, gen)?,
+        TokenizeOptions::PROMPT,
+    ))
 }
 
 /// The kept conversation when the messages before `cut` (and after the `n_sys` system
@@ -53,7 +66,7 @@ fn without(messages: &[ChatMessage], n_sys: usize, cut: usize) -> Vec<ChatMessag
 /// [`ApiError::ExceedContext`]. With `want_turns`, the user turns' token offsets are
 /// found too (for context shifts during generation).
 pub fn fit_chat(
-    template: &ChatTemplate,
+    template: Renderer,
     vocab: &Vocab,
     messages: &[ChatMessage],
     n_ctx: usize,
@@ -120,8 +133,10 @@ pub fn fit_chat(
             if m.role != "user" {
                 continue;
             }
-            let prefix =
-                vocab.tokenize(&template.apply_prefix(&kept[..j])?, TokenizeOptions::PROMPT);
+            let prefix = vocab.tokenize(
+                &template.template.apply_prefix(&kept[..j], template.tools)?,
+                TokenizeOptions::PROMPT,
+            );
             // A boundary counts only where the prefix tokenizes as the prompt does.
             if tokens.starts_with(&prefix) {
                 turn_starts.push((prefix.len(), j));

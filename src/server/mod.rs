@@ -6,13 +6,17 @@
 pub mod args;
 pub mod chat;
 pub mod chat_fit;
+pub mod chat_output;
+pub mod chat_request;
 pub mod engine;
 pub mod error;
+pub mod fields;
 pub mod metrics;
 pub mod request;
 pub mod response;
 pub mod routes;
 pub mod spans;
+pub mod structured;
 pub mod task;
 pub mod text;
 pub mod web;
@@ -211,6 +215,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
         turn_reuse_shift: p.turn_reuse_shift,
         model_path: path.display().to_string(),
         timeout: Duration::from_secs(p.timeout.max(1)),
+        reasoning_format: p.reasoning_format,
         model,
     });
     let app = routes::router(state, p.max_body);

@@ -58,6 +58,16 @@ pub struct GenParams {
     /// Reuse only cached keys that an evaluation from position 0 would give (no keys
     /// moved by a shift): the answer is exactly a fresh evaluation's.
     pub exact_cache: bool,
+    /// Completions to generate from the prompt (`n`, llama.cpp's `n_cmpl`).
+    pub n_cmpl: usize,
+    /// The grammar the answer follows (from `grammar`, `json_schema`,
+    /// `response_format` or a chat's tool plan).
+    pub grammar: Option<super::structured::GrammarSpec>,
+    /// Special tokens whose text is part of the answer (a tool plan's preserved
+    /// tokens, such as `<tool_call>`), where other special tokens print nothing.
+    pub preserved_tokens: Vec<Token>,
+    /// How a chat answer is read back into content, reasoning and tool calls.
+    pub chat_syntax: Option<llama::chat::tools::ChatSyntax>,
 }
 
 impl GenParams {
@@ -87,6 +97,10 @@ impl GenParams {
             timings_per_token: false,
             id_slot: -1,
             exact_cache: false,
+            n_cmpl: 1,
+            grammar: None,
+            preserved_tokens: Vec::new(),
+            chat_syntax: None,
         }
     }
 }
@@ -270,6 +284,10 @@ pub fn parse_gen_params(
     }
     if let Some(v) = f.int("id_slot", -1, max)? {
         p.id_slot = v as i32;
+    }
+    // llama.cpp's n_cmpl wins over OpenAI's n; the slot count bounds both (routes.rs).
+    if let Some(v) = f.int("n_cmpl", 1, max)?.or(f.int("n", 1, max)?) {
+        p.n_cmpl = v as usize;
     }
     // Probabilities: llama.cpp's n_probs (or its alias logprobs); for chat, OpenAI's
     // logprobs: true with top_logprobs (default 20 in llama.cpp).

@@ -4,6 +4,9 @@
 
 use serde_json::{json, Value};
 
+use llama::chat::tools::{parse, ParsedMessage};
+
+use super::chat_output::{finish_reason, message_json, ChatStream, ToolCallIds};
 use super::request::{GenParams, ResponseKind};
 use super::task::{Final, Partial, TokenProb, TokenProbs};
 use super::text::{lossy, utf8_complete_len};
@@ -107,115 +110,215 @@ pub fn probs_json(probs: &[TokenProbs], post: bool) -> Value {
     )
 }
 
-fn usage(f: &Final) -> Value {
+/// OpenAI's usage of a request's answers: the prompt counted once, the completions
+/// summed (as OpenAI counts `n` choices).
+fn usage(fins: &[&Final]) -> Value {
+    let completion: usize = fins.iter().map(|f| f.n_decoded).sum();
+    let (prompt, cached) = fins
+        .first()
+        .map_or((0, 0), |f| (f.n_prompt, f.timings.cache_n));
     json!({
-        "completion_tokens": f.n_decoded,
-        "prompt_tokens": f.n_prompt,
-        "total_tokens": f.n_decoded + f.n_prompt,
-        "prompt_tokens_details": {"cached_tokens": f.timings.cache_n},
+        "completion_tokens": completion,
+        "prompt_tokens": prompt,
+        "total_tokens": completion + prompt,
+        "prompt_tokens_details": {"cached_tokens": cached},
     })
 }
 
-/// The non-streamed answer (or, streaming, the final chunks: several for chat).
-pub fn final_json(m: &ResponseMeta, f: &Final, n_ctx: usize) -> Vec<Value> {
-    let post = f.params.post_sampling_probs;
-    let has_probs = !f.probs.is_empty();
-    let stream = f.params.stream;
+/// The parse of a chat answer's whole text with the request's syntax.
+pub fn parse_chat(f: &Final) -> ParsedMessage {
+    let syntax = f.params.chat_syntax.clone().unwrap_or_default();
+    parse(&syntax, &f.content, false)
+}
+
+fn native_final(m: &ResponseMeta, f: &Final, index: usize, n_ctx: usize) -> Value {
+    let mut v = json!({
+        "index": index,
+        "content": f.content,
+        "tokens": f.tokens,
+        "id_slot": f.id_slot,
+        "stop": true,
+        "model": m.model,
+        "tokens_predicted": f.n_decoded,
+        "tokens_evaluated": f.n_prompt,
+        "generation_settings": generation_settings(&f.params, f.seed, n_ctx),
+        "prompt": m.prompt,
+        "has_new_line": f.has_new_line,
+        "truncated": f.truncated,
+        "truncated_turns": f.truncated_turns,
+        "stop_type": f.stop.name(),
+        "stopping_word": f.stopping_word,
+        "tokens_cached": f.n_cached_after,
+        "timings": f.timings.to_json(),
+    });
+    if !f.probs.is_empty() {
+        v["completion_probabilities"] = probs_json(&f.probs, f.params.post_sampling_probs);
+    }
+    v
+}
+
+/// The non-streamed answer of a request whose `n` completions are `fins` (index
+/// order): one object, or for the native endpoint with several, an array of them.
+pub fn final_body(m: &ResponseMeta, fins: &[Final], n_ctx: usize) -> Value {
+    let refs: Vec<&Final> = fins.iter().collect();
+    let Some(first) = fins.first() else {
+        return Value::Null;
+    };
+    let truncated_turns = first.truncated_turns;
+    let timings = first.timings.to_json();
     match m.kind {
         ResponseKind::Native => {
-            let mut v = json!({
-                "index": 0,
-                "content": f.content,
-                "tokens": f.tokens,
-                "id_slot": f.id_slot,
-                "stop": true,
-                "model": m.model,
-                "tokens_predicted": f.n_decoded,
-                "tokens_evaluated": f.n_prompt,
-                "generation_settings": generation_settings(&f.params, f.seed, n_ctx),
-                "prompt": m.prompt,
-                "has_new_line": f.has_new_line,
-                "truncated": f.truncated,
-                "truncated_turns": f.truncated_turns,
-                "stop_type": f.stop.name(),
-                "stopping_word": f.stopping_word,
-                "tokens_cached": f.n_cached_after,
-                "timings": f.timings.to_json(),
-            });
-            if has_probs {
-                v["completion_probabilities"] = probs_json(&f.probs, post);
+            let all: Vec<Value> = fins
+                .iter()
+                .enumerate()
+                .map(|(i, f)| native_final(m, f, i, n_ctx))
+                .collect();
+            if all.len() == 1 {
+                all.into_iter().next().unwrap_or(Value::Null)
+            } else {
+                Value::Array(all)
             }
-            vec![v]
         }
         ResponseKind::OaiCompletion => {
-            let logprobs = if has_probs {
-                json!({"content": probs_json(&f.probs, post)})
-            } else {
-                Value::Null
-            };
-            vec![json!({
-                "choices": [{"text": f.content, "index": 0, "logprobs": logprobs, "finish_reason": f.stop.finish_reason()}],
+            let choices: Vec<Value> = fins
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let logprobs = if f.probs.is_empty() {
+                        Value::Null
+                    } else {
+                        json!({"content": probs_json(&f.probs, f.params.post_sampling_probs)})
+                    };
+                    json!({"text": f.content, "index": i, "logprobs": logprobs, "finish_reason": f.stop.finish_reason()})
+                })
+                .collect();
+            json!({
+                "choices": choices,
                 "created": m.created,
                 "model": m.model,
                 "system_fingerprint": fingerprint(),
                 "object": "text_completion",
-                "usage": usage(f),
+                "usage": usage(&refs),
                 "id": m.id,
-                "timings": f.timings.to_json(),
-                "truncated_turns": f.truncated_turns,
-            })]
+                "timings": timings,
+                "truncated_turns": truncated_turns,
+            })
         }
-        ResponseKind::OaiChat if !stream => {
-            let mut choice = json!({
-                "finish_reason": f.stop.finish_reason(),
-                "index": 0,
-                "message": {"role": "assistant", "content": f.content},
-            });
-            if has_probs {
-                choice["logprobs"] = json!({"content": probs_json(&f.probs, post)});
-            }
-            vec![json!({
-                "choices": [choice],
+        ResponseKind::OaiChat => {
+            let choices: Vec<Value> = fins
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let parsed = parse_chat(f);
+                    let mut choice = json!({
+                        "finish_reason": finish_reason(f.stop, &parsed),
+                        "index": i,
+                        "message": message_json(&parsed, &mut ToolCallIds::default()),
+                    });
+                    if !f.probs.is_empty() {
+                        choice["logprobs"] =
+                            json!({"content": probs_json(&f.probs, f.params.post_sampling_probs)});
+                    }
+                    choice
+                })
+                .collect();
+            json!({
+                "choices": choices,
                 "created": m.created,
                 "model": m.model,
                 "system_fingerprint": fingerprint(),
                 "object": "chat.completion",
-                "usage": usage(f),
+                "usage": usage(&refs),
+                "id": m.id,
+                "timings": timings,
+                "truncated_turns": truncated_turns,
+            })
+        }
+    }
+}
+
+fn chat_chunk(m: &ResponseMeta, choices: Value) -> Value {
+    json!({"choices": choices, "created": m.created, "id": m.id, "model": m.model,
+           "system_fingerprint": fingerprint(), "object": "chat.completion.chunk"})
+}
+
+/// The streamed chunks that end completion `index`: what was held back, and for the
+/// OpenAI shapes the choice's finish reason. `chat` is the choice's stream state
+/// (chat only). The usage chunk and `[DONE]` follow all choices' ends
+/// ([`usage_chunk`]).
+pub fn final_chunks(
+    m: &ResponseMeta,
+    f: &Final,
+    index: usize,
+    n_ctx: usize,
+    chat: Option<&mut ChatStream>,
+) -> Vec<Value> {
+    match m.kind {
+        ResponseKind::Native => vec![native_final(m, f, index, n_ctx)],
+        ResponseKind::OaiCompletion => {
+            let v = json!({
+                "choices": [{"text": f.content, "index": index, "logprobs": null, "finish_reason": f.stop.finish_reason()}],
+                "created": m.created,
+                "model": m.model,
+                "system_fingerprint": fingerprint(),
+                "object": "text_completion",
                 "id": m.id,
                 "timings": f.timings.to_json(),
                 "truncated_turns": f.truncated_turns,
-            })]
+                "usage": usage(&[f]),
+            });
+            vec![v]
         }
         ResponseKind::OaiChat => {
-            let chunk = |choices: Value| {
-                json!({"choices": choices, "created": m.created, "id": m.id, "model": m.model,
-                       "system_fingerprint": fingerprint(), "object": "chat.completion.chunk"})
+            let mut fallback;
+            let chat = match chat {
+                Some(c) => c,
+                None => {
+                    fallback = ChatStream::new(f.params.chat_syntax.clone().unwrap_or_default());
+                    &mut fallback
+                }
             };
-            let mut out = Vec::new();
-            if !f.content.is_empty() {
-                out.push(chunk(
-                    json!([{"finish_reason": null, "index": 0, "delta": {"content": f.content}}]),
-                ));
-            }
-            out.push(chunk(
-                json!([{"finish_reason": f.stop.finish_reason(), "index": 0, "delta": {}}]),
-            ));
-            if f.params.include_usage {
-                let mut u = chunk(json!([]));
-                u["usage"] = usage(f);
-                out.push(u);
-            }
-            if let Some(last) = out.last_mut() {
-                last["timings"] = f.timings.to_json();
-            }
+            let mut out: Vec<Value> = chat
+                .push(&f.content, false)
+                .into_iter()
+                .map(|d| {
+                    chat_chunk(
+                        m,
+                        json!([{"finish_reason": null, "index": index, "delta": d}]),
+                    )
+                })
+                .collect();
+            let reason = finish_reason(f.stop, chat.message());
+            let mut last = chat_chunk(
+                m,
+                json!([{"finish_reason": reason, "index": index, "delta": {}}]),
+            );
+            last["timings"] = f.timings.to_json();
+            out.push(last);
             out
         }
     }
 }
 
-/// The streamed chunk(s) for a piece of the answer (none when a chat piece has no
-/// text and is not the first).
-pub fn partial_json(m: &ResponseMeta, p: &Partial) -> Vec<Value> {
+/// The last chunk of a streamed OpenAI chat with `stream_options.include_usage`: no
+/// choices, the usage of all `fins`.
+pub fn usage_chunk(m: &ResponseMeta, fins: &[&Final]) -> Value {
+    let mut u = chat_chunk(m, json!([]));
+    u["usage"] = usage(fins);
+    if let Some(f) = fins.first() {
+        u["timings"] = f.timings.to_json();
+    }
+    u
+}
+
+/// The streamed chunk(s) for a piece of completion `index` (none when a chat piece
+/// changes nothing and is not the first). `chat` is the choice's stream state.
+pub fn partial_json(
+    m: &ResponseMeta,
+    p: &Partial,
+    index: usize,
+    chat: Option<&mut ChatStream>,
+) -> Vec<Value> {
     let post = m.post_sampling_probs;
     let probs = p
         .probs
@@ -225,7 +328,7 @@ pub fn partial_json(m: &ResponseMeta, p: &Partial) -> Vec<Value> {
     match m.kind {
         ResponseKind::Native => {
             let mut v = json!({
-                "index": 0,
+                "index": index,
                 "content": p.text,
                 "tokens": p.tokens,
                 "stop": false,
@@ -244,7 +347,7 @@ pub fn partial_json(m: &ResponseMeta, p: &Partial) -> Vec<Value> {
         ResponseKind::OaiCompletion => {
             let logprobs = probs.map_or(Value::Null, |c| json!({"content": c}));
             let mut v = json!({
-                "choices": [{"text": p.text, "index": 0, "logprobs": logprobs, "finish_reason": null}],
+                "choices": [{"text": p.text, "index": index, "logprobs": logprobs, "finish_reason": null}],
                 "created": m.created,
                 "model": m.model,
                 "system_fingerprint": fingerprint(),
@@ -258,16 +361,21 @@ pub fn partial_json(m: &ResponseMeta, p: &Partial) -> Vec<Value> {
         }
         ResponseKind::OaiChat => {
             let chunk = |delta: Value| {
-                json!({"choices": [{"finish_reason": null, "index": 0, "delta": delta}], "created": m.created,
-                       "id": m.id, "model": m.model, "system_fingerprint": fingerprint(), "object": "chat.completion.chunk"})
+                chat_chunk(
+                    m,
+                    json!([{"finish_reason": null, "index": index, "delta": delta}]),
+                )
             };
             let mut out = Vec::new();
             if p.n_decoded == 1 {
                 out.push(chunk(json!({"role": "assistant", "content": null})));
             }
-            if !p.text.is_empty() {
-                out.push(chunk(json!({"content": p.text})));
-            }
+            let deltas = match chat {
+                Some(c) => c.push(&p.text, true),
+                None if !p.text.is_empty() => vec![json!({"content": p.text})],
+                None => Vec::new(),
+            };
+            out.extend(deltas.into_iter().map(chunk));
             if let Some(last) = out.last_mut() {
                 if let Some(c) = probs {
                     last["choices"][0]["logprobs"] = json!({"content": c});

@@ -17,20 +17,27 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use llama::Model;
 use serde_json::{json, Value};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::mpsc::unbounded_channel;
 
 use super::chat::ChatTemplate;
-use super::chat_fit::fit_chat;
+use super::chat_fit::{fit_chat, Renderer};
+use super::chat_output::ChatStream;
+use super::chat_request::{parse_tool_fields, plan_chat};
 use super::engine::{EngineHandle, SlotAction};
 use super::error::ApiError;
+use super::fields::check_fields;
 use super::request::{
     parse_gen_params, parse_messages, tokenize_prompt, Fields, GenParams, ResponseKind,
 };
 use super::response::{
-    completion_id, final_json, generation_settings, now_secs, partial_json, ResponseMeta,
+    completion_id, final_body, final_chunks, generation_settings, now_secs, partial_json,
+    usage_chunk, ResponseMeta,
 };
 use super::spans::{parse_delimiters, MessageSpans};
-use super::task::{Event, Task, TaskKind};
+use super::structured::{constraint_grammar, grammar_sampler, parse_output_constraint};
+use super::task::{Event, Final, Task, TaskKind};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::{StreamExt, StreamMap};
 
 /// What the handlers share.
 pub struct AppState {
@@ -66,6 +73,8 @@ pub struct AppState {
     pub model_path: String,
     /// Longest a request may take to be answered (`--timeout`; streams only to start).
     pub timeout: std::time::Duration,
+    /// How chat answers' reasoning is returned unless a request says (`--reasoning-format`).
+    pub reasoning_format: llama::chat::tools::ReasoningFormat,
 }
 
 type SharedState = State<Arc<AppState>>;
@@ -377,8 +386,9 @@ async fn apply_template(
     let f = Fields::of(&b)?;
     let messages = parse_messages(f.get("messages"))?;
     let add_gen = f.bool("add_generation_prompt")?.unwrap_or(true);
+    let tools = parse_tool_fields(&f, st.reasoning_format)?.tools;
     Ok(Json(
-        json!({ "prompt": st.template.apply(&messages, add_gen)? }),
+        json!({ "prompt": st.template.apply(&messages, &tools, add_gen)? }),
     ))
 }
 
@@ -423,8 +433,21 @@ fn prepare(
 ) -> Result<Prepared, ApiError> {
     let b = json_body(body)?;
     let f = Fields::of(&b)?;
+    check_fields(f.0, kind)?;
     check_model(st, &f)?;
     let mut params = parse_gen_params(&b, &st.defaults, kind, &st.model)?;
+    if params.n_cmpl > st.n_slots {
+        return Err(ApiError::InvalidRequest(format!(
+            "\"n\" = {} is more than this server's {} slots (each completion runs on its own slot; start it with -np {} or more)",
+            params.n_cmpl, st.n_slots, params.n_cmpl
+        )));
+    }
+    if params.n_cmpl > 1 && params.id_slot >= 0 {
+        return Err(ApiError::InvalidRequest(
+            "\"id_slot\" names one slot, \"n\" > 1 needs several".into(),
+        ));
+    }
+    let constraint = parse_output_constraint(&f)?;
     // As llama.cpp: a chat's delimiters come from its template (none for the built-in
     // formats; the Jinja template analysis that finds them is not built yet), a raw
     // completion's from its body.
@@ -435,9 +458,29 @@ fn prepare(
     };
     let (prompt, truncated_turns, turn_starts) = if kind == ResponseKind::OaiChat {
         let messages = parse_messages(f.get("messages"))?;
+        let tool_fields = parse_tool_fields(&f, st.reasoning_format)?;
+        if !tool_fields.tools.is_empty() && params.stream && params.n_probs > 0 {
+            // A streamed chunk is a change of the parsed message, not a token: a
+            // token's probabilities would have nowhere to go (llama.cpp refuses too).
+            return Err(ApiError::InvalidRequest(
+                "\"logprobs\" is not supported with \"tools\" and \"stream\"".into(),
+            ));
+        }
+        let plan = plan_chat(
+            &st.template,
+            &st.model.vocab,
+            &tool_fields,
+            constraint.as_ref(),
+        )?;
+        params.grammar = plan.grammar;
+        params.preserved_tokens = plan.preserved_tokens;
+        params.chat_syntax = Some(plan.syntax);
         let reserve = params.n_predict.max(0) as usize;
         let fitted = fit_chat(
-            &st.template,
+            Renderer {
+                template: &st.template,
+                tools: &tool_fields.tools,
+            },
             &st.model.vocab,
             &messages,
             st.n_ctx_slot,
@@ -472,6 +515,7 @@ fn prepare(
         }
         (fitted.tokens, fitted.dropped, fitted.turn_starts)
     } else {
+        params.grammar = constraint.as_ref().map(constraint_grammar).transpose()?;
         let p = f
             .get("prompt")
             .ok_or_else(|| ApiError::InvalidRequest("\"prompt\" is required".into()))?;
@@ -484,6 +528,10 @@ fn prepare(
         }
         (tokens, 0, Vec::new())
     };
+    // A grammar that does not parse is a 400 now, before any token is generated.
+    if let Some(g) = &params.grammar {
+        grammar_sampler(&st.model.vocab, g)?;
+    }
     let spans = MessageSpans::split(&prompt, &delimiters);
     // Only the native answer echoes the prompt; it is the tokens' text, made here
     // rather than on the engine thread.
@@ -542,19 +590,36 @@ async fn start_completion(
         post_sampling_probs: params.post_sampling_probs,
         prompt: prompt_text,
     };
-    let (tx, mut rx) = unbounded_channel();
     let stream = params.stream;
-    st.engine.submit(Task {
-        id,
-        prompt,
-        params,
-        kind: TaskKind::Completion(kind),
-        truncated_turns,
-        turn_starts,
-        spans,
-        events: tx,
-        t_arrival,
-    })?;
+    let syntax = params.chat_syntax.clone();
+    let n = params.n_cmpl.max(1);
+    // One task per completion, each on its own slot, drawing with seeds one apart as
+    // llama.cpp's child tasks; the later ones wait for the first to evaluate the
+    // prompt and copy its cells.
+    let mut events = StreamMap::new();
+    for i in 0..n {
+        let (tx, rx) = unbounded_channel();
+        let mut p = params.clone();
+        if i > 0 {
+            p.id_slot = -1;
+            if p.sampling.seed != llama::sampling::DEFAULT_SEED {
+                p.sampling.seed = p.sampling.seed.wrapping_add(i as u32);
+            }
+        }
+        st.engine.submit(Task {
+            id: if i == 0 { id } else { st.engine.next_task_id() },
+            prompt: prompt.clone(),
+            params: p,
+            kind: TaskKind::Completion(kind),
+            truncated_turns,
+            turn_starts: turn_starts.clone(),
+            spans: spans.clone(),
+            share_from: (i > 0).then_some(id),
+            events: tx,
+            t_arrival,
+        })?;
+        events.insert(i, UnboundedReceiverStream::new(rx));
+    }
     let mut headers = HeaderMap::new();
     if truncated_turns > 0 {
         headers.insert(
@@ -563,34 +628,29 @@ async fn start_completion(
         );
     }
     if stream {
-        // Wait for the slot to take the task, so that an early error is an HTTP error.
-        let first = match rx.recv().await {
-            Some(Event::Error(e)) => return Err(e),
+        // Wait for a slot to take the request, so that an early error is an HTTP error.
+        let first = match events.next().await {
+            Some((_, Event::Error(e))) => return Err(e),
             Some(ev) => ev,
             None => return Err(ApiError::Server("the engine dropped the request".into())),
         };
-        return Ok((headers, sse(meta, st.n_ctx_slot, first, rx)).into_response());
+        return Ok((headers, sse(meta, st.n_ctx_slot, n, syntax, first, events)).into_response());
     }
-    loop {
-        match rx.recv().await {
-            Some(Event::Final(fin)) => {
-                if fin.truncated_turns > 0 {
-                    headers.insert(
-                        "x-context-dropped-turns",
-                        HeaderValue::from(fin.truncated_turns),
-                    );
-                }
-                let body = final_json(&meta, &fin, st.n_ctx_slot)
-                    .into_iter()
-                    .next()
-                    .unwrap_or(Value::Null);
-                return Ok((headers, Json(body)).into_response());
-            }
-            Some(Event::Error(e)) => return Err(e),
+    let mut finals: Vec<Option<Final>> = (0..n).map(|_| None).collect();
+    while finals.iter().any(Option::is_none) {
+        match events.next().await {
+            Some((i, Event::Final(fin))) => finals[i] = Some(*fin),
+            Some((_, Event::Error(e))) => return Err(e),
             Some(_) => {}
             None => return Err(ApiError::Server("the engine dropped the request".into())),
         }
     }
+    let finals: Vec<Final> = finals.into_iter().flatten().collect();
+    let dropped = finals.iter().map(|f| f.truncated_turns).max().unwrap_or(0);
+    if dropped > 0 {
+        headers.insert("x-context-dropped-turns", HeaderValue::from(dropped));
+    }
+    Ok((headers, Json(final_body(&meta, &finals, st.n_ctx_slot))).into_response())
 }
 
 /// The events of a streamed task as server-sent events: `data: {json}` chunks, then
@@ -600,46 +660,66 @@ async fn start_completion(
 fn sse(
     meta: ResponseMeta,
     n_ctx: usize,
-    first: Event,
-    mut rx: UnboundedReceiver<Event>,
+    n: usize,
+    syntax: Option<llama::chat::tools::ChatSyntax>,
+    first: (usize, Event),
+    mut events: StreamMap<usize, UnboundedReceiverStream<Event>>,
 ) -> impl IntoResponse {
     let (out, body) = tokio::sync::mpsc::channel::<Result<SseEvent, std::convert::Infallible>>(64);
     tokio::spawn(async move {
         let oai = meta.kind != ResponseKind::Native;
+        let chat = meta.kind == ResponseKind::OaiChat;
+        // Each choice's chat answer so far, parsed into deltas as it grows.
+        let mut streams: Vec<Option<ChatStream>> = (0..n)
+            .map(|_| syntax.clone().map(ChatStream::new))
+            .collect();
+        let mut finals: Vec<Final> = Vec::new();
         let mut next = Some(first);
         loop {
-            let ev = match next.take() {
+            let (i, ev) = match next.take() {
                 Some(e) => e,
                 None => tokio::select! {
-                    ev = rx.recv() => match ev {
+                    ev = events.next() => match ev {
                         Some(e) => e,
                         None => break,
                     },
                     _ = out.closed() => break,
                 },
             };
-            let chunks: Vec<String> = match ev {
+            let chat_stream = streams.get_mut(i).and_then(Option::as_mut);
+            let mut chunks: Vec<String> = match ev {
                 Event::Started { .. } => Vec::new(),
-                Event::Partial(p) => partial_json(&meta, &p)
+                Event::Partial(p) => partial_json(&meta, &p, i, chat_stream)
                     .iter()
                     .map(Value::to_string)
                     .collect(),
                 Event::Final(f) => {
-                    let mut v: Vec<String> = final_json(&meta, &f, n_ctx)
+                    let v: Vec<String> = final_chunks(&meta, &f, i, n_ctx, chat_stream)
                         .iter()
                         .map(Value::to_string)
                         .collect();
-                    if oai {
-                        v.push("[DONE]".into());
-                    }
+                    finals.push(*f);
                     v
                 }
                 Event::Error(e) => vec![e.body().to_string()],
             };
+            let done = finals.len() == n;
+            if done {
+                if chat && finals.first().is_some_and(|f| f.params.include_usage) {
+                    let refs: Vec<&Final> = finals.iter().collect();
+                    chunks.push(usage_chunk(&meta, &refs).to_string());
+                }
+                if oai {
+                    chunks.push("[DONE]".into());
+                }
+            }
             for c in chunks {
                 if out.send(Ok(SseEvent::default().data(c))).await.is_err() {
                     return;
                 }
+            }
+            if done {
+                break;
             }
         }
     });

@@ -37,6 +37,9 @@ pub struct Task {
     /// Where the prompt's messages start, for a sliding-window model's checkpoints
     /// (from `message_delimiters` in a `/completion` body).
     pub spans: crate::server::spans::MessageSpans,
+    /// For the later completions of an `n` > 1 request: the first one's task id. This
+    /// task starts once that one has evaluated the prompt, and copies its cells.
+    pub share_from: Option<u64>,
     /// Where results go; a closed channel cancels the task.
     pub events: UnboundedSender<Event>,
     /// When the request arrived.

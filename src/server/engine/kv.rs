@@ -19,6 +19,12 @@ pub fn seq_rm_from(ctx: &mut LlamaContext, seq: usize, p0: usize) -> Result<()> 
     ctx.memory_seq_rm(seq as SeqId, p0 as Pos..)
 }
 
+/// Makes every cell of sequence `src` also belong to `dst` (whole streams are copied
+/// when each sequence has its own).
+pub fn seq_cp_all(ctx: &mut LlamaContext, src: usize, dst: usize) -> Result<()> {
+    ctx.memory_seq_cp(src as SeqId, dst as SeqId, ..)
+}
+
 /// Moves the cells of `seq` with positions in `range` by `delta` (the K-shift runs
 /// before the next decode).
 pub fn seq_add(ctx: &mut LlamaContext, seq: usize, range: Range<Pos>, delta: Pos) -> Result<()> {

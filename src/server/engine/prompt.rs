@@ -20,6 +20,7 @@ impl Engine {
     /// (and with `n_cache_reuse`, later chunks moved into place by a K-shift), drop the
     /// rest of the cache, keep at least one token to evaluate.
     pub(super) fn start_prompt(&mut self, i: usize) -> Result<(), ApiError> {
+        self.copy_shared_prompt(i);
         let slot = &mut self.slots[i];
         let Some(job) = slot.job.as_mut() else {
             return Ok(());
@@ -111,6 +112,69 @@ impl Engine {
             n_cached: n_past,
         });
         Ok(())
+    }
+}
+
+impl Engine {
+    /// For a later completion of an `n` > 1 request: copies into slot `i` the cells of
+    /// the prompt that the request's first task evaluated on its slot (`seq_cp`, as
+    /// llama.cpp's `copy_state_to`), when they cover more of the prompt than slot `i`'s
+    /// own cache. Not for grouped positions (Self-Extend's KV-shift form) or a
+    /// sliding-window model (its checkpoints are per slot). A failed copy leaves the
+    /// slot empty: the prompt is then evaluated again.
+    fn copy_shared_prompt(&mut self, i: usize) {
+        let Some(job) = self.slots[i].job.as_ref() else {
+            return;
+        };
+        let Some(first) = job.task.share_from else {
+            return;
+        };
+        let p = &job.task.params;
+        if self.cfg.grp_attn.is_some()
+            || !p.cache_prompt
+            || p.exact_cache
+            || self.model.hparams.has_swa()
+        {
+            return;
+        }
+        let prompt = &job.task.prompt;
+        let own = common_prefix(&self.slots[i].cache, prompt);
+        let Some((j, m, n_exact)) = self
+            .slots
+            .iter()
+            .filter(|s| s.id != i && s.job.as_ref().is_some_and(|jb| jb.task.id == first))
+            .map(|s| {
+                let m = common_prefix(&s.cache, prompt);
+                (s.id, m, s.n_exact.min(m))
+            })
+            .next()
+        else {
+            return;
+        };
+        if m <= own {
+            return;
+        }
+        let copied = prompt[..m].to_vec();
+        let r = kv::seq_rm_from(&mut self.ctx, i, 0)
+            .and_then(|()| kv::seq_cp_all(&mut self.ctx, j, i))
+            .and_then(|()| kv::seq_rm_from(&mut self.ctx, i, m));
+        let slot = &mut self.slots[i];
+        slot.checkpoints.clear();
+        match r {
+            Ok(()) => {
+                slot_log!(i, "copied {m} prompt tokens from slot {j}");
+                slot.cache = copied;
+                slot.pos_next = m as Pos;
+                slot.n_exact = n_exact;
+            }
+            Err(e) => {
+                slot_log!(
+                    i,
+                    "could not copy the prompt from slot {j} ({e}): it is evaluated again"
+                );
+                slot.clear(&mut self.ctx);
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! probabilities reported with `n_probs` / `logprobs`. Each job owns one, so what
 //! constrains one request's tokens (a grammar, say) joins its chain here.
 
+use llama::grammar::GrammarSampler;
 use llama::sampling::{LogitBias, SamplerChain};
 use llama::vocab::Vocab;
 use llama::Token;
@@ -10,6 +11,7 @@ use llama::Token;
 use super::probs::{probs_after_sampling, probs_from_logits};
 use crate::server::error::ApiError;
 use crate::server::request::GenParams;
+use crate::server::structured::grammar_sampler;
 use crate::server::task::TokenProbs;
 
 /// A token the sampler chose, with what the stop rules and the response need.
@@ -28,13 +30,19 @@ pub struct SampledToken {
 /// One job's sampler.
 pub struct SlotSampler {
     chain: SamplerChain,
+    /// The request's grammar, joined to the chain once the prompt has been accepted
+    /// (the prompt is not text the grammar constrains).
+    grammar: Option<GrammarSampler>,
+    /// Special tokens whose text is part of the answer.
+    preserved: Vec<Token>,
     n_probs: usize,
     post_sampling_probs: bool,
 }
 
 impl SlotSampler {
-    /// The sampler for `p`; `ignore_eos` bans every end-of-generation token.
-    /// [`ApiError::InvalidRequest`] for settings the chain refuses.
+    /// The sampler for `p`; `ignore_eos` bans every end-of-generation token; a
+    /// grammar constrains what follows the prompt. [`ApiError::InvalidRequest`] for
+    /// settings the chain refuses or a grammar that does not parse.
     pub fn new(p: &GenParams, vocab: &Vocab) -> Result<Self, ApiError> {
         let mut chain = SamplerChain::new();
         let mut bias = p.logit_bias.clone();
@@ -47,20 +55,36 @@ impl SlotSampler {
         chain
             .extend_from_params(&p.sampling)
             .map_err(|e| ApiError::InvalidRequest(format!("failed to initialize samplers: {e}")))?;
+        let grammar = p
+            .grammar
+            .as_ref()
+            .map(|g| grammar_sampler(vocab, g))
+            .transpose()?;
         Ok(SlotSampler {
             chain,
+            grammar,
+            preserved: p.preserved_tokens.clone(),
             n_probs: p.n_probs,
             post_sampling_probs: p.post_sampling_probs,
         })
     }
 
-    /// Feeds the prompt to the chain's history (penalties look at it).
+    /// Feeds the prompt to the chain's history (penalties look at it); the grammar
+    /// joins the chain after it, so that it sees generated tokens only.
     pub fn accept_prompt(&mut self, prompt: &[Token]) {
         self.chain.accept_all(prompt);
+        self.attach_grammar();
+    }
+
+    fn attach_grammar(&mut self) {
+        if let Some(g) = self.grammar.take() {
+            self.chain.set_grammar(g);
+        }
     }
 
     /// Draws a token from a logits row; `None` when the chain selects nothing.
     pub fn sample(&mut self, logits: &[f32], vocab: &Vocab) -> Option<SampledToken> {
+        self.attach_grammar();
         let id = self.chain.sample(logits)?;
         let n = self.n_probs;
         let probs = (n > 0).then(|| {
@@ -70,8 +94,9 @@ impl SlotSampler {
                 probs_from_logits(logits, n, id, vocab)
             }
         });
+        let special = self.preserved.contains(&id);
         let piece = vocab
-            .token_to_piece(id, 0, false)
+            .token_to_piece(id, 0, special)
             .map(<[u8]>::to_vec)
             .unwrap_or_default();
         Some(SampledToken {

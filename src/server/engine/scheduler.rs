@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::handle::shutting_down;
+use super::job::Phase;
 use super::slot::{common_prefix, Slot};
 use crate::server::task::{Event, Task};
 
@@ -78,10 +79,26 @@ impl Scheduler {
             return None;
         }
         let (k, id) = (0..self.queue.len())
+            .filter(|&k| !self.waits_for_shared_prompt(slots, &self.queue[k]))
             .find_map(|k| self.pick_slot(slots, &self.queue[k]).map(|id| (k, id)))?;
         let task = self.queue.remove(k)?;
         self.taken(1);
         Some((id, task))
+    }
+
+    /// A later completion of an `n` > 1 request waits while the first one is queued or
+    /// still evaluating the prompt it will copy; once that one generates (or is gone)
+    /// it may start.
+    fn waits_for_shared_prompt(&self, slots: &[Slot], task: &Task) -> bool {
+        let Some(first) = task.share_from else {
+            return false;
+        };
+        self.queue.iter().any(|t| t.id == first)
+            || slots.iter().any(|s| {
+                s.job
+                    .as_ref()
+                    .is_some_and(|j| j.task.id == first && j.phase != Phase::Generating)
+            })
     }
 
     /// llama.cpp's `get_available_slot`: the slot asked for; else the idle slot whose
