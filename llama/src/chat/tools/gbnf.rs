@@ -138,22 +138,6 @@ pub(super) fn schema_value(
     b.add_schema(&rule_name(name), &schema)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn literals_are_escaped() {
-        assert_eq!(lit("a\"b\\\n"), r#""a\"b\\\n""#);
-        assert_eq!(rule_name("get_weather.v2"), "get-weather-v2");
-    }
-
-    #[test]
-    fn classes_are_escaped() {
-        assert_eq!(class(&['a', ']', '\n'], true), "[^a\\]\\n]");
-    }
-}
-
 /// A schema error of `tool`'s parameters, with the tool named in its path.
 pub(super) fn in_tool(tool: &ChatTool, e: GrammarError) -> GrammarError {
     match e {
@@ -210,4 +194,20 @@ pub(super) fn json_escape(s: &str) -> String {
     q.get(1..q.len().saturating_sub(1))
         .unwrap_or("")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_are_escaped() {
+        assert_eq!(lit("a\"b\\\n"), r#""a\"b\\\n""#);
+        assert_eq!(rule_name("get_weather.v2"), "get-weather-v2");
+    }
+
+    #[test]
+    fn classes_are_escaped() {
+        assert_eq!(class(&['a', ']', '\n'], true), "[^a\\]\\n]");
+    }
 }
