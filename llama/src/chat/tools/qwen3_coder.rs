@@ -169,6 +169,33 @@ fn read_params(
     }
 }
 
+/// At most this many required parameters are accepted in any order (llama.cpp's
+/// `COMMON_CHAT_MAX_PERMUTE`); more must come in the schema's order.
+const MAX_PERMUTE: usize = 6;
+
+/// An expression matching all of `rules` once each, in any order (in the given
+/// order for one or more than [`MAX_PERMUTE`]); empty for none.
+fn permute(b: &mut GrammarBuilder, prefix: &str, rules: &[String]) -> String {
+    if rules.len() <= 1 || rules.len() > MAX_PERMUTE {
+        return rules.join(" ");
+    }
+    fn remaining(b: &mut GrammarBuilder, prefix: &str, rules: &[String], mask: u32) -> String {
+        if mask == 0 {
+            return String::new();
+        }
+        let mut alts = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let bit = 1u32 << i;
+            if mask & bit != 0 {
+                let rest = remaining(b, prefix, rules, mask & !bit);
+                alts.push(format!("{r} {rest}").trim_end().to_string());
+            }
+        }
+        b.add_rule(&format!("{prefix}-{mask}"), &alts.join(" | "))
+    }
+    remaining(b, prefix, rules, (1u32 << rules.len()) - 1)
+}
+
 /// Adds the rules of one or more (`parallel`) calls and returns the expression;
 /// `implicit_open` lets the first call start at `<function=`.
 pub(super) fn grammar(
@@ -214,7 +241,10 @@ pub(super) fn grammar(
             }
         }
         let mut body = vec![lit(&format!("{FUNCTION}{}>\n", tool.name))];
-        body.extend(req);
+        let args = permute(b, &format!("{name}-args"), &req);
+        if !args.is_empty() {
+            body.push(args);
+        }
         if !opt.is_empty() {
             body.push(format!("({})*", opt.join(" | ")));
         }
