@@ -31,6 +31,29 @@ fn tool(name: &str) -> ChatTool {
             "properties": {"code": {"type": "string", "description": "Python code to execute."}},
             "required": ["code"]
         }),
+        "html" => json!({
+            "type": "object",
+            "properties": {"markup": {"type": "string", "description": "HTML markup"}},
+            "required": ["markup"]
+        }),
+        "todo_list" => json!({
+            "type": "object",
+            "properties": {"todos": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"item": {"type": "string"}, "selected": {"type": "boolean"}},
+                "required": ["item", "selected"]
+            }}},
+            "required": ["todos"]
+        }),
+        "edit" => json!({
+            "type": "object",
+            "properties": {
+                "filename": {"type": "string"},
+                "oldString": {"type": "string"},
+                "newString": {"type": "string"}
+            },
+            "required": ["filename", "oldString", "newString"]
+        }),
         other => panic!("no test tool {other}"),
     };
     ChatTool {
@@ -245,6 +268,8 @@ fn thinking_forced_open_follows_the_generation_prompt() {
         return;
     };
     let mut s = chat_syntax(&r1, &[], &ToolChoice::Auto, ReasoningFormat::Deepseek);
+    // Its prompt ends with `<think>\n`: the block is open when the model starts.
+    assert!(s.thinking_forced_open);
     s.set_generation_prompt("<｜User｜>hi<｜Assistant｜><think>\n");
     assert!(s.thinking_forced_open);
     s.set_generation_prompt("<｜User｜>hi<｜Assistant｜><think>\n</think>");
