@@ -481,3 +481,46 @@ fn required_and_auto_grammars_are_produced() {
         }
     }
 }
+
+/// Any text, cut anywhere, reads back without a panic in every syntax, and a
+/// stream of it rebuilds each parse exactly.
+#[test]
+fn odd_texts_never_panic_and_stream_consistently() {
+    let texts = [
+        "<tool_call>\n{\"name\": \"f\\u00e9\", \"arguments\": {\"é\": \"格\\\"\"}}\n</tool_call> after",
+        "<tool_call>{\"name\": 1}</tool_call><tool_call>",
+        "{\"name\": \"f\", \"parameters\": {\"a\": [1, {\"b\": \"}\"}]}} {\"name\"",
+        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}, \"id\": 123456789}, {\"name\"",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n[1]```<｜tool▁call▁end｜>",
+        "<function=f>\n<parameter=x>\n格\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=",
+        "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}, 3]}",
+        "<think>é</think></think><think>\\",
+        "\u{0}\u{7f}\\\"{[<",
+    ];
+    let formats = [
+        ToolCallFormat::ContentOnly,
+        ToolCallFormat::Generic,
+        ToolCallFormat::Hermes,
+        ToolCallFormat::Qwen3Coder,
+        ToolCallFormat::Llama3,
+        ToolCallFormat::MistralNemo,
+        ToolCallFormat::DeepSeekR1,
+    ];
+    for format in formats {
+        for forced in [false, true] {
+            let syntax = ChatSyntax {
+                format: format.clone(),
+                thinking_forced_open: forced,
+                reasoning_start: "<think>\n".into(),
+                reasoning_end: "</think>".into(),
+                string_params: vec![("f".into(), "x".into())],
+                ..ChatSyntax::default()
+            };
+            for text in texts {
+                let what = format!("{format:?} forced={forced} {text:?}");
+                let _ = parse(&syntax, text, false);
+                stream(&syntax, text, true, &what);
+            }
+        }
+    }
+}

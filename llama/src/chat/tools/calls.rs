@@ -103,7 +103,7 @@ fn first_start(text: &str, from: usize, starts: &[&str]) -> Option<usize> {
 /// (given the text, the block's position, whether it is the first block, and the
 /// calls to push to; it returns the block's end). Text after the blocks that
 /// starts no block goes to the content; a block that is not one ends the reading
-/// and is content too. With `partial`, the start of a marker at the end is kept
+/// and is content too (from its start, or after the calls it already gave). With `partial`, the start of a marker at the end is kept
 /// back.
 pub(super) fn read_blocks(
     text: &str,
@@ -141,9 +141,11 @@ pub(super) fn read_blocks(
             }
             Err(Stop::Incomplete) => break,
             Err(Stop::Invalid) => {
-                out.calls.truncate(before);
+                // Calls read whole before the fault stay (a stream showed them);
+                // the text from the fault on is content.
+                let from = if out.calls.len() > before { cur.i } else { pos };
                 out.content
-                    .push_str(hold_back(&text[pos..], starts, partial));
+                    .push_str(hold_back(&text[from..], starts, partial));
                 break;
             }
         }

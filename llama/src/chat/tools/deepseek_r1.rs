@@ -47,15 +47,10 @@ pub(super) fn parse(text: &str, partial: bool) -> Parsed {
                     c.i = end;
                 }
                 Read::Incomplete => {
-                    let so_far = trim_end_ws(&c.t[start..]);
                     calls.push(ToolCall {
                         id: None,
                         name,
-                        arguments: if so_far.starts_with('{') {
-                            so_far.to_string()
-                        } else {
-                            "{".to_string()
-                        },
+                        arguments: trim_end_ws(&c.t[start..]).to_string(),
                     });
                     return Err(Stop::Incomplete);
                 }

@@ -73,14 +73,14 @@ pub(super) fn read_call(text: &str, i: usize, keys: CallKeys) -> CallRead {
             end,
         ),
         (Some(_), _) => CallRead::Invalid,
-        (None, name) => CallRead::Partial(name.map(|name| ToolCall {
+        // A call is shown once its name is whole and its arguments have begun, so
+        // that an object that turns out not to be a call was never shown as one.
+        (None, Some(name)) if args.is_some() => CallRead::Partial(Some(ToolCall {
             id,
             name,
-            arguments: match args {
-                Some(a) if a.starts_with('{') => a,
-                _ => "{".to_string(),
-            },
+            arguments: args.unwrap_or_default(),
         })),
+        (None, _) => CallRead::Partial(None),
     }
 }
 
@@ -104,6 +104,10 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match read_call(r#"{"name": "f"#, 0, NAME_ARGUMENTS) {
+            CallRead::Partial(None) => {}
+            other => panic!("{other:?}"),
+        }
+        match read_call(r#"{"name": "f", "#, 0, NAME_ARGUMENTS) {
             CallRead::Partial(None) => {}
             other => panic!("{other:?}"),
         }
