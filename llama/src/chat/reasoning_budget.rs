@@ -6,6 +6,14 @@
 //! States, as llama.cpp's: idle (watching for a start) → counting (watching for a
 //! natural end) → waiting for the current UTF-8 character to complete → forcing →
 //! done (a new start re-arms it, for models that think more than once).
+//!
+//! How llama.cpp (`common/sampling.cpp`) uses it: it applies it before the grammar
+//! and the chain; it feeds it only generated tokens; with an unlimited budget it
+//! still runs it (budget `i32::MAX`) when a lazy grammar is active, because a lazy
+//! grammar is neither applied nor fed while [`ReasoningBudget::in_block`], and on
+//! leaving the block the matched end sequence ([`ReasoningBudget::end_match`]) is
+//! fed to the grammar. The forced tokens are the tokenized budget message (if any)
+//! followed by the end marker.
 
 use crate::batch::Token;
 use crate::sampling::{Candidates, Sampler};
@@ -169,11 +177,24 @@ impl ReasoningBudget {
         self.state
     }
 
-    /// The index (into the end sequences given to [`ReasoningBudget::new`], after
-    /// dropping empty and repeated ones) of the sequence that ended the block, if
-    /// one did.
-    pub fn end_match(&self) -> Option<usize> {
+    /// The end sequence that ended the block (naturally or as the tail of the
+    /// forced tokens), if one did; cleared when a new block starts. llama.cpp
+    /// replays it into a lazy grammar that was held back during the block, since it
+    /// may hold the grammar's trigger.
+    pub fn end_match(&self) -> Option<&[Token]> {
         self.end_match
+            .and_then(|i| self.end.seqs.get(i))
+            .map(Vec::as_slice)
+    }
+
+    /// Whether the sampler is inside a reasoning block (counting, waiting or
+    /// forcing): llama.cpp does not apply or feed a lazy grammar then, so that a
+    /// trigger word thought about does not start a call.
+    pub fn in_block(&self) -> bool {
+        matches!(
+            self.state,
+            BudgetState::Counting | BudgetState::WaitingUtf8 | BudgetState::Forcing
+        )
     }
 
     /// Starts forcing the end now, if the sampler is counting; returns whether it
@@ -338,7 +359,8 @@ mod tests {
         assert_eq!(allowed(&mut s), vec![END]);
         s.accept(END);
         assert_eq!(s.state(), BudgetState::Done);
-        assert_eq!(s.end_match(), Some(0));
+        assert_eq!(s.end_match(), Some(&[END][..]));
+        assert!(!s.in_block());
         assert_eq!(allowed(&mut s).len(), 16);
         // A new block gets a fresh budget.
         s.accept(THINK);
