@@ -524,3 +524,41 @@ fn odd_texts_never_panic_and_stream_consistently() {
         }
     }
 }
+
+/// A response-format answer (test-chat.cpp's Llama 3.1 `const_schema` cases): a
+/// ```` ```json ```` fence is dropped, streamed or not.
+#[test]
+fn json_response_fence_is_dropped() {
+    let syntax = ChatSyntax {
+        json_response: true,
+        ..ChatSyntax::default()
+    };
+    for (input, want) in [("```json\n\"42\"\n```", "\"42\""), ("\"42\"\n", "\"42\"")] {
+        assert_eq!(parse(&syntax, input, false).content.trim(), want);
+        let streamed = stream(&syntax, input, false, input);
+        assert_eq!(streamed.content.trim(), want);
+    }
+}
+
+/// The grammar of a response schema lets a thinking template think first. (Its
+/// text is produced once the JSON-schema converter is merged.)
+#[test]
+fn response_schema_grammar_allows_the_reasoning_block() {
+    let Some(t) = template("Qwen-Qwen3-0.6B.jinja") else {
+        return;
+    };
+    let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    let p = plan(
+        &t,
+        &[],
+        &ToolChoice::Auto,
+        false,
+        Some(&schema),
+        ReasoningFormat::Deepseek,
+    )
+    .unwrap();
+    assert!(p.syntax.json_response);
+    assert!(!p.grammar_lazy);
+    let g = p.grammar.unwrap();
+    assert!(g.contains("\"<think>\"") && g.contains("root ::="), "{g}");
+}

@@ -192,6 +192,29 @@ fn reasoning_prefix(b: &mut GrammarBuilder, syntax: &ChatSyntax) -> String {
     }
 }
 
+/// The grammar of an answer that is a JSON document matching `schema`: the
+/// schema's own grammar, or for a template with a reasoning block (as llama.cpp's
+/// response-format parser) the block first, then the document, bare or in a
+/// ```` ```json ```` fence.
+fn response_grammar(syntax: &ChatSyntax, schema: &Json) -> Result<String, GrammarError> {
+    if syntax.reasoning_end.trim().is_empty() {
+        return json_schema_to_grammar(schema);
+    }
+    build_grammar(GrammarOptions::default(), |b| {
+        let doc = gbnf::schema_value(b, "response", schema)?;
+        let sp = gbnf::space(b);
+        let prefix = reasoning_prefix(b, syntax);
+        b.add_rule(
+            "root",
+            &format!(
+                "{prefix}({} {sp} {doc} {sp} \"```\" | {sp} {doc})",
+                gbnf::lit("```json")
+            ),
+        );
+        Ok(())
+    })
+}
+
 /// How to read the answer to a request with `tools` and `choice` on `template`
 /// (the syntax part of [`plan`], which needs no grammar): the template's syntax
 /// ([`ToolCallFormat::ContentOnly`] without tools or with `none`), its reasoning
@@ -237,7 +260,8 @@ pub fn chat_syntax(
 /// whose answer is always a JSON object); `required` and a named function give a
 /// grammar that enforces a call from the first token (after the reasoning block);
 /// `none` gives no grammar and no call parsing. A `response_schema` gives that
-/// schema's grammar, eager.
+/// schema's grammar, eager (after the reasoning block for a thinking template, and
+/// also in a ```` ```json ```` fence, as llama.cpp allows).
 pub fn plan(
     template: &ChatTemplate,
     tools: &[ChatTool],
@@ -257,7 +281,7 @@ pub fn plan(
     }
 
     if let Some(schema) = response_schema {
-        let grammar = json_schema_to_grammar(schema)
+        let grammar = response_grammar(&syntax, schema)
             .map_err(|e| ChatError::InvalidRequest(format!("response_format: {e}")))?;
         syntax.format = ToolCallFormat::ContentOnly;
         syntax.json_response = true;
