@@ -41,6 +41,7 @@ mod json_text;
 mod message;
 mod prepare;
 mod reasoning;
+pub mod reasoning_budget;
 mod template;
 mod template_inputs;
 mod time;
