@@ -414,8 +414,7 @@ fn named_tool_must_exist_and_parameters_must_be_schemas() {
 }
 
 /// The `required` grammar of each syntax, and the lazy `auto` one with its
-/// triggers. (That each grammar parses is checked once the GBNF parser and the
-/// JSON-schema converter are merged.)
+/// triggers; every grammar parses.
 #[test]
 fn required_and_auto_grammars_are_produced() {
     let cases = [
@@ -427,7 +426,7 @@ fn required_and_auto_grammars_are_produced() {
         ("Qwen-Qwen3-0.6B.jinja", "<tool_call>", Some("<tool_call>")),
         (
             "Qwen3-Coder.jinja",
-            "<function=special_function>",
+            "<function=python>",
             Some("<tool_call>"),
         ),
         ("meta-llama-Llama-3.1-8B-Instruct.jinja", "parameters", None),
@@ -455,6 +454,8 @@ fn required_and_auto_grammars_are_produced() {
             assert!(!p.grammar_lazy, "{file}");
             assert!(g.contains("root ::="), "{file}: {g}");
             assert!(g.contains(marker), "{file}: {g}");
+            llama::grammar::Grammar::parse(&g, "root")
+                .unwrap_or_else(|e| panic!("{file} {choice:?}: {e}\n{g}"));
         }
         let p = plan(
             &t,
@@ -468,7 +469,12 @@ fn required_and_auto_grammars_are_produced() {
         match trigger {
             Some(w) => {
                 assert!(p.grammar_lazy, "{file}");
-                assert!(p.grammar.is_some(), "{file}");
+                let g = p
+                    .grammar
+                    .as_deref()
+                    .unwrap_or_else(|| panic!("{file}: no grammar"));
+                llama::grammar::Grammar::parse(g, "root")
+                    .unwrap_or_else(|e| panic!("{file} auto: {e}\n{g}"));
                 assert!(
                     p.triggers
                         .contains(&llama::grammar::GrammarTrigger::Word(w.into())),
