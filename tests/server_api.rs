@@ -107,8 +107,8 @@ fn hostile_requests_get_clear_errors_and_the_server_keeps_serving() {
         ("/completion", big, 413),
         (
             "/v1/completions",
-            json!({"prompt": "x", "model": "gpt-4"}).to_string(),
-            404,
+            json!({"prompt": "x", "model": 4}).to_string(),
+            400,
         ),
         (
             "/v1/chat/completions",
@@ -167,7 +167,15 @@ fn hostile_requests_get_clear_errors_and_the_server_keeps_serving() {
         );
     }
     let (code, text) = s.get("/completion", &[]);
-    assert_error(code, &text, 404, "GET on a POST route");
+    assert_error(code, &text, 405, "GET on a POST route");
+    assert!(text.contains("GET is not allowed on /completion"), "{text}");
+    // Any model name is served (clients hard-code names), answered with ours.
+    let (code, v) = s.post(
+        "/v1/chat/completions",
+        &json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["model"], "stories260K.gguf", "{v}");
     // Still serving, and the answer is the same as on a fresh server.
     let (code, v) = s.post(
         "/completion",

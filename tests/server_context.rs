@@ -124,6 +124,18 @@ fn a_long_conversation_drops_whole_turns_and_reuses_the_rest() {
                 "recompute equals a fresh evaluation"
             );
             assert_eq!(text_of(&r), text_of(&f));
+            // Streamed, the first chunk says how many turns were dropped.
+            let mut body =
+                json!({"messages": messages, "max_tokens": 24, "temperature": 0, "stream": true});
+            body["turn_reuse"] = json!("recompute");
+            let chunks = s.stream("/v1/chat/completions", &body);
+            let first: Value = serde_json::from_str(&chunks[0]).unwrap();
+            assert_eq!(
+                first["truncated_turns"].as_u64(),
+                Some(dropped as u64),
+                "{first}"
+            );
+            assert_eq!(first["choices"][0]["delta"]["role"], "assistant", "{first}");
             seen_truncation = true;
             break;
         }

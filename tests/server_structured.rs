@@ -720,3 +720,49 @@ fn reasoning_is_split_on_a_thinking_template() {
         "{v}"
     );
 }
+
+#[test]
+fn a_reasoning_budget_ends_the_thinking() {
+    let Some(s) = stories_with_template("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", &[])
+    else {
+        return;
+    };
+    // stories260K never closes the <think> block the prompt opens: without a budget
+    // everything is reasoning.
+    let body = json!({"messages": user("Is it?"), "max_tokens": 40, "temperature": 0});
+    let (code, v) = s.post("/v1/chat/completions", &body);
+    assert_eq!(code, 200, "{v}");
+    let free = &v["choices"][0]["message"];
+    assert!(free["content"].as_str().unwrap_or("").is_empty(), "{v}");
+    let free_reasoning = free["reasoning_content"].as_str().unwrap().to_string();
+
+    // With a budget of 6 tokens the end is forced after them (and the message), and
+    // the answer goes on as content.
+    let mut budget = body.clone();
+    budget["reasoning_budget_tokens"] = json!(6);
+    budget["reasoning_budget_message"] = json!(" Enough.");
+    let (code, v) = s.post("/v1/chat/completions", &budget);
+    assert_eq!(code, 200, "{v}");
+    let msg = &v["choices"][0]["message"];
+    let reasoning = msg["reasoning_content"].as_str().unwrap();
+    assert!(reasoning.trim_end().ends_with("Enough."), "{v}");
+    let thought = reasoning.trim_end().strip_suffix(" Enough.").unwrap();
+    assert!(
+        free_reasoning.starts_with(thought.trim_end()),
+        "{thought:?} vs {free_reasoning:?}"
+    );
+    assert!(thought.len() < free_reasoning.len(), "{v}");
+    assert!(!msg["content"].as_str().unwrap_or("").is_empty(), "{v}");
+
+    // Streamed alike.
+    let mut streamed = budget.clone();
+    streamed["stream"] = json!(true);
+    let (m, _) = assemble(&s.stream("/v1/chat/completions", &streamed));
+    assert_eq!(m["reasoning_content"], msg["reasoning_content"], "{m}");
+    assert_eq!(m["content"], msg["content"], "{m}");
+
+    // A budget below -1 is refused.
+    let mut bad = body.clone();
+    bad["reasoning_budget_tokens"] = json!(-2);
+    assert_eq!(s.post("/v1/chat/completions", &bad).0, 400);
+}

@@ -73,6 +73,12 @@ pub struct ServerParams {
     /// How a chat answer's reasoning is returned (`--reasoning-format none|deepseek|auto`,
     /// llama.cpp's names; `auto` is `deepseek`).
     pub reasoning_format: llama::chat::tools::ReasoningFormat,
+    /// Tokens a reasoning block may take before its end is forced (`--reasoning-budget`,
+    /// -1: unlimited).
+    pub reasoning_budget: i32,
+    /// Text forced before the end marker when the budget runs out
+    /// (`--reasoning-budget-message`).
+    pub reasoning_budget_message: String,
 }
 
 impl Default for ServerParams {
@@ -109,6 +115,8 @@ impl Default for ServerParams {
             turn_reuse_shift: true,
             shutdown_grace: 10,
             reasoning_format: llama::chat::tools::ReasoningFormat::Deepseek,
+            reasoning_budget: -1,
+            reasoning_budget_message: String::new(),
         }
     }
 }
@@ -141,15 +149,22 @@ pub fn server_opts() -> Vec<Opt<ServerParams>> {
         Opt::value(
             &["--reasoning-budget"],
             "N",
-            "reasoning tokens allowed (-1 = unlimited, the only value supported yet)",
-            |_, v| {
+            "tokens a reasoning block may take before its end marker is forced (-1 = unlimited, default)",
+            |p, v| {
                 let n: i32 = v.num()?;
-                if n != -1 {
-                    return Err(ValueError::out_of_range(
-                        n,
-                        "only -1 (unlimited) is supported: reasoning budgets are not implemented yet",
-                    ));
+                if n < -1 {
+                    return Err(ValueError::out_of_range(n, "-1 (unlimited) or more"));
                 }
+                p.reasoning_budget = n;
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["--reasoning-budget-message"],
+            "TEXT",
+            "text forced before the end of reasoning when the budget runs out",
+            |p, v| {
+                p.reasoning_budget_message = v.text()?.to_string();
                 Ok(())
             },
         ),

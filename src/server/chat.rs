@@ -32,9 +32,17 @@ impl ChatTemplate {
         Ok(ChatTemplate { templates })
     }
 
-    /// The default template's name, as `/props` reports it.
+    /// The default template's name (a file, `tokenizer.chat_template`, a built-in
+    /// format's name), for logs.
     pub fn name(&self) -> &str {
         self.templates.default.name()
+    }
+
+    /// What `/props` reports as `chat_template`, as llama.cpp: the Jinja text, or
+    /// for a built-in format (Jinja off) its name.
+    pub fn props_text(&self) -> &str {
+        let t = &self.templates.default;
+        t.source().unwrap_or(t.name())
     }
 
     /// Renders `messages` with `tools` (the template's tool-use variant when there are

@@ -27,6 +27,10 @@ pub enum ApiError {
     /// Unknown route, slot or model (404 `not_found_error`).
     #[error("{0}")]
     NotFound(String),
+    /// A route called with a method it does not take, such as a GET on a
+    /// completion endpoint (405 `invalid_request_error`).
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// An endpoint that was not enabled (501 `not_supported_error`).
     #[error("{0}")]
     NotSupported(String),
@@ -46,6 +50,7 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Authentication => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NotSupported(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Server(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -55,7 +60,9 @@ impl ApiError {
     /// llama.cpp's name for the error's kind.
     pub fn type_name(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest(_) | ApiError::TooLarge(_) => "invalid_request_error",
+            ApiError::InvalidRequest(_) | ApiError::TooLarge(_) | ApiError::MethodNotAllowed(_) => {
+                "invalid_request_error"
+            }
             ApiError::ExceedContext { .. } => "exceed_context_size_error",
             ApiError::Authentication => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",

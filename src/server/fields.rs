@@ -59,6 +59,9 @@ const CHAT: &[&str] = &[
     "tool_choice",
     "parallel_tool_calls",
     "reasoning_format",
+    "reasoning_budget_tokens",
+    "thinking_budget_tokens",
+    "reasoning_budget_message",
 ];
 
 /// Fields only the text completion endpoints implement.
@@ -115,11 +118,7 @@ const UNSUPPORTED: &[(&str, Option<&str>)] = &[
     ("chat_parser", None),
     ("parse_tool_calls", None),
     ("generation_prompt", None),
-    // llama.cpp: reasoning budgets (not implemented yet)
-    ("reasoning_budget", Some("-1")),
-    ("reasoning_budget_tokens", Some("-1")),
-    ("thinking_budget_tokens", Some("-1")),
-    ("reasoning_budget_message", None),
+    // llama.cpp: reasoning budget markers (the template's are used)
     ("reasoning_budget_start_tag", None),
     ("reasoning_budget_end_tag", None),
     ("reasoning_budget_end_tags", None),

@@ -196,13 +196,17 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
     let state = Arc::new(AppState {
         engine: engine.clone(),
         template,
-        defaults: GenParams::defaults(
-            &sampling,
-            p.common.n_predict,
-            p.cache_prompt,
-            p.n_cache_reuse,
-            p.common.n_keep,
-        ),
+        defaults: GenParams {
+            reasoning_budget: p.reasoning_budget,
+            reasoning_budget_message: p.reasoning_budget_message.clone(),
+            ..GenParams::defaults(
+                &sampling,
+                p.common.n_predict,
+                p.cache_prompt,
+                p.n_cache_reuse,
+                p.common.n_keep,
+            )
+        },
         model_names,
         n_ctx_slot: n_ctx_slot as usize,
         n_slots: n_slots as usize,

@@ -68,6 +68,11 @@ pub struct GenParams {
     pub preserved_tokens: Vec<Token>,
     /// How a chat answer is read back into content, reasoning and tool calls.
     pub chat_syntax: Option<llama::chat::tools::ChatSyntax>,
+    /// Tokens a reasoning block may take before its end marker is forced (-1:
+    /// unlimited); applies where the chat syntax has reasoning markers.
+    pub reasoning_budget: i32,
+    /// Text forced before the end marker when the budget is spent.
+    pub reasoning_budget_message: String,
 }
 
 impl GenParams {
@@ -101,6 +106,8 @@ impl GenParams {
             grammar: None,
             preserved_tokens: Vec::new(),
             chat_syntax: None,
+            reasoning_budget: -1,
+            reasoning_budget_message: String::new(),
         }
     }
 }
@@ -319,6 +326,17 @@ pub fn parse_gen_params(
             v => return Err(type_err("stop", "a string or an array of strings", v)),
         };
         p.stop.retain(|w| !w.is_empty());
+    }
+    // llama.cpp's names; -1 keeps the server's --reasoning-budget.
+    for key in ["reasoning_budget_tokens", "thinking_budget_tokens"] {
+        if let Some(n) = f.int(key, -1, max)? {
+            if n >= 0 {
+                p.reasoning_budget = n as i32;
+            }
+        }
+    }
+    if let Some(m) = f.str("reasoning_budget_message")? {
+        p.reasoning_budget_message = m.to_string();
     }
     if let Some(lb) = f.get("logit_bias") {
         p.logit_bias = parse_logit_bias(lb, model)?;

@@ -26,6 +26,9 @@ pub struct ResponseMeta {
     pub post_sampling_probs: bool,
     /// The prompt's text as the native answer echoes it (empty for the others).
     pub prompt: String,
+    /// Oldest turns dropped to fit the chat in the slot (said in the first streamed
+    /// chunk, so that a client reading only the body learns it before the answer).
+    pub truncated_turns: usize,
 }
 
 /// The build identity in `system_fingerprint`.
@@ -368,7 +371,11 @@ pub fn partial_json(
             };
             let mut out = Vec::new();
             if p.n_decoded == 1 {
-                out.push(chunk(json!({"role": "assistant", "content": null})));
+                let mut first = chunk(json!({"role": "assistant", "content": null}));
+                if m.truncated_turns > 0 {
+                    first["truncated_turns"] = json!(m.truncated_turns);
+                }
+                out.push(first);
             }
             let deltas = match chat {
                 Some(c) => c.push(&p.text, true),

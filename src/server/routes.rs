@@ -110,8 +110,12 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/detokenize", post(detokenize))
         .route("/apply-template", post(apply_template))
         .fallback(not_found)
-        .method_not_allowed_fallback(|| async {
-            ApiError::NotFound("method not allowed on this path".into())
+        .method_not_allowed_fallback(|req: axum::extract::Request| async move {
+            ApiError::MethodNotAllowed(format!(
+                "{} is not allowed on {}",
+                req.method(),
+                req.uri().path()
+            ))
         })
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -235,7 +239,9 @@ async fn props(State(st): SharedState) -> Json<Value> {
         "total_slots": st.n_slots,
         "model_alias": st.model_names[0],
         "model_path": st.model_path,
-        "chat_template": st.template.name(),
+        // As llama.cpp: the template's text (a built-in format chosen by name has
+        // none, so its name).
+        "chat_template": st.template.props_text(),
         "bos_token": st.model.vocab.bos().and_then(|t| st.model.vocab.token_text(t).ok()).map(|b| String::from_utf8_lossy(b).into_owned()),
         "eos_token": st.model.vocab.eos().and_then(|t| st.model.vocab.token_text(t).ok()).map(|b| String::from_utf8_lossy(b).into_owned()),
         "build_info": super::response::fingerprint(),
@@ -392,14 +398,11 @@ async fn apply_template(
     ))
 }
 
-fn check_model(st: &AppState, f: &Fields) -> Result<(), ApiError> {
-    match f.str("model")? {
-        Some(m) if !st.model_names.iter().any(|n| n == m) => Err(ApiError::NotFound(format!(
-            "model '{m}' not found; this server serves '{}'",
-            st.model_names[0]
-        ))),
-        _ => Ok(()),
-    }
+/// `model` must be a string when given; any name is served, as llama.cpp's
+/// single-model server does (clients hard-code names such as `gpt-4o`), and answers
+/// carry the server's own name.
+fn check_model(f: &Fields) -> Result<(), ApiError> {
+    f.str("model").map(|_| ())
 }
 
 async fn completions(
@@ -434,7 +437,7 @@ fn prepare(
     let b = json_body(body)?;
     let f = Fields::of(&b)?;
     check_fields(f.0, kind)?;
-    check_model(st, &f)?;
+    check_model(&f)?;
     let mut params = parse_gen_params(&b, &st.defaults, kind, &st.model)?;
     if params.n_cmpl > st.n_slots {
         return Err(ApiError::InvalidRequest(format!(
@@ -589,6 +592,7 @@ async fn start_completion(
         created: now_secs(),
         post_sampling_probs: params.post_sampling_probs,
         prompt: prompt_text,
+        truncated_turns,
     };
     let stream = params.stream;
     let syntax = params.chat_syntax.clone();

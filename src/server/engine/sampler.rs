@@ -3,8 +3,10 @@
 //! probabilities reported with `n_probs` / `logprobs`. Each job owns one, so what
 //! constrains one request's tokens (a grammar, say) joins its chain here.
 
+use llama::chat::reasoning_budget::{BudgetState, ReasoningBudget};
 use llama::grammar::GrammarSampler;
-use llama::sampling::{LogitBias, SamplerChain};
+use llama::sampling::{Candidates, LogitBias, Sampler, SamplerChain};
+use llama::vocab::TokenizeOptions;
 use llama::vocab::Vocab;
 use llama::Token;
 
@@ -33,6 +35,12 @@ pub struct SlotSampler {
     /// The request's grammar, joined to the chain once the prompt has been accepted
     /// (the prompt is not text the grammar constrains).
     grammar: Option<GrammarSampler>,
+    /// The reasoning budget: applied before the chain (a forced end of reasoning wins
+    /// whatever the chain would do) and fed generated tokens only, as llama.cpp's
+    /// `common_sampler` does, so it is kept apart from the chain, which sees the prompt.
+    budget: Option<ReasoningBudget>,
+    /// The logits row with the budget's mask applied, while it forces.
+    forced_row: Vec<f32>,
     /// Special tokens whose text is part of the answer.
     preserved: Vec<Token>,
     n_probs: usize,
@@ -63,6 +71,8 @@ impl SlotSampler {
         Ok(SlotSampler {
             chain,
             grammar,
+            budget: reasoning_budget(p, vocab),
+            forced_row: Vec::new(),
             preserved: p.preserved_tokens.clone(),
             n_probs: p.n_probs,
             post_sampling_probs: p.post_sampling_probs,
@@ -85,7 +95,20 @@ impl SlotSampler {
     /// Draws a token from a logits row; `None` when the chain selects nothing.
     pub fn sample(&mut self, logits: &[f32], vocab: &Vocab) -> Option<SampledToken> {
         self.attach_grammar();
-        let id = self.chain.sample(logits)?;
+        let row = match self.budget.as_mut() {
+            Some(b) if b.state() == BudgetState::Forcing => {
+                let mut cur = Candidates::from_logits(logits);
+                b.apply(&mut cur);
+                self.forced_row.clear();
+                self.forced_row.extend(cur.data.iter().map(|d| d.logit));
+                &self.forced_row[..]
+            }
+            _ => logits,
+        };
+        let id = self.chain.sample(row)?;
+        if let Some(b) = self.budget.as_mut() {
+            b.accept(id);
+        }
         let n = self.n_probs;
         let probs = (n > 0).then(|| {
             if self.post_sampling_probs {
@@ -111,4 +134,37 @@ impl SlotSampler {
     pub fn seed(&self) -> Option<u32> {
         self.chain.seed()
     }
+}
+
+/// llama.cpp's reasoning-budget sampler for a chat whose template marks reasoning,
+/// when the request (or `--reasoning-budget`) sets a budget: the block's end marker
+/// (after the budget message) is forced once `budget` tokens were spent in it.
+fn reasoning_budget(p: &GenParams, vocab: &Vocab) -> Option<ReasoningBudget> {
+    let syntax = p.chat_syntax.as_ref()?;
+    if p.reasoning_budget < 0 || syntax.reasoning_end.is_empty() {
+        return None;
+    }
+    let tokens = |text: &str| {
+        vocab.tokenize(
+            text,
+            TokenizeOptions {
+                add_special: false,
+                parse_special: true,
+            },
+        )
+    };
+    // The markers as the model writes them: without the whitespace around them.
+    let start = tokens(syntax.reasoning_start.trim());
+    let end = tokens(syntax.reasoning_end.trim());
+    let mut forced = tokens(&p.reasoning_budget_message);
+    forced.extend(tokens(syntax.reasoning_end.trim_end()));
+    let initial = if syntax.thinking_forced_open {
+        BudgetState::Counting
+    } else {
+        BudgetState::Idle
+    };
+    Some(
+        ReasoningBudget::new(vec![start], vec![end], forced, p.reasoning_budget, initial)
+            .with_vocab(vocab),
+    )
 }
