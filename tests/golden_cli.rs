@@ -4,7 +4,6 @@
 
 mod common;
 
-use llamars::cli::completion;
 
 fn run_case(name: &str) {
     let Some(args) = common::shared_file(&format!("golden/cli/{name}.args")) else {
@@ -61,14 +60,7 @@ fn every_golden_case_has_a_test() {
 }
 
 fn cli(args: &[&str]) -> (i32, String, String) {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let (mut out, mut log) = (Vec::new(), Vec::new());
-    let code = completion::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
-    (
-        code,
-        String::from_utf8_lossy(&out).into_owned(),
-        String::from_utf8_lossy(&log).into_owned(),
-    )
+    common::cli_outcome(args)
 }
 
 #[test]

@@ -130,13 +130,7 @@ cases! {
 }
 
 fn cli(args: &[&str]) -> (i32, String, String) {
-    let (mut out, mut log) = (Vec::new(), Vec::new());
-    let code = completion::main_with(args, &mut std::io::empty(), &mut out, &mut log);
-    (
-        code,
-        String::from_utf8_lossy(&out).into_owned(),
-        String::from_utf8_lossy(&log).into_owned(),
-    )
+    common::cli_outcome(args)
 }
 
 #[test]

@@ -162,6 +162,17 @@ pub fn trim_end(b: &[u8]) -> &[u8] {
     &b[..n]
 }
 
+/// Runs llama-cli in-process with `args`: its exit code, stdout and log (lossy text).
+pub fn cli_outcome<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> (i32, String, String) {
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let code = llamars::cli::completion::main_with(args, &mut std::io::empty(), &mut out, &mut log);
+    (
+        code,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&log).into_owned(),
+    )
+}
+
 /// Runs llama-cli in-process with `args` and returns its stdout; panics naming `name`,
 /// with the log, when it exits with an error.
 pub fn run_cli(name: &str, args: &[String]) -> Vec<u8> {
