@@ -128,7 +128,7 @@ impl TokenCodes {
         self.kinds.is_empty()
     }
 
-    /// How `id` is treated; [`TokenKind::Never`] for an id out of range.
+    /// How `id` is treated; `TokenKind::Never` for an id out of range.
     pub fn kind(&self, id: u32) -> TokenKind {
         self.kinds
             .get(id as usize)
