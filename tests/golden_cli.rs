@@ -4,7 +4,6 @@
 
 mod common;
 
-
 fn run_case(name: &str) {
     let Some(args) = common::shared_file(&format!("golden/cli/{name}.args")) else {
         return;
