@@ -41,6 +41,10 @@ pub struct SlotSampler {
     budget: Option<ReasoningBudget>,
     /// The logits row with the budget's mask applied, while it forces.
     forced_row: Vec<f32>,
+    /// The grammar is lazy: as llama.cpp's `grammar_should_apply`, it is neither
+    /// applied nor fed inside a reasoning block (a trigger word thought about does not
+    /// start a call), and the block's end marker is replayed into it after.
+    lazy: bool,
     /// Special tokens whose text is part of the answer.
     preserved: Vec<Token>,
     n_probs: usize,
@@ -73,6 +77,7 @@ impl SlotSampler {
             grammar,
             budget: reasoning_budget(p, vocab),
             forced_row: Vec::new(),
+            lazy: p.grammar.as_ref().is_some_and(|g| g.lazy),
             preserved: p.preserved_tokens.clone(),
             n_probs: p.n_probs,
             post_sampling_probs: p.post_sampling_probs,
@@ -92,9 +97,22 @@ impl SlotSampler {
         }
     }
 
+    /// Whether the grammar constrains this token: always, except a lazy grammar
+    /// inside a reasoning block.
+    fn grammar_applies(&self) -> bool {
+        !(self.lazy && self.budget.as_ref().is_some_and(ReasoningBudget::in_block))
+    }
+
     /// Draws a token from a logits row; `None` when the chain selects nothing.
     pub fn sample(&mut self, logits: &[f32], vocab: &Vocab) -> Option<SampledToken> {
-        self.attach_grammar();
+        let held = !self.grammar_applies();
+        if held {
+            if let Some(g) = self.chain.take_grammar() {
+                self.grammar = Some(g);
+            }
+        } else {
+            self.attach_grammar();
+        }
         let row = match self.budget.as_mut() {
             Some(b) if b.state() == BudgetState::Forcing => {
                 let mut cur = Candidates::from_logits(logits);
@@ -108,6 +126,15 @@ impl SlotSampler {
         let id = self.chain.sample(row)?;
         if let Some(b) = self.budget.as_mut() {
             b.accept(id);
+            // The block just ended: its end sequence may hold the grammar's trigger.
+            if held && b.state() == BudgetState::Done {
+                if let (Some(g), Some(end)) = (self.grammar.as_mut(), b.end_match()) {
+                    for &t in end {
+                        g.accept(t);
+                    }
+                }
+                self.attach_grammar();
+            }
         }
         let n = self.n_probs;
         let probs = (n > 0).then(|| {
@@ -138,12 +165,20 @@ impl SlotSampler {
 
 /// llama.cpp's reasoning-budget sampler for a chat whose template marks reasoning,
 /// when the request (or `--reasoning-budget`) sets a budget: the block's end marker
-/// (after the budget message) is forced once `budget` tokens were spent in it.
+/// (after the budget message) is forced once `budget` tokens were spent in it. With a
+/// lazy grammar it is there even without a budget (unlimited), to tell when the
+/// answer is inside a reasoning block, as llama.cpp's `common_sampler_init`.
 fn reasoning_budget(p: &GenParams, vocab: &Vocab) -> Option<ReasoningBudget> {
     let syntax = p.chat_syntax.as_ref()?;
-    if p.reasoning_budget < 0 || syntax.reasoning_end.is_empty() {
+    let lazy = p.grammar.as_ref().is_some_and(|g| g.lazy);
+    if (p.reasoning_budget < 0 && !lazy) || syntax.reasoning_end.is_empty() {
         return None;
     }
+    let budget = if p.reasoning_budget < 0 {
+        i32::MAX
+    } else {
+        p.reasoning_budget
+    };
     let tokens = |text: &str| {
         vocab.tokenize(
             text,
@@ -163,8 +198,79 @@ fn reasoning_budget(p: &GenParams, vocab: &Vocab) -> Option<ReasoningBudget> {
     } else {
         BudgetState::Idle
     };
-    Some(
-        ReasoningBudget::new(vec![start], vec![end], forced, p.reasoning_budget, initial)
-            .with_vocab(vocab),
-    )
+    Some(ReasoningBudget::new(vec![start], vec![end], forced, budget, initial).with_vocab(vocab))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::structured::GrammarSpec;
+    use llama::chat::tools::ChatSyntax;
+    use llama::grammar::GrammarTrigger;
+    use llama::sampling::SamplerParams;
+
+    /// Feeds `text`'s tokens as the only likely ones; returns what was sampled.
+    fn force(vocab: &Vocab, s: &mut SlotSampler, text: &str) -> String {
+        let mut out = Vec::new();
+        let plain = TokenizeOptions {
+            add_special: false,
+            parse_special: false,
+        };
+        for t in vocab.tokenize(text, plain) {
+            let mut logits = vec![0f32; vocab.n_tokens()];
+            logits[t as usize] = 100.0;
+            out.extend(s.sample(&logits, vocab).unwrap().piece);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn sampler(vocab: &Vocab, thinking: bool) -> SlotSampler {
+        let mut p = GenParams::defaults(&SamplerParams::greedy(), -1, false, 0, 0);
+        p.grammar = Some(GrammarSpec {
+            text: "root ::= \"<tool_call>\" \"ok\"\n".into(),
+            lazy: true,
+            triggers: vec![GrammarTrigger::Word("<tool_call>".into())],
+        });
+        p.chat_syntax = Some(ChatSyntax {
+            thinking_forced_open: thinking,
+            reasoning_start: if thinking {
+                "<think>".into()
+            } else {
+                String::new()
+            },
+            reasoning_end: if thinking {
+                "</think>".into()
+            } else {
+                String::new()
+            },
+            ..ChatSyntax::default()
+        });
+        let mut s = SlotSampler::new(&p, vocab).unwrap();
+        s.accept_prompt(&[]);
+        s
+    }
+
+    /// As llama.cpp's `grammar_should_apply`: a trigger word inside a reasoning block
+    /// does not wake a lazy grammar; the same word after the block does.
+    #[test]
+    fn a_lazy_grammar_waits_out_the_reasoning_block() {
+        let Some(path) = llama::doctest::model("../shared/models/stories260K.gguf") else {
+            return;
+        };
+        let vocab = llama::load_vocab(path).unwrap();
+        // Without reasoning markers the trigger wakes the grammar at once: the
+        // forced `x` after it is refused and the grammar's `o` comes instead.
+        let mut plain = sampler(&vocab, false);
+        let out = force(&vocab, &mut plain, "I call <tool_call>x");
+        assert!(out.ends_with("<tool_call>o"), "{out:?}");
+
+        // Inside the block opened by the prompt the same text passes untouched ...
+        let mut s = sampler(&vocab, true);
+        let out = force(&vocab, &mut s, "I call <tool_call>x");
+        assert!(out.ends_with("<tool_call>x"), "{out:?}");
+        force(&vocab, &mut s, "</think>");
+        // ... and after it the trigger wakes the grammar.
+        let out = force(&vocab, &mut s, "Now <tool_call>x");
+        assert!(out.ends_with("<tool_call>o"), "{out:?}");
+    }
 }
