@@ -70,6 +70,11 @@ impl Converter {
     }
 
     fn add_primitive(&mut self, name: &str, rule: &BuiltinRule) -> String {
+        let rule = if name == "date" && self.mode == Mode::Strict {
+            &super::primitives::STRICT_DATE
+        } else {
+            rule
+        };
         let n = self.rules.add(name, rule.content);
         for dep in rule.deps {
             match builtin(dep) {

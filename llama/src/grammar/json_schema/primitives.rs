@@ -91,6 +91,20 @@ const STRING_FORMAT_RULES: &[(&str, BuiltinRule)] = &[
     ),
 ];
 
+/// The `date` rule of strict mode: a calendar date, not llama.cpp's any month with
+/// days 01-31 (which lets `2222-02-30` through although the schema's `format: date`
+/// refuses it). 30-day months end at 30, February at 28, and February 29 only in leap
+/// years (divisible by 4, and by 400 at a century).
+pub(crate) const STRICT_DATE: BuiltinRule = rule(
+    concat!(
+        r#"[0-9]{4} "-" ( ( "01" | "03" | "05" | "07" | "08" | "10" | "12" ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] )"#,
+        r#" | ( "04" | "06" | "09" | "11" ) "-" ( "0" [1-9] | [12] [0-9] | "30" )"#,
+        r#" | "02-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) )"#,
+        r#" | ( [0-9] [0-9] ( [02468] [48] | [13579] [26] | [2468] "0" ) | ( [02468] [048] | [13579] [26] ) "00" ) "-02-29""#,
+    ),
+    &[],
+);
+
 /// The JSON value rule named `name` (`string`, `value`, ...), if there is one.
 pub(crate) fn primitive(name: &str) -> Option<&'static BuiltinRule> {
     PRIMITIVE_RULES
