@@ -15,9 +15,11 @@
 //! fed to the grammar. The forced tokens are the tokenized budget message (if any)
 //! followed by the end marker.
 
+use std::sync::Arc;
+
 use crate::batch::Token;
 use crate::sampling::{Candidates, Sampler};
-use crate::vocab::Vocab;
+use crate::vocab::{Vocab, VocabPieces};
 
 /// Where the sampler is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,8 +123,9 @@ pub struct ReasoningBudget {
     state: BudgetState,
     force_pos: usize,
     end_match: Option<usize>,
-    /// Tokens whose piece ends inside a UTF-8 character (empty: none known).
-    split_utf8: Vec<bool>,
+    /// The vocabulary's shared pieces, to see whether a token ends inside a UTF-8
+    /// character (`None`: never waits).
+    pieces: Option<Arc<VocabPieces>>,
 }
 
 impl ReasoningBudget {
@@ -153,7 +156,7 @@ impl ReasoningBudget {
             state,
             force_pos: 0,
             end_match: None,
-            split_utf8: Vec::new(),
+            pieces: None,
         }
     }
 
@@ -161,14 +164,7 @@ impl ReasoningBudget {
     /// character, until the character is complete (llama.cpp does when it has the
     /// vocabulary). Returns the sampler.
     pub fn with_vocab(mut self, vocab: &Vocab) -> Self {
-        self.split_utf8 = (0..vocab.n_tokens())
-            .map(|i| {
-                Token::try_from(i)
-                    .ok()
-                    .and_then(|t| vocab.token_to_piece(t, 0, false).ok())
-                    .is_some_and(|p| !utf8_complete(p))
-            })
-            .collect();
+        self.pieces = Some(vocab.pieces());
         self
     }
 
@@ -219,16 +215,19 @@ impl ReasoningBudget {
     }
 
     fn piece_complete(&self, token: Token) -> bool {
-        usize::try_from(token)
-            .ok()
-            .and_then(|i| self.split_utf8.get(i))
-            .is_none_or(|split| !split)
+        self.pieces
+            .as_ref()
+            .is_none_or(|p| utf8_complete(p.piece(token)))
     }
 }
 
 impl Sampler for ReasoningBudget {
     fn name(&self) -> &'static str {
         "reasoning-budget"
+    }
+
+    fn bind_vocab(&mut self, pieces: &Arc<VocabPieces>) {
+        self.pieces = Some(Arc::clone(pieces));
     }
 
     fn apply(&mut self, cur: &mut Candidates) {
