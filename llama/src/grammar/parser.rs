@@ -377,7 +377,6 @@ impl<'a> Parser<'a> {
                 n_prev_rules = 1;
                 rule.push(Elem::RuleRef(id));
             } else if c == b'(' {
-                let open = pos;
                 pos = self.parse_space(pos + 1, true);
                 let n_before = self.out.symbol_ids.len() as u64;
                 let sub_id = self.generate_symbol_id(rule_name);
@@ -386,7 +385,6 @@ impl<'a> Parser<'a> {
                 last_sym_start = rule.len();
                 rule.push(Elem::RuleRef(sub_id));
                 if self.at(pos) != b')' {
-                    let _ = open;
                     return fail(pos, "expecting ')'");
                 }
                 pos = self.parse_space(pos + 1, nested);

@@ -20,20 +20,7 @@ pub(super) fn space(b: &mut GrammarBuilder) -> String {
 
 /// `s` as a GBNF string literal.
 pub(super) fn lit(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    crate::grammar::json_schema::gbnf_format_literal(s)
 }
 
 /// A rule name made of `s` (GBNF names allow letters, digits and `-`).
