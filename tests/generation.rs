@@ -292,7 +292,7 @@ fn bad_requests_are_typed_errors() {
 }
 
 /// The penalties see the prompt and every generated token: a Generation picks what a
-/// plain loop of `accept_all(prompt)`, `decode`, `sample` picks; leaving the tokens
+/// plain loop of `accept_prompt(prompt)`, `decode`, `sample` picks; leaving the tokens
 /// unaccepted picks differently.
 #[test]
 fn the_chain_accepts_prompt_and_generated_tokens() {
@@ -314,7 +314,7 @@ fn the_chain_accepts_prompt_and_generated_tokens() {
         let mut ctx = context(&m, 1);
         let mut c = chain();
         if accept {
-            c.accept_all(&p);
+            c.accept_prompt(&p);
         }
         ctx.decode(&Batch::get_one(&p)).unwrap();
         let mut out = Vec::new();

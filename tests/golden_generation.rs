@@ -94,7 +94,7 @@ fn generate(case_name: &str) {
     // The low-level loop: decode, logits, sample (which accepts), end of generation.
     let mut sampler = greedy();
     let prompt_tokens = model.vocab.tokenize(&prompt, TokenizeOptions::PROMPT);
-    sampler.accept_all(&prompt_tokens);
+    sampler.accept_prompt(&prompt_tokens);
     ctx.decode(&Batch::get_one(&prompt_tokens)).expect("prompt");
     let mut out = Vec::new();
     let mut ids = Vec::new();

@@ -891,12 +891,6 @@ impl SamplerChain {
         }
     }
 
-    /// Prompt tokens: the same as [`SamplerChain::accept_prompt`] (the grammar does
-    /// not see them).
-    pub fn accept_all(&mut self, tokens: &[Token]) {
-        self.accept_prompt(tokens);
-    }
-
     /// Resets every sampler (accepted tokens forgotten, the draw reseeded) and the
     /// grammar (back to its start; a lazy one waits for its trigger again).
     pub fn reset(&mut self) {
@@ -1052,13 +1046,13 @@ mod tests {
     }
 
     #[test]
-    fn accept_all_feeds_the_penalties_a_prompt() {
+    fn accept_prompt_feeds_the_penalties_a_prompt() {
         let mut a = SamplerChain::from_params(&SamplerParams {
             repeat_penalty: 4.0,
             ..SamplerParams::greedy()
         })
         .unwrap();
-        a.accept_all(&[3, 3]);
+        a.accept_prompt(&[3, 3]);
         // 3's logit is divided by 4 (once per distinct token, as llama.cpp).
         assert_eq!(a.sample(&ROW), Some(1));
         a.reset();

@@ -205,7 +205,7 @@ impl Generation {
             let chunk = &self.prompt[self.n_fed..end];
             let last = end == self.prompt.len();
             let logits = if last { Logits::Last } else { Logits::None };
-            self.sampler.accept_all(chunk);
+            self.sampler.accept_prompt(chunk);
             self.n_fed = end;
             batch.add_tokens(self.seq_id, chunk, logits)
         };

@@ -42,7 +42,7 @@ impl LlamaContext {
             )));
         }
         let generation = {
-            sampler.accept_all(before);
+            sampler.accept_prompt(before);
             Generation::new(seq_id, &[last], sampler, params)?
         };
         self.memory_seq_rm(seq_id, (before.len() as i32)..)?;

@@ -87,7 +87,7 @@ impl SlotSampler {
     /// Feeds the prompt to the chain's history (penalties look at it); the grammar
     /// joins the chain after it, so that it sees generated tokens only.
     pub fn accept_prompt(&mut self, prompt: &[Token]) {
-        self.chain.accept_all(prompt);
+        self.chain.accept_prompt(prompt);
         self.attach_grammar();
     }
 
