@@ -129,6 +129,16 @@ pub enum Kv {
     ExpertUsedCount,
     /// `{arch}.expert_feed_forward_length`.
     ExpertFeedForwardLength,
+    /// `{arch}.attention.layer_norm_epsilon` (models with a mean-and-variance norm).
+    AttentionLayerNormEpsilon,
+    /// `{arch}.attention.causal` (false for encoders).
+    AttentionCausal,
+    /// `{arch}.pooling_type` (an embedding model's pooling).
+    PoolingType,
+    /// `{arch}.classifier.output_labels` (a classifier head's labels).
+    ClassifierOutputLabels,
+    /// `{arch}.token_type_count` (BERT's token types).
+    TokenTypeCount,
 }
 
 impl Kv {
@@ -168,6 +178,11 @@ impl Kv {
             Kv::ExpertCount => (false, "expert_count"),
             Kv::ExpertUsedCount => (false, "expert_used_count"),
             Kv::ExpertFeedForwardLength => (false, "expert_feed_forward_length"),
+            Kv::AttentionLayerNormEpsilon => (false, "attention.layer_norm_epsilon"),
+            Kv::AttentionCausal => (false, "attention.causal"),
+            Kv::PoolingType => (false, "pooling_type"),
+            Kv::ClassifierOutputLabels => (false, "classifier.output_labels"),
+            Kv::TokenTypeCount => (false, "token_type_count"),
         };
         if general {
             suffix.to_string()
@@ -228,6 +243,22 @@ pub enum TensorName {
     FfnUpExps,
     /// `blk.{il}.ffn_down_exps.*` (the experts' down projections).
     FfnDownExps,
+    /// `token_types.*` (BERT's token-type embeddings).
+    TokenTypes,
+    /// `position_embd.*` (learned absolute position embeddings).
+    PosEmbd,
+    /// `token_embd_norm.*` (the norm of the input embeddings).
+    TokenEmbdNorm,
+    /// `blk.{il}.attn_output_norm.*` (BERT's norm after the attention).
+    AttnOutNorm,
+    /// `blk.{il}.attn_norm_2.*` (Jina-BERT-v2's second attention norm).
+    AttnNorm2,
+    /// `blk.{il}.layer_output_norm.*` (BERT's norm after the feed-forward network).
+    LayerOutNorm,
+    /// `cls.*` (a classifier's dense layer, applied with tanh).
+    Cls,
+    /// `cls.output.*` (a classifier's output projection: the scores).
+    ClsOut,
 }
 
 /// Every tensor name, in declaration order (`TensorName as usize` indexes it).
@@ -256,6 +287,14 @@ pub const ALL_TENSOR_NAMES: &[TensorName] = &[
     TensorName::FfnGateExps,
     TensorName::FfnUpExps,
     TensorName::FfnDownExps,
+    TensorName::TokenTypes,
+    TensorName::PosEmbd,
+    TensorName::TokenEmbdNorm,
+    TensorName::AttnOutNorm,
+    TensorName::AttnNorm2,
+    TensorName::LayerOutNorm,
+    TensorName::Cls,
+    TensorName::ClsOut,
 ];
 
 impl TensorName {
@@ -286,6 +325,14 @@ impl TensorName {
             TensorName::FfnGateExps => "ffn_gate_exps",
             TensorName::FfnUpExps => "ffn_up_exps",
             TensorName::FfnDownExps => "ffn_down_exps",
+            TensorName::TokenTypes => "token_types",
+            TensorName::PosEmbd => "position_embd",
+            TensorName::TokenEmbdNorm => "token_embd_norm",
+            TensorName::AttnOutNorm => "attn_output_norm",
+            TensorName::AttnNorm2 => "attn_norm_2",
+            TensorName::LayerOutNorm => "layer_output_norm",
+            TensorName::Cls => "cls",
+            TensorName::ClsOut => "cls.output",
         }
     }
 

@@ -163,6 +163,15 @@ impl UBatch {
     pub(crate) fn n_outputs(&self) -> usize {
         self.output.iter().filter(|&&o| o).count()
     }
+
+    /// The distinct sequence ids of the micro-batch, ascending (llama.cpp's
+    /// `seq_id_unq`; a sequence's index here is its `seq_idx`).
+    pub(crate) fn seq_id_unq(&self) -> SmallVec<[SeqId; 8]> {
+        let mut ids: SmallVec<[SeqId; 8]> = self.seq_ids.iter().flatten().copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 }
 
 impl UBatch {

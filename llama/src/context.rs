@@ -14,6 +14,7 @@ use crate::model::Model;
 use crate::vocab::TokenizeOptions;
 use runner::GraphRunner;
 
+mod embeddings;
 mod runner;
 mod sequences;
 
@@ -42,8 +43,17 @@ pub struct LlamaContext {
     runner: GraphRunner,
     /// The logits of the last batch's output tokens, in micro-batch order.
     logits: Vec<f32>,
-    /// For each token of the last batch: its row in `logits`, or -1.
+    /// For each token of the last batch: its row in `logits` (or, in an embeddings
+    /// context without pooling, in `embd`), or -1.
     output_rows: Vec<i32>,
+    /// An embeddings context's per-token embeddings of the last batch (no pooling),
+    /// rows as `logits`'.
+    embd: Vec<f32>,
+    /// An embeddings context's pooled embeddings (or rank scores) of the last batch,
+    /// by sequence id; empty for sequences the batch did not hold.
+    embd_seq: Vec<Vec<f32>>,
+    /// One micro-batch's embeddings as the graph gives them.
+    embd_ubatch: Vec<f32>,
     perf: PerfCounters,
     /// Buffers of `decode`'s batch check, kept so that a steady decode loop
     /// allocates nothing.
@@ -69,7 +79,10 @@ impl LlamaContext {
         let model: Arc<Model> = model.into();
         let hp = &model.hparams;
         let cparams = Cparams::resolve(params, hp)?;
-        let dims: Vec<KvLayerDims> = (0..hp.n_layer)
+        embeddings::check_model(&model, &cparams)?;
+        // An encoder keeps no keys: its memory only places each batch's tokens.
+        let n_cached = if cparams.causal_attn { hp.n_layer } else { 0 };
+        let dims: Vec<KvLayerDims> = (0..n_cached)
             .map(|il| KvLayerDims {
                 il,
                 n_embd_head_k: hp.n_embd_head_k,
@@ -117,6 +130,9 @@ impl LlamaContext {
             runner: GraphRunner::new(exec, params.keep_intermediates),
             logits: Vec::new(),
             output_rows: Vec::new(),
+            embd: Vec::new(),
+            embd_seq: Vec::new(),
+            embd_ubatch: Vec::new(),
             perf: PerfCounters::default(),
             work: BatchCheck::default(),
         })
@@ -225,10 +241,30 @@ impl LlamaContext {
     pub fn decode(&mut self, batch: &Batch) -> Result<()> {
         self.check_batch(batch)?;
         self.apply_kv_shift()?;
+        let done = self.decode_checked(batch);
+        if !self.cparams.causal_attn {
+            // Nothing of an encoder's batch stays: the next batch starts afresh.
+            self.memory.clear(crate::memory::ClearMode::Metadata)?;
+        }
+        done
+    }
+
+    /// [`LlamaContext::decode`] after the batch was checked.
+    fn decode_checked(&mut self, batch: &Batch) -> Result<()> {
+        embeddings::check_batch(&self.cparams, &self.work.all)?;
         let mut mb = self
             .memory
             .prepare(&self.work.all, self.cparams.n_ubatch as usize)?;
-        let n_vocab = self.model.hparams.n_vocab;
+        embeddings::check_split(&self.cparams, mb.ubatches())?;
+        let embeddings = self.cparams.embeddings;
+        // An embeddings context computes no logits: none to hold.
+        let n_vocab = if embeddings {
+            0
+        } else {
+            self.model.hparams.n_vocab
+        };
+        self.embd_seq.iter_mut().for_each(Vec::clear);
+        self.embd.clear();
         // Logits rows come in micro-batch order, which an equal split may permute.
         self.output_rows.clear();
         self.output_rows.resize(batch.len(), -1);
@@ -249,12 +285,25 @@ impl LlamaContext {
             mb.apply();
             let rows = row..row + mb.ubatch().n_outputs();
             let logits = &mut self.logits[rows.start * n_vocab..rows.end * n_vocab];
-            let run = self
-                .runner
-                .run_ubatch(&self.model, &self.cparams, &mut mb, logits);
+            let run = self.runner.run_ubatch(
+                &self.model,
+                &self.cparams,
+                &mut mb,
+                logits,
+                &mut self.embd_ubatch,
+            );
             if let Err(e) = run {
                 mb.forget_rest();
                 return Err(e);
+            }
+            if embeddings {
+                embeddings::store(
+                    &self.cparams,
+                    mb.ubatch(),
+                    &self.embd_ubatch,
+                    &mut self.embd,
+                    &mut self.embd_seq,
+                );
             }
             self.perf.n_graphs += 1;
             row = rows.end;
@@ -348,7 +397,8 @@ impl LlamaContext {
             all.tokens.push(t.token);
             all.pos.push(pos);
             all.seq_ids.push(t.seq_ids.clone());
-            all.output.push(t.logits);
+            // An embeddings context outputs every token (llama.cpp's `output_all`).
+            all.output.push(t.logits || self.cparams.embeddings);
             all.batch_index.push(i);
         }
         for (s, &(lo, hi, n)) in seq_pos.iter().enumerate() {

@@ -5,6 +5,7 @@
 use ggml::{GgmlType, RopeParams};
 
 use crate::batch::MAX_SEQ;
+use crate::embeddings::PoolingType;
 use crate::error::{LlamaError, Result};
 use crate::hparams::{Hparams, RopeScaling};
 use crate::memory::SelfExtendParams;
@@ -72,6 +73,16 @@ pub struct ContextParams {
     /// CPUs, but not llama.cpp's float order, so logits differ from llama.cpp's
     /// (by about what its own flash attention changes). Off by default.
     pub fast_int8: bool,
+    /// Compute embeddings instead of logits (llama.cpp's `embeddings`): after
+    /// `decode`, every token's hidden state after the final norm is pooled as
+    /// [`ContextParams::pooling_type`] says and read with
+    /// [`LlamaContext::embeddings_seq`](crate::LlamaContext::embeddings_seq) or
+    /// [`LlamaContext::embeddings_ith`](crate::LlamaContext::embeddings_ith); no output
+    /// head is computed and `logits_ith` gives nothing. Encoder models (BERT) need it.
+    pub embeddings: bool,
+    /// The pooling of an embeddings context; `None`: the model's `{arch}.pooling_type`,
+    /// else [`PoolingType::None`].
+    pub pooling_type: Option<PoolingType>,
 }
 
 impl Default for ContextParams {
@@ -99,6 +110,8 @@ impl Default for ContextParams {
             self_extend: None,
             swa_full: false,
             fast_int8: false,
+            embeddings: false,
+            pooling_type: None,
         }
     }
 }
@@ -136,6 +149,13 @@ pub struct Cparams {
     pub yarn_beta_slow: f32,
     /// Exact Self-Extend, if on.
     pub self_extend: Option<SelfExtendParams>,
+    /// Embeddings instead of logits.
+    pub embeddings: bool,
+    /// The pooling of the embeddings ([`PoolingType::None`] when not `embeddings`).
+    pub pooling_type: PoolingType,
+    /// Whether the attention is causal (the model's `attention.causal`); a non-causal
+    /// model keeps no KV cache and takes each sequence whole in one micro-batch.
+    pub causal_attn: bool,
 }
 
 /// The largest context a [`LlamaContext`](crate::LlamaContext) accepts (`n_ctx`, after padding to 256):
@@ -178,6 +198,21 @@ impl Cparams {
         };
         let n_batch = p.n_batch.min(n_ctx).max(1);
         let n_ubatch = p.n_ubatch.min(n_batch).max(1);
+        if !hp.causal_attn && !p.embeddings {
+            return Err(LlamaError::InvalidParam(format!(
+                "{} is an encoder model: it gives embeddings, not logits (set ContextParams::embeddings, --embedding)",
+                hp.arch
+            )));
+        }
+        if p.embeddings && p.self_extend.is_some() {
+            return Err(LlamaError::InvalidParam(
+                "exact Self-Extend is for generation; an embeddings context cannot use it".into(),
+            ));
+        }
+        let pooling_type = match (p.embeddings, p.pooling_type.or(hp.pooling_type)) {
+            (true, Some(pt)) => pt,
+            _ => PoolingType::None,
+        };
         let scaling = p.rope_scaling.unwrap_or(hp.rope_scaling);
         let mut freq_scale = if p.rope_freq_scale == 0.0 {
             hp.rope_freq_scale_train
@@ -255,6 +290,9 @@ impl Cparams {
             } else {
                 hp.yarn_beta_slow
             },
+            embeddings: p.embeddings,
+            pooling_type,
+            causal_attn: hp.causal_attn,
         })
     }
 

@@ -116,6 +116,22 @@ pub struct Hparams {
     pub f_final_logit_softcapping: f32,
     /// Scale of Q·K (0: `1/sqrt(n_embd_head_k)`).
     pub f_attention_scale: f32,
+    /// Layer-norm epsilon (`attention.layer_norm_epsilon`) of models normalised by
+    /// mean and variance (BERT); 0 when absent.
+    pub f_norm_eps: f32,
+    /// Whether the attention is causal (`attention.causal`, true when absent); encoders
+    /// such as BERT attend both ways and keep no KV cache.
+    pub causal_attn: bool,
+    /// The pooling an embeddings context uses unless told otherwise
+    /// (`{arch}.pooling_type`); `None` when the file names none.
+    pub pooling_type: Option<crate::embeddings::PoolingType>,
+    /// Scores a reranker's classifier head gives (`classifier.output_labels`' length,
+    /// else 1).
+    pub n_cls_out: usize,
+    /// The classifier's output labels (`classifier.output_labels`), possibly empty.
+    pub cls_labels: Vec<String>,
+    /// Token types of BERT-like models (`token_type_count`; 0 when absent).
+    pub n_token_types: usize,
 }
 
 impl Hparams {
@@ -157,6 +173,12 @@ impl Hparams {
             rope_freq_scale_train_swa: 1.0,
             f_final_logit_softcapping: 0.0,
             f_attention_scale: 0.0,
+            f_norm_eps: 0.0,
+            causal_attn: true,
+            pooling_type: None,
+            n_cls_out: 1,
+            cls_labels: Vec::new(),
+            n_token_types: 0,
         }
     }
 

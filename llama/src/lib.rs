@@ -53,6 +53,7 @@ pub mod context;
 pub mod cparams;
 #[doc(hidden)]
 pub mod doctest;
+pub mod embeddings;
 pub mod error;
 pub mod generate;
 pub mod grammar;
@@ -70,6 +71,7 @@ pub mod vocab;
 
 pub use batch::{Batch, BatchToken, Logits, Token};
 pub use context::{ContextParams, LlamaContext};
+pub use embeddings::{EmbdNorm, PoolingType};
 pub use error::{LlamaError, MemoryError, Result};
 pub use generate::{FinishReason, Generate, GenerateParams, Generation, Step};
 pub use loader::{load_model, load_vocab, LoadMode, ModelParams};

@@ -249,13 +249,24 @@ pub fn load_hparams(g: &Gguf, arch: Arch, n_vocab: usize) -> Result<Hparams> {
             detail: format!("{n_rot} must be even and at most the head size {n_embd_head_k}"),
         });
     }
-    let f_norm_rms_eps: f32 = get(g, &k(Kv::AttentionLayerNormRmsEpsilon))?;
-    if !(f_norm_rms_eps.is_finite() && f_norm_rms_eps >= 0.0) {
-        return Err(LlamaError::BadKey {
-            key: k(Kv::AttentionLayerNormRmsEpsilon),
-            detail: format!("{f_norm_rms_eps}"),
-        });
+    let f_norm_eps = get_opt::<f32>(g, &k(Kv::AttentionLayerNormEpsilon))?;
+    // Models normalised by mean and variance (BERT) name only their own epsilon.
+    let f_norm_rms_eps: f32 = match f_norm_eps {
+        Some(_) => get_opt(g, &k(Kv::AttentionLayerNormRmsEpsilon))?.unwrap_or(0.0),
+        None => get(g, &k(Kv::AttentionLayerNormRmsEpsilon))?,
+    };
+    for (kv, eps) in [
+        (Kv::AttentionLayerNormRmsEpsilon, f_norm_rms_eps),
+        (Kv::AttentionLayerNormEpsilon, f_norm_eps.unwrap_or(0.0)),
+    ] {
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(LlamaError::BadKey {
+                key: k(kv),
+                detail: format!("{eps}"),
+            });
+        }
     }
+    let embedding = crate::embeddings::read_embedding_keys(g, arch)?;
     let rope_freq_base_train = get_opt::<f32>(g, &k(Kv::RopeFreqBase))?.unwrap_or(10000.0);
     if !(rope_freq_base_train.is_finite() && rope_freq_base_train > 0.0) {
         return Err(LlamaError::BadKey {
@@ -309,6 +320,12 @@ pub fn load_hparams(g: &Gguf, arch: Arch, n_vocab: usize) -> Result<Hparams> {
         yarn_beta_fast: get_opt::<f32>(g, &k(Kv::RopeScalingYarnBetaFast))?.unwrap_or(32.0),
         yarn_beta_slow: get_opt::<f32>(g, &k(Kv::RopeScalingYarnBetaSlow))?.unwrap_or(1.0),
         rope_attn_factor,
+        f_norm_eps: f_norm_eps.unwrap_or(0.0),
+        causal_attn: embedding.causal_attn,
+        pooling_type: embedding.pooling_type,
+        n_cls_out: embedding.cls_labels.len().max(1),
+        cls_labels: embedding.cls_labels,
+        n_token_types: embedding.n_token_types,
         ..Hparams::new(arch)
     };
     let a = crate::models::architecture(arch);

@@ -14,8 +14,8 @@ use crate::tensor_map::TensorMap;
 pub struct Weights {
     /// Token embeddings `[n_embd, n_vocab]`.
     pub tok_embd: TensorId,
-    /// Final norm.
-    pub output_norm: TensorId,
+    /// Final norm (`None` for encoders, whose layers end in their own norms).
+    pub output_norm: Option<TensorId>,
     /// Output head `[n_embd, n_vocab]` (the token embeddings when tied).
     pub output: TensorId,
     /// Whether `output` is the token embedding matrix (no `output.weight` in the file).

@@ -17,7 +17,8 @@ struct CachedGraph {
     ctx: ggml::Context,
     graph: ggml::Graph,
     inputs: GraphInputs,
-    logits: TensorId,
+    logits: Option<TensorId>,
+    embd: Option<TensorId>,
 }
 
 /// The executor, the graph allocator and the graph kept for reuse.
@@ -49,13 +50,17 @@ impl GraphRunner {
 
     /// Computes the current micro-batch of `mb` (applied to the memory) and writes the
     /// logits of its output tokens, in order, into `logits` (`n_outputs * n_vocab`
-    /// values). Errors: building, allocating or computing the graph.
+    /// values; nothing for an embeddings context), and an embeddings context's
+    /// embeddings (per output token, or per sequence of the micro-batch in ascending
+    /// id order when pooled) into `embd`, resized to hold them. Errors: building,
+    /// allocating or computing the graph.
     pub(super) fn run_ubatch(
         &mut self,
         model: &Model,
         cparams: &Cparams,
         mb: &mut MemoryBatch,
         logits: &mut [f32],
+        embd: &mut Vec<f32>,
     ) -> Result<()> {
         let shape = mb.shape();
         let reuse =
@@ -63,7 +68,8 @@ impl GraphRunner {
         if !reuse {
             self.cached = None;
             let mut b = GraphBuilder::new(model, cparams, mb)?;
-            let logits = crate::models::build_graph(&mut b)?;
+            crate::models::build_graph(&mut b)?;
+            let (logits, embd) = (b.t_logits, b.t_embd.filter(|_| cparams.embeddings));
             let (mut gctx, graph, inputs) = (b.ctx, b.gf, b.inputs);
             if self.keep_intermediates {
                 for &n in graph.nodes() {
@@ -77,6 +83,7 @@ impl GraphRunner {
                 graph,
                 inputs,
                 logits,
+                embd,
             });
         }
         let Some(c) = self.cached.as_ref() else {
@@ -87,8 +94,12 @@ impl GraphRunner {
         let alibi = model.hparams.use_alibi();
         c.inputs.set(&c.ctx, mb, alibi, &mut self.scratch)?;
         self.exec.compute(&c.ctx, &c.graph)?;
-        if shape.n_outputs > 0 {
-            c.ctx.read_f32_into(c.logits, logits)?;
+        if let (Some(t), true) = (c.logits, shape.n_outputs > 0) {
+            c.ctx.read_f32_into(t, logits)?;
+        }
+        if let Some(t) = c.embd {
+            embd.resize(c.ctx.tensor(t).ne.iter().product(), 0.0);
+            c.ctx.read_f32_into(t, embd)?;
         }
         if self.keep_intermediates {
             // A fresh allocator next time, so that this graph's memory stays intact.

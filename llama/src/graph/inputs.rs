@@ -3,8 +3,10 @@
 
 use ggml::{Context, TensorId};
 
+use crate::batch::UBatch;
 use crate::error::Result;
 use crate::graph::self_extend::SelfExtendParams;
+use crate::memory::Pos;
 use crate::memory::{CacheId, KvInputs, MemoryBatch};
 
 /// The attention inputs of one plain cache (llama.cpp's `llm_graph_input_attn_kv`).
@@ -36,12 +38,21 @@ pub(crate) struct GraphInputs {
     pub(crate) pos_grouped_k: Option<TensorId>,
     /// Exact Self-Extend's settings, for the grouped positions.
     pub(crate) self_extend: Option<SelfExtendParams>,
+    /// A cache-less attention's mask (F32 `[n_tokens, n_tokens]`), the mask as the
+    /// attention reads it, and whether it is causal.
+    pub(crate) kq_mask_no_cache: Option<(TensorId, TensorId, bool)>,
+    /// Mean pooling's matrix (F32 `[n_tokens, n_seqs]`).
+    pub(crate) mean: Option<TensorId>,
+    /// The pooled rows (I32 `[n_seqs]`) and whether each sequence's last token is
+    /// taken (else its first).
+    pub(crate) cls: Option<(TensorId, bool)>,
 }
 
 /// A reusable host-side buffer for filling inputs without allocating per token.
 #[derive(Default)]
 pub(crate) struct InputScratch {
     i32s: Vec<i32>,
+    f32s: Vec<f32>,
 }
 
 impl GraphInputs {
@@ -86,6 +97,84 @@ impl GraphInputs {
             );
             ctx.set_i32(t, &scratch.i32s)?;
         }
+        if let Some((t, _, causal)) = self.kq_mask_no_cache {
+            no_cache_mask(ub, causal, alibi, &mut scratch.f32s);
+            ctx.set_f32(t, &scratch.f32s)?;
+        }
+        if let Some(t) = self.mean {
+            mean_matrix(ub, &mut scratch.f32s);
+            ctx.set_f32(t, &scratch.f32s)?;
+        }
+        if let Some((t, last)) = self.cls {
+            pooled_rows(ub, last, &mut scratch.i32s);
+            ctx.set_i32(t, &scratch.i32s)?;
+        }
         Ok(())
     }
+}
+
+/// The mask of a cache-less attention (llama.cpp's `llm_graph_input_attn_no_cache::
+/// set_input`): row `i1` lets token `i1` see token `i0` of the same (first) sequence,
+/// not a later one when `causal`; 0 there, or `-|p0 - p1|` with ALiBi; -inf elsewhere.
+fn no_cache_mask(ub: &UBatch, causal: bool, alibi: bool, out: &mut Vec<f32>) {
+    let n = ub.n_tokens();
+    out.clear();
+    out.resize(n * n, f32::NEG_INFINITY);
+    for i1 in 0..n {
+        let (s1, p1) = (ub.seq_ids[i1][0], ub.pos[i1]);
+        for i0 in 0..n {
+            let (s0, p0) = (ub.seq_ids[i0][0], ub.pos[i0]);
+            if s0 != s1 || (causal && p0 > p1) {
+                continue;
+            }
+            out[i1 * n + i0] = if alibi {
+                -((p0 - p1).abs() as f32)
+            } else {
+                0.0
+            };
+        }
+    }
+}
+
+/// Mean pooling's matrix (llama.cpp's `llm_graph_input_mean::set_input`): column
+/// `seq_idx` holds `1/len` at the rows of the sequence's tokens.
+fn mean_matrix(ub: &UBatch, out: &mut Vec<f32>) {
+    let (n, seqs) = (ub.n_tokens(), ub.seq_id_unq());
+    out.clear();
+    out.resize(n * seqs.len(), 0.0);
+    let idx = |s| seqs.iter().position(|&q| q == s).unwrap_or(0);
+    let mut len = vec![0u64; seqs.len()];
+    for ids in &ub.seq_ids {
+        for &s in ids {
+            len[idx(s)] += 1;
+        }
+    }
+    for (i, ids) in ub.seq_ids.iter().enumerate() {
+        for &s in ids {
+            let k = idx(s);
+            out[k * n + i] = 1.0 / len[k] as f32;
+        }
+    }
+}
+
+/// The row of each sequence's pooled token (llama.cpp's `llm_graph_input_cls::
+/// set_input`): the lowest position, or the highest when `last`.
+fn pooled_rows(ub: &UBatch, last: bool, out: &mut Vec<i32>) {
+    let seqs = ub.seq_id_unq();
+    let mut target: Vec<Option<(Pos, usize)>> = vec![None; seqs.len()];
+    for (i, ids) in ub.seq_ids.iter().enumerate() {
+        let p = ub.pos[i];
+        for &s in ids {
+            let k = seqs.iter().position(|&q| q == s).unwrap_or(0);
+            let better = match target[k] {
+                None => true,
+                Some((tp, _)) => (last && p >= tp) || (!last && p < tp),
+            };
+            if better {
+                target[k] = Some((p, i));
+            }
+        }
+    }
+    out.clear();
+    out.extend(target.iter().map(|t| t.map_or(0, |(_, i)| i as i32)));
 }

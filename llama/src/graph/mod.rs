@@ -4,6 +4,8 @@
 //! SwiGLU feed-forward, output head). `models/*.rs` compose them per architecture.
 
 pub(crate) mod inputs;
+mod no_cache;
+mod pooling;
 pub mod self_extend;
 
 pub(crate) use inputs::GraphInputs;
@@ -46,6 +48,11 @@ pub(crate) struct GraphBuilder<'a> {
     pub(crate) n_tokens: usize,
     /// Tokens whose logits are wanted.
     pub(crate) n_outputs: usize,
+    /// The logits `[n_vocab, n_outputs]`, once built (llama.cpp's `res->t_logits`).
+    pub(crate) t_logits: Option<TensorId>,
+    /// The final hidden states `[n_embd, n_outputs]` (llama.cpp's `res->t_embd`), once
+    /// built; after [`GraphBuilder::build_pooling`] the pooled embeddings.
+    pub(crate) t_embd: Option<TensorId>,
     /// The micro-batch's passage through the memory: its cells, the caches.
     mem: &'a MemoryBatch<'a>,
     /// The caches' tensors as leafs of this graph.
@@ -72,6 +79,8 @@ impl<'a> GraphBuilder<'a> {
             inputs: GraphInputs::default(),
             n_tokens,
             n_outputs,
+            t_logits: None,
+            t_embd: None,
             mem,
             kvt,
             imported: vec![None; model.tensors().len()],
@@ -704,12 +713,21 @@ impl<'a> GraphBuilder<'a> {
         Ok(self.named(out, "ffn_moe_out", Some(il)))
     }
 
-    /// Final norm and output head, soft-capped when the model says so: logits
-    /// `[n_vocab, n_outputs]`.
-    pub(crate) fn build_output(&mut self, cur: TensorId) -> Result<TensorId> {
+    /// Final norm and output head, soft-capped when the model says so: the normed
+    /// states `[n_embd, n_outputs]` become `t_embd` (`result_norm`), the logits
+    /// `[n_vocab, n_outputs]` `t_logits` (`result_output`); an embeddings context stops
+    /// after the norm and computes no logits.
+    pub(crate) fn build_output(&mut self, cur: TensorId) -> Result<()> {
         let w = &self.model.weights;
         let (norm, out) = (w.output_norm, w.output);
-        let cur = self.build_norm(cur, norm, "result_norm", None)?;
+        let cur = match norm {
+            Some(norm) => self.build_norm(cur, norm, "result_norm", None)?,
+            None => self.named(cur, "result_norm", None),
+        };
+        if self.cparams.embeddings {
+            return self.set_embd(cur);
+        }
+        self.t_embd = Some(cur);
         let mut logits = self.build_mm(out, cur, None)?;
         let cap = self.model.hparams.f_final_logit_softcapping;
         if cap > 0.0 {
@@ -721,6 +739,17 @@ impl<'a> GraphBuilder<'a> {
         self.named(logits, "result_output", None);
         self.ctx.set_output(logits);
         self.gf.build_forward_expand(&self.ctx, logits);
-        Ok(logits)
+        self.t_logits = Some(logits);
+        Ok(())
+    }
+
+    /// Ends an encoder's graph (or an embeddings context's decoder): `cur`
+    /// `[n_embd, n_outputs]` is the hidden state the pooling reads (llama.cpp's
+    /// `res->t_embd`).
+    pub(crate) fn set_embd(&mut self, cur: TensorId) -> Result<()> {
+        self.ctx.set_output(cur);
+        self.gf.build_forward_expand(&self.ctx, cur);
+        self.t_embd = Some(cur);
+        Ok(())
     }
 }

@@ -4,8 +4,6 @@
 //! Qwen3 adds per-head RMS norms of Q and K before the rope; Qwen3-MoE replaces the
 //! feed-forward network with a mixture of experts.
 
-use ggml::TensorId;
-
 use crate::arch::TensorName as T;
 use crate::error::Result;
 use crate::graph::{FfnKind, GraphBuilder};
@@ -37,7 +35,7 @@ impl Default for DecoderOptions {
     }
 }
 
-pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<TensorId> {
+pub(crate) fn build_graph(b: &mut GraphBuilder, opts: DecoderOptions) -> Result<()> {
     let model = b.model;
     let hp = &model.hparams;
     let kq_scale = 1.0 / (hp.n_embd_head_k as f32).sqrt();

@@ -13,7 +13,7 @@
 //! sees only its window, in which keys beyond the neighbour window (when it is smaller
 //! than the sliding one) are read at their grouped positions.
 
-use ggml::{RopeMode, TensorId};
+use ggml::RopeMode;
 
 use super::keys::{HparamKey, KeySpec};
 use super::manifest::{parts, Need, TensorSpec};
@@ -145,7 +145,7 @@ impl Architecture for Gemma3 {
 }
 
 impl BuildGraph for Gemma3 {
-    fn build(&self, b: &mut GraphBuilder) -> Result<TensorId> {
+    fn build(&self, b: &mut GraphBuilder) -> Result<()> {
         let model = b.model;
         let hp = &model.hparams;
         let inp = b.build_inp_embd()?;

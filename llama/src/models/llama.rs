@@ -2,7 +2,7 @@
 //! adjacent-pair rope over the whole head, optional llama-3 frequency factors
 //! (llama.cpp's `models/llama.cpp`, dense case).
 
-use ggml::{RopeMode, TensorId};
+use ggml::RopeMode;
 
 use super::decoder::{build_graph, DecoderOptions};
 use super::manifest::{parts, Need, TensorSpec};
@@ -66,7 +66,7 @@ impl Architecture for Llama {
 }
 
 impl BuildGraph for Llama {
-    fn build(&self, b: &mut GraphBuilder) -> Result<TensorId> {
+    fn build(&self, b: &mut GraphBuilder) -> Result<()> {
         build_graph(b, DecoderOptions::default())
     }
 }

@@ -65,9 +65,10 @@ pub trait Architecture: Sync {
 
 /// The graph side of an architecture.
 pub(crate) trait BuildGraph: Architecture {
-    /// Adds the forward pass of a micro-batch to `b`; returns the logits
-    /// `[n_vocab, n_outputs]`.
-    fn build(&self, b: &mut GraphBuilder) -> Result<TensorId>;
+    /// Adds the forward pass of a micro-batch to `b`, ending in
+    /// [`GraphBuilder::build_output`] (decoders: the final norm, then the head unless the
+    /// context wants embeddings) or [`GraphBuilder::set_embd`] (encoders).
+    fn build(&self, b: &mut GraphBuilder) -> Result<()>;
 }
 
 fn implementation(arch: Arch) -> &'static dyn BuildGraph {
@@ -137,7 +138,8 @@ pub(crate) fn load_weights(hp: &Hparams, l: &mut impl TensorSource) -> Result<We
         })
     };
     let tok_embd = required(TensorName::TokenEmbd)?;
-    let output_norm = required(TensorName::OutputNorm)?;
+    // The manifest says whether the architecture has one (encoders do not).
+    let output_norm = global.get(TensorName::OutputNorm);
     let output = global.get(TensorName::Output);
     Ok(Weights {
         tok_embd,
@@ -149,9 +151,11 @@ pub(crate) fn load_weights(hp: &Hparams, l: &mut impl TensorSource) -> Result<We
     })
 }
 
-/// Builds the forward graph of a micro-batch; returns the logits tensor.
-pub(crate) fn build_graph(b: &mut GraphBuilder) -> Result<TensorId> {
-    implementation(b.model.hparams.arch).build(b)
+/// Builds the forward graph of a micro-batch: the architecture's, then the pooling of
+/// an embeddings context. The outputs are in `b.t_logits` / `b.t_embd`.
+pub(crate) fn build_graph(b: &mut GraphBuilder) -> Result<()> {
+    implementation(b.model.hparams.arch).build(b)?;
+    b.build_pooling()
 }
 
 /// A size label such as `0.5B`, as llama.cpp prints it (`?B` when unknown).

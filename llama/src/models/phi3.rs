@@ -3,7 +3,7 @@
 //! `rope_factors_short` within it), Q scaled before the attention (llama.cpp's
 //! `models/phi3.cpp`, dense case; its sliding window is off there too).
 
-use ggml::{RopeMode, TensorId};
+use ggml::RopeMode;
 
 use super::decoder::{build_graph, DecoderOptions};
 use super::manifest::{parts, Fill, Need, TensorSpec};
@@ -88,7 +88,7 @@ impl Architecture for Phi3 {
 }
 
 impl BuildGraph for Phi3 {
-    fn build(&self, b: &mut GraphBuilder) -> Result<TensorId> {
+    fn build(&self, b: &mut GraphBuilder) -> Result<()> {
         build_graph(
             b,
             DecoderOptions {

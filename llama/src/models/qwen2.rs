@@ -2,7 +2,7 @@
 //! output head often tied to the token embeddings (Qwen2-0.5B) (llama.cpp's
 //! `models/qwen2.cpp`).
 
-use ggml::{RopeMode, TensorId};
+use ggml::RopeMode;
 
 use super::decoder::{build_graph, DecoderOptions};
 use super::manifest::{parts, Need, TensorSpec};
@@ -71,7 +71,7 @@ impl Architecture for Qwen2 {
 }
 
 impl BuildGraph for Qwen2 {
-    fn build(&self, b: &mut GraphBuilder) -> Result<TensorId> {
+    fn build(&self, b: &mut GraphBuilder) -> Result<()> {
         build_graph(b, DecoderOptions::default())
     }
 }

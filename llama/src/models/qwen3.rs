@@ -3,12 +3,12 @@
 //! and a head width (`attention.key_length`) that need not be `n_embd / n_head`
 //! (llama.cpp's `models/qwen3.cpp`).
 
-use ggml::{RopeMode, TensorId};
+use ggml::RopeMode;
 
 use super::decoder::{build_graph, DecoderOptions};
 use super::manifest::{parts, Need, TensorSpec};
 use super::{base_example, Architecture, BuildGraph};
-use crate::arch::Arch;
+use crate::arch::{Arch, TensorName as T};
 use crate::error::{LlamaError, Result};
 use crate::graph::GraphBuilder;
 use crate::hparams::Hparams;
@@ -38,6 +38,8 @@ impl Architecture for Qwen3 {
 
     fn manifest(&self, hp: &Hparams) -> Vec<TensorSpec> {
         let mut v = parts::embeddings_and_head(hp, Need::Optional);
+        // A Qwen3 reranker's head: one row per class ("yes", "no").
+        v.push(TensorSpec::weight(T::ClsOut, &[hp.n_embd, hp.n_cls_out]).need(Need::Optional));
         v.extend(parts::decoder_layers(hp, Need::Optional, true));
         v
     }
@@ -69,7 +71,7 @@ impl Architecture for Qwen3 {
 }
 
 impl BuildGraph for Qwen3 {
-    fn build(&self, b: &mut GraphBuilder) -> Result<TensorId> {
+    fn build(&self, b: &mut GraphBuilder) -> Result<()> {
         build_graph(
             b,
             DecoderOptions {

@@ -3,7 +3,7 @@
 //! `n_expert` experts per token by softmax probability, their weights renormalised to
 //! sum to one (llama.cpp's `models/qwen3moe.cpp` and `build_moe_ffn`).
 
-use ggml::{RopeMode, TensorId};
+use ggml::RopeMode;
 
 use super::decoder::{build_graph, DecoderOptions};
 use super::keys::{HparamKey, KeySpec};
@@ -110,7 +110,7 @@ impl Architecture for Qwen3Moe {
 }
 
 impl BuildGraph for Qwen3Moe {
-    fn build(&self, b: &mut GraphBuilder) -> Result<TensorId> {
+    fn build(&self, b: &mut GraphBuilder) -> Result<()> {
         build_graph(
             b,
             DecoderOptions {

@@ -1,0 +1,56 @@
+//! Attention without a KV cache, for encoders (llama.cpp's `build_attn_inp_no_cache`
+//! and the matching `build_attn`): the micro-batch's keys and values are used as they
+//! are, and the mask lets each token see every token of its own sequence (and, for a
+//! causal model, only the earlier ones).
+
+use ggml::{GgmlType, TensorId};
+
+use super::GraphBuilder;
+use crate::arch::TensorName as T;
+use crate::error::{LlamaError, Result};
+use crate::tensor_map::TensorMap;
+
+impl GraphBuilder<'_> {
+    /// The KQ mask of a cache-less attention, F32 `[n_tokens, n_tokens]` (cast to F16
+    /// for flash attention), filled from the micro-batch's sequences and positions.
+    pub(crate) fn build_attn_inp_no_cache(&mut self) -> TensorId {
+        let n = self.n_tokens;
+        let mask = self.ctx.new_tensor_4d(GgmlType::F32, n, n, 1, 1);
+        self.ctx.set_name(mask, "attn_inp_kq_mask_no_cache");
+        self.ctx.set_input(mask);
+        let cnv = if self.cparams.flash_attn {
+            self.ctx.cast(mask, GgmlType::F16)
+        } else {
+            mask
+        };
+        self.inputs.kq_mask_no_cache = Some((mask, cnv, self.cparams.causal_attn));
+        cnv
+    }
+
+    /// Attention of layer `il` over the micro-batch itself: `q`, `k`, `v`
+    /// `[head_dim, n_head(_kv), n_tokens]` (rotated as the architecture wants), then the
+    /// output projection with its bias. Errors: called before
+    /// [`GraphBuilder::build_attn_inp_no_cache`], a missing weight.
+    pub(crate) fn build_attn_no_cache(
+        &mut self,
+        l: &TensorMap,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        kq_scale: f32,
+        il: usize,
+    ) -> Result<TensorId> {
+        let Some((_, mask, _)) = self.inputs.kq_mask_no_cache else {
+            return Err(LlamaError::InvalidParam(
+                "build_attn_no_cache before build_attn_inp_no_cache".into(),
+            ));
+        };
+        for t in [q, k, v] {
+            self.gf.build_forward_expand(&self.ctx, t);
+        }
+        let cur = self.build_attn_mha(q, k, v, mask, kq_scale, il);
+        self.named(cur, "kqv_out", Some(il));
+        let wo = self.req(l, T::AttnOut, il)?;
+        self.build_mm(wo, cur, l.bias(T::AttnOut))
+    }
+}
