@@ -173,7 +173,11 @@ fn shared_models_equal_llama_cpp() {
 
 #[test]
 fn generated_decoders_equal_llama_cpp() {
-    for c in cases(|n| ["qwen3", "gemma3", "phi3"].iter().any(|p| n.starts_with(p))) {
+    for c in cases(|n| {
+        ["qwen3", "gemma3", "phi3", "gemma-embedding"]
+            .iter()
+            .any(|p| n.starts_with(p))
+    }) {
         check(&c);
     }
 }

@@ -19,6 +19,9 @@ pub enum Arch {
     Qwen3Moe,
     /// Gemma 3 (sliding-window and global layers, pre- and post-norms, GeGLU).
     Gemma3,
+    /// EmbeddingGemma (Gemma 3's layers attending both ways, symmetric windows, dense
+    /// projections after the pooling).
+    GemmaEmbedding,
 }
 
 /// Every architecture, in the order they were added.
@@ -29,6 +32,7 @@ pub const ALL_ARCHS: &[Arch] = &[
     Arch::Phi3,
     Arch::Qwen3Moe,
     Arch::Gemma3,
+    Arch::GemmaEmbedding,
 ];
 
 impl Arch {
@@ -41,6 +45,7 @@ impl Arch {
             Arch::Phi3 => "phi3",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Gemma3 => "gemma3",
+            Arch::GemmaEmbedding => "gemma-embedding",
         }
     }
 
@@ -139,6 +144,10 @@ pub enum Kv {
     ClassifierOutputLabels,
     /// `{arch}.token_type_count` (BERT's token types).
     TokenTypeCount,
+    /// `{arch}.dense_2_feat_out` (width of the first dense projection after pooling).
+    Dense2FeatOut,
+    /// `{arch}.dense_3_feat_in` (input width of the second one).
+    Dense3FeatIn,
 }
 
 impl Kv {
@@ -183,6 +192,8 @@ impl Kv {
             Kv::PoolingType => (false, "pooling_type"),
             Kv::ClassifierOutputLabels => (false, "classifier.output_labels"),
             Kv::TokenTypeCount => (false, "token_type_count"),
+            Kv::Dense2FeatOut => (false, "dense_2_feat_out"),
+            Kv::Dense3FeatIn => (false, "dense_3_feat_in"),
         };
         if general {
             suffix.to_string()
@@ -259,6 +270,10 @@ pub enum TensorName {
     Cls,
     /// `cls.output.*` (a classifier's output projection: the scores).
     ClsOut,
+    /// `dense_2.*` (EmbeddingGemma's first projection after pooling).
+    Dense2,
+    /// `dense_3.*` (its second projection, back to `n_embd`).
+    Dense3,
 }
 
 /// Every tensor name, in declaration order (`TensorName as usize` indexes it).
@@ -295,6 +310,8 @@ pub const ALL_TENSOR_NAMES: &[TensorName] = &[
     TensorName::LayerOutNorm,
     TensorName::Cls,
     TensorName::ClsOut,
+    TensorName::Dense2,
+    TensorName::Dense3,
 ];
 
 impl TensorName {
@@ -333,6 +350,8 @@ impl TensorName {
             TensorName::LayerOutNorm => "layer_output_norm",
             TensorName::Cls => "cls",
             TensorName::ClsOut => "cls.output",
+            TensorName::Dense2 => "dense_2",
+            TensorName::Dense3 => "dense_3",
         }
     }
 

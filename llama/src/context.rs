@@ -91,7 +91,7 @@ impl LlamaContext {
             })
             .collect();
         // llama.cpp builds the pair of caches only when some layer uses the window.
-        let swa = hp.has_swa().then(|| SwaLayout {
+        let swa = (hp.has_swa() && cparams.causal_attn).then(|| SwaLayout {
             n_swa: hp.n_swa,
             is_swa: (0..hp.n_layer).map(|il| hp.is_swa(il)).collect(),
             size: SwaLayout::cache_size(

@@ -132,6 +132,11 @@ pub struct Hparams {
     pub cls_labels: Vec<String>,
     /// Token types of BERT-like models (`token_type_count`; 0 when absent).
     pub n_token_types: usize,
+    /// Output width of the dense projection after pooling (`dense_2_feat_out`;
+    /// EmbeddingGemma), 0 when absent.
+    pub n_dense_2_out: usize,
+    /// Input width of the second dense projection (`dense_3_feat_in`), 0 when absent.
+    pub n_dense_3_in: usize,
 }
 
 impl Hparams {
@@ -179,6 +184,8 @@ impl Hparams {
             n_cls_out: 1,
             cls_labels: Vec::new(),
             n_token_types: 0,
+            n_dense_2_out: 0,
+            n_dense_3_in: 0,
         }
     }
 

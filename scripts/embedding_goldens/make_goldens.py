@@ -54,6 +54,11 @@ CASES = [
     ("phi3-q8_0-mean", ["--arch", "phi3", "--type", "q8_0", "--vocab", "32064", "--vocab-file",
                         "@S/models/llama-vocab/ggml-vocab-phi-3.gguf"], 1, 1, 2, SENTENCES[:2]),
     ("qwen3moe-q8_0-mean", ["--arch", "qwen3moe", "--type", "q8_0"], 1, 1, 2, SENTENCES[:2]),
+    # EmbeddingGemma's form: both ways, a symmetric window of 16 (8 each side) on every
+    # second layer, dense projections after the pooling.
+    ("gemma-embedding-f32-mean", ["--arch", "gemma-embedding", "--type", "f32"], 1, 1, 2, [LONG, SENTENCES[1]]),
+    ("gemma-embedding-q8_0-mean-nofa", ["--arch", "gemma-embedding", "--type", "q8_0"], 1, 0, 2, [LONG, SENTENCES[1]]),
+    ("gemma-embedding-f16-none", ["--arch", "gemma-embedding", "--type", "f16"], 0, 1, 2, [SENTENCES[0]]),
     # The real trained model.
     ("gemma-270m-mean", "@R", 1, 1, 2, SENTENCES),
     ("gemma-270m-last", "@R", 3, 1, 2, SENTENCES),

@@ -38,14 +38,28 @@ pub(crate) struct GraphInputs {
     pub(crate) pos_grouped_k: Option<TensorId>,
     /// Exact Self-Extend's settings, for the grouped positions.
     pub(crate) self_extend: Option<SelfExtendParams>,
-    /// A cache-less attention's mask (F32 `[n_tokens, n_tokens]`), the mask as the
-    /// attention reads it, and whether it is causal.
-    pub(crate) kq_mask_no_cache: Option<(TensorId, TensorId, bool)>,
+    /// A cache-less attention's masks: for the global layers, then for the
+    /// sliding-window ones.
+    pub(crate) kq_mask_no_cache: [Option<NoCacheMask>; 2],
     /// Mean pooling's matrix (F32 `[n_tokens, n_seqs]`).
     pub(crate) mean: Option<TensorId>,
     /// The pooled rows (I32 `[n_seqs]`) and whether each sequence's last token is
     /// taken (else its first).
     pub(crate) cls: Option<(TensorId, bool)>,
+}
+
+/// The mask of a cache-less attention (F32 `[n_tokens, n_tokens]`) and what fills it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NoCacheMask {
+    /// The input.
+    pub(crate) mask: TensorId,
+    /// The mask as the attention reads it (cast to F16 for flash attention).
+    pub(crate) cnv: TensorId,
+    /// Whether a token sees only earlier positions.
+    pub(crate) causal: bool,
+    /// A symmetric sliding window: tokens further apart than half of it are masked
+    /// (EmbeddingGemma's windowed layers); `None` for none.
+    pub(crate) window: Option<u32>,
 }
 
 /// A reusable host-side buffer for filling inputs without allocating per token.
@@ -97,9 +111,9 @@ impl GraphInputs {
             );
             ctx.set_i32(t, &scratch.i32s)?;
         }
-        if let Some((t, _, causal)) = self.kq_mask_no_cache {
-            no_cache_mask(ub, causal, alibi, &mut scratch.f32s);
-            ctx.set_f32(t, &scratch.f32s)?;
+        for m in self.kq_mask_no_cache.iter().flatten() {
+            no_cache_mask(ub, m, alibi, &mut scratch.f32s);
+            ctx.set_f32(m.mask, &scratch.f32s)?;
         }
         if let Some(t) = self.mean {
             mean_matrix(ub, &mut scratch.f32s);
@@ -115,8 +129,10 @@ impl GraphInputs {
 
 /// The mask of a cache-less attention (llama.cpp's `llm_graph_input_attn_no_cache::
 /// set_input`): row `i1` lets token `i1` see token `i0` of the same (first) sequence,
-/// not a later one when `causal`; 0 there, or `-|p0 - p1|` with ALiBi; -inf elsewhere.
-fn no_cache_mask(ub: &UBatch, causal: bool, alibi: bool, out: &mut Vec<f32>) {
+/// not a later one when causal, not one outside a symmetric window; 0 there, or
+/// `-|p0 - p1|` with ALiBi; -inf elsewhere.
+fn no_cache_mask(ub: &UBatch, m: &NoCacheMask, alibi: bool, out: &mut Vec<f32>) {
+    let half = m.window.map(|w| (w / 2) as Pos);
     let n = ub.n_tokens();
     out.clear();
     out.resize(n * n, f32::NEG_INFINITY);
@@ -124,7 +140,7 @@ fn no_cache_mask(ub: &UBatch, causal: bool, alibi: bool, out: &mut Vec<f32>) {
         let (s1, p1) = (ub.seq_ids[i1][0], ub.pos[i1]);
         for i0 in 0..n {
             let (s0, p0) = (ub.seq_ids[i0][0], ub.pos[i0]);
-            if s0 != s1 || (causal && p0 > p1) {
+            if s0 != s1 || (m.causal && p0 > p1) || half.is_some_and(|h| (p1 - p0).abs() > h) {
                 continue;
             }
             out[i1 * n + i0] = if alibi {

@@ -335,8 +335,10 @@ impl<'a> GraphBuilder<'a> {
     /// The attention block of layer `il` from its Q and K (normed as the architecture
     /// wants, not yet rotated) and V: rope at the batch's positions, Q scaled by
     /// `q_scale` when given (named `Qcur` again, as llama.cpp names the scaled Q), then
-    /// the attention with `kq_scale`; with exact Self-Extend, Q and K are also rotated
-    /// at their grouped positions for the bi-level attention. Errors: called before
+    /// the attention with `kq_scale` (over the micro-batch itself after
+    /// [`GraphBuilder::build_attn_inp_no_cache`], else over the KV cache); with exact
+    /// Self-Extend, Q and K are also rotated at their grouped positions for the
+    /// bi-level attention. Errors: called before
     /// `build_inp_pos` or `build_attn_inp`, a missing weight.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn build_attn_block(
@@ -359,6 +361,9 @@ impl<'a> GraphBuilder<'a> {
         let q = self.scaled(q, q_scale, "Qcur", il);
         let k = self.build_rope(k0, pos, il)?;
         self.named(k, "Kcur", Some(il));
+        if self.inputs.kq_mask_no_cache[0].is_some() {
+            return self.build_attn_no_cache(l, q, k, v, kq_scale, il);
+        }
         match (self.inputs.pos_grouped_q, self.inputs.pos_grouped_k) {
             (Some(pos_q), Some(pos_k)) => {
                 let q_g = self.build_rope(q0, pos_q, il)?;

@@ -5,26 +5,43 @@
 
 use ggml::{GgmlType, TensorId};
 
+use super::inputs::NoCacheMask;
 use super::GraphBuilder;
 use crate::arch::TensorName as T;
 use crate::error::{LlamaError, Result};
 use crate::tensor_map::TensorMap;
 
 impl GraphBuilder<'_> {
-    /// The KQ mask of a cache-less attention, F32 `[n_tokens, n_tokens]` (cast to F16
-    /// for flash attention), filled from the micro-batch's sequences and positions.
-    pub(crate) fn build_attn_inp_no_cache(&mut self) -> TensorId {
+    /// The KQ masks of a cache-less attention, F32 `[n_tokens, n_tokens]` (cast to F16
+    /// for flash attention), filled from the micro-batch's sequences and positions: one
+    /// for the global layers and, for a model with sliding-window layers, one with the
+    /// (symmetric) window.
+    pub(crate) fn build_attn_inp_no_cache(&mut self) {
+        let hp = &self.model.hparams;
+        let window = hp.has_swa().then_some(hp.n_swa);
+        self.inputs.kq_mask_no_cache[0] = Some(self.no_cache_mask("", None));
+        if window.is_some() {
+            self.inputs.kq_mask_no_cache[1] = Some(self.no_cache_mask("_swa", window));
+        }
+    }
+
+    fn no_cache_mask(&mut self, suffix: &str, window: Option<u32>) -> NoCacheMask {
         let n = self.n_tokens;
         let mask = self.ctx.new_tensor_4d(GgmlType::F32, n, n, 1, 1);
-        self.ctx.set_name(mask, "attn_inp_kq_mask_no_cache");
+        self.ctx
+            .set_name(mask, format!("attn_inp_kq_mask_no_cache{suffix}"));
         self.ctx.set_input(mask);
         let cnv = if self.cparams.flash_attn {
             self.ctx.cast(mask, GgmlType::F16)
         } else {
             mask
         };
-        self.inputs.kq_mask_no_cache = Some((mask, cnv, self.cparams.causal_attn));
-        cnv
+        NoCacheMask {
+            mask,
+            cnv,
+            causal: self.cparams.causal_attn,
+            window,
+        }
     }
 
     /// Attention of layer `il` over the micro-batch itself: `q`, `k`, `v`
@@ -40,7 +57,8 @@ impl GraphBuilder<'_> {
         kq_scale: f32,
         il: usize,
     ) -> Result<TensorId> {
-        let Some((_, mask, _)) = self.inputs.kq_mask_no_cache else {
+        let which = usize::from(self.model.hparams.is_swa(il));
+        let Some(NoCacheMask { cnv: mask, .. }) = self.inputs.kq_mask_no_cache[which] else {
             return Err(LlamaError::InvalidParam(
                 "build_attn_no_cache before build_attn_inp_no_cache".into(),
             ));

@@ -48,6 +48,37 @@ impl GraphBuilder<'_> {
         Ok(())
     }
 
+    /// The dense projections some embedding models end with, after the pooling
+    /// (llama.cpp's `build_dense_out`, EmbeddingGemma's `dense_2` and `dense_3`), when
+    /// the context computes embeddings and the model has them.
+    pub(crate) fn build_dense_out(&mut self) -> Result<()> {
+        let g = &self.model.weights.global;
+        let (d2, d2_b, d3) = (g.get(T::Dense2), g.bias(T::Dense2), g.get(T::Dense3));
+        if !self.cparams.embeddings || (d2.is_none() && d2_b.is_none() && d3.is_none()) {
+            return Ok(());
+        }
+        let Some(mut cur) = self.t_embd else {
+            return Err(LlamaError::InvalidParam(
+                "the graph has no embeddings to project".into(),
+            ));
+        };
+        if let Some(w) = d2 {
+            cur = self.build_mm(w, cur, None)?;
+        }
+        if let Some(b) = d2_b {
+            let b = self.weight(b)?;
+            cur = self.ctx.add(cur, b);
+        }
+        if let Some(w) = d3 {
+            cur = self.build_mm(w, cur, None)?;
+        }
+        let cur = self.named(cur, "result_embd_pooled", None);
+        self.ctx.set_output(cur);
+        self.gf.build_forward_expand(&self.ctx, cur);
+        self.t_embd = Some(cur);
+        Ok(())
+    }
+
     /// A reranker's head on the pooled states: `tanh(cls · x + b)` when the model has a
     /// dense `cls` layer, then `cls.output · x + b` when it has a projection, then a
     /// softmax over the classes for Qwen3 rerankers.

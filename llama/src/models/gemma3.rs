@@ -146,45 +146,55 @@ impl Architecture for Gemma3 {
 
 impl BuildGraph for Gemma3 {
     fn build(&self, b: &mut GraphBuilder) -> Result<()> {
-        let model = b.model;
-        let hp = &model.hparams;
-        let inp = b.build_inp_embd()?;
-        let inp = b.ctx.scale(inp, (hp.n_embd as f32).sqrt());
-        let mut inp_l = b.named(inp, "inp_scaled", None);
-        b.build_inp_pos();
+        build_graph(b)
+    }
+}
+
+/// Gemma 3's layers, attending over the KV cache (causal) or, for a non-causal model
+/// (EmbeddingGemma), over the micro-batch itself.
+pub(super) fn build_graph(b: &mut GraphBuilder) -> Result<()> {
+    let model = b.model;
+    let hp = &model.hparams;
+    let inp = b.build_inp_embd()?;
+    let inp = b.ctx.scale(inp, (hp.n_embd as f32).sqrt());
+    let mut inp_l = b.named(inp, "inp_scaled", None);
+    b.build_inp_pos();
+    if hp.causal_attn {
         b.build_inp_pos_grouped();
         b.build_attn_inp();
-        let out_ids = b.build_inp_out_ids();
-        for (il, layer) in model.weights.layers.iter().enumerate() {
-            let attn_norm = b.req(layer, T::AttnNorm, il)?;
-            let cur = b.build_norm(inp_l, attn_norm, "attn_norm", Some(il))?;
-            let (q, k, v) = b.build_qkv(layer, cur, il)?;
-            let (qn, kn) = (
-                b.req(layer, T::AttnQNorm, il)?,
-                b.req(layer, T::AttnKNorm, il)?,
-            );
-            let q0 = b.build_norm(q, qn, "Qcur_normed", Some(il))?;
-            let k0 = b.build_norm(k, kn, "Kcur_normed", Some(il))?;
-            let scale = Some(hp.f_attention_scale);
-            let mut cur = b.build_attn_block(layer, q0, k0, v, scale, 1.0, il)?;
-            if il + 1 == hp.n_layer {
-                if let Some(ids) = out_ids {
-                    cur = b.ctx.get_rows(cur, ids);
-                    inp_l = b.ctx.get_rows(inp_l, ids);
-                }
-            }
-            let post = b.req(layer, T::AttnPostNorm, il)?;
-            let cur = b.build_norm(cur, post, "attn_post_norm", Some(il))?;
-            let sa_out = b.ctx.add(cur, inp_l);
-            b.named(sa_out, "sa_out", Some(il));
-            let ffn_norm = b.req(layer, T::FfnNorm, il)?;
-            let cur = b.build_norm(sa_out, ffn_norm, "ffn_norm", Some(il))?;
-            let cur = b.build_ffn(layer, cur, FfnKind::GeGlu, il)?;
-            let post = b.req(layer, T::FfnPostNorm, il)?;
-            let cur = b.build_norm(cur, post, "ffn_post_norm", Some(il))?;
-            let cur = b.ctx.add(cur, sa_out);
-            inp_l = b.named(cur, "l_out", Some(il));
-        }
-        b.build_output(inp_l)
+    } else {
+        b.build_attn_inp_no_cache();
     }
+    let out_ids = b.build_inp_out_ids();
+    for (il, layer) in model.weights.layers.iter().enumerate() {
+        let attn_norm = b.req(layer, T::AttnNorm, il)?;
+        let cur = b.build_norm(inp_l, attn_norm, "attn_norm", Some(il))?;
+        let (q, k, v) = b.build_qkv(layer, cur, il)?;
+        let (qn, kn) = (
+            b.req(layer, T::AttnQNorm, il)?,
+            b.req(layer, T::AttnKNorm, il)?,
+        );
+        let q0 = b.build_norm(q, qn, "Qcur_normed", Some(il))?;
+        let k0 = b.build_norm(k, kn, "Kcur_normed", Some(il))?;
+        let scale = Some(hp.f_attention_scale);
+        let mut cur = b.build_attn_block(layer, q0, k0, v, scale, 1.0, il)?;
+        if il + 1 == hp.n_layer {
+            if let Some(ids) = out_ids {
+                cur = b.ctx.get_rows(cur, ids);
+                inp_l = b.ctx.get_rows(inp_l, ids);
+            }
+        }
+        let post = b.req(layer, T::AttnPostNorm, il)?;
+        let cur = b.build_norm(cur, post, "attn_post_norm", Some(il))?;
+        let sa_out = b.ctx.add(cur, inp_l);
+        b.named(sa_out, "sa_out", Some(il));
+        let ffn_norm = b.req(layer, T::FfnNorm, il)?;
+        let cur = b.build_norm(sa_out, ffn_norm, "ffn_norm", Some(il))?;
+        let cur = b.build_ffn(layer, cur, FfnKind::GeGlu, il)?;
+        let post = b.req(layer, T::FfnPostNorm, il)?;
+        let cur = b.build_norm(cur, post, "ffn_post_norm", Some(il))?;
+        let cur = b.ctx.add(cur, sa_out);
+        inp_l = b.named(cur, "l_out", Some(il));
+    }
+    b.build_output(inp_l)
 }

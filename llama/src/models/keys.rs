@@ -25,6 +25,10 @@ pub enum HparamKey {
     RopeFreqBaseSwa,
     /// `f_final_logit_softcapping` (f32).
     FinalLogitSoftcapping,
+    /// `n_dense_2_out` (u32).
+    Dense2FeatOut,
+    /// `n_dense_3_in` (u32).
+    Dense3FeatIn,
 }
 
 /// A key an architecture reads, and what it sets.
@@ -114,6 +118,16 @@ impl HparamKey {
                     hp.f_final_logit_softcapping = v;
                 }
             }
+            HparamKey::Dense2FeatOut => {
+                if let Some(v) = get_u32(g, key)? {
+                    hp.n_dense_2_out = v as usize;
+                }
+            }
+            HparamKey::Dense3FeatIn => {
+                if let Some(v) = get_u32(g, key)? {
+                    hp.n_dense_3_in = v as usize;
+                }
+            }
         }
         Ok(())
     }
@@ -135,6 +149,8 @@ impl HparamKey {
             HparamKey::RopeFreqBaseSwa => Some(GgufValue::F32(hp.rope_freq_base_train_swa)),
             HparamKey::FinalLogitSoftcapping => (hp.f_final_logit_softcapping > 0.0)
                 .then_some(GgufValue::F32(hp.f_final_logit_softcapping)),
+            HparamKey::Dense2FeatOut => (hp.n_dense_2_out > 0).then(|| u(hp.n_dense_2_out)),
+            HparamKey::Dense3FeatIn => (hp.n_dense_3_in > 0).then(|| u(hp.n_dense_3_in)),
         }
     }
 }

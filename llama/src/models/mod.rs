@@ -7,13 +7,14 @@
 //! model all read the manifest; see `docs/adding-an-architecture.md`.
 //!
 //! - `decoder.rs`: the pre-norm decoder llama, qwen2, qwen3 and qwen3moe share;
-//! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`: one
-//!   file per architecture;
+//! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`,
+//!   `gemma_embedding.rs`: one file per architecture;
 //! - [`manifest`](mod@manifest): tensor specifications and the per-layer tensor maps;
 //! - [`keys`]: architecture-specific metadata keys.
 
 mod decoder;
 mod gemma3;
+mod gemma_embedding;
 pub mod keys;
 mod llama;
 pub mod manifest;
@@ -79,6 +80,7 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Phi3 => &phi3::Phi3,
         Arch::Qwen3Moe => &qwen3moe::Qwen3Moe,
         Arch::Gemma3 => &gemma3::Gemma3,
+        Arch::GemmaEmbedding => &gemma_embedding::GemmaEmbedding,
     }
 }
 
@@ -155,7 +157,8 @@ pub(crate) fn load_weights(hp: &Hparams, l: &mut impl TensorSource) -> Result<We
 /// an embeddings context. The outputs are in `b.t_logits` / `b.t_embd`.
 pub(crate) fn build_graph(b: &mut GraphBuilder) -> Result<()> {
     implementation(b.model.hparams.arch).build(b)?;
-    b.build_pooling()
+    b.build_pooling()?;
+    b.build_dense_out()
 }
 
 /// A size label such as `0.5B`, as llama.cpp prints it (`?B` when unknown).

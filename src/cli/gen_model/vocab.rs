@@ -206,7 +206,7 @@ pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
                 Arch::Qwen2 | Arch::Qwen3 | Arch::Qwen3Moe => &["ggml-vocab-qwen2.gguf"],
                 Arch::Phi3 => &["ggml-vocab-phi-3.gguf"],
                 Arch::Llama => &["ggml-vocab-llama-bpe.gguf", "ggml-vocab-llama-spm.gguf"],
-                Arch::Gemma3 => &["ggml-vocab-llama-spm.gguf"],
+                Arch::Gemma3 | Arch::GemmaEmbedding => &["ggml-vocab-llama-spm.gguf"],
             };
             for c in candidates {
                 let path = dir.join(c);
