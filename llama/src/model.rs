@@ -128,6 +128,12 @@ impl Model {
             kv("n_gqa", (hp.n_head / hp.n_head_kv).to_string()),
             kv("f_norm_rms_eps", format!("{:.1e}", hp.f_norm_rms_eps)),
             kv("n_ff", hp.n_ff.to_string()),
+            kv("causal attn", u8::from(hp.causal_attn).to_string()),
+            // llama.cpp prints the number; none (0) when the file names none.
+            kv(
+                "pooling type",
+                hp.pooling_type.map_or(0, |p| p.to_gguf()).to_string(),
+            ),
             kv("rope type", hp.rope_mode.ggml_id().to_string()),
             kv("rope scaling", hp.rope_scaling.name().to_string()),
             kv("freq_base_train", format!("{:.1}", hp.rope_freq_base_train)),
