@@ -8,6 +8,34 @@
 //! vector per sequence (or, with [`PoolingType::Rank`], the classifier's scores) and
 //! [`LlamaContext::embeddings_ith`] one vector per token with [`PoolingType::None`].
 //!
+//! ```
+//! use llama::embeddings::{cosine_similarity, normalize};
+//! use llama::{load_model, Batch, ContextParams, EmbdNorm, LlamaContext, ModelParams};
+//! use llama::{PoolingType, TokenizeOptions};
+//!
+//! let path = "../../shared/models/stories260K.gguf";
+//! # let Some(path) = llama::doctest::model(path) else { return Ok(()) };
+//! let model = load_model(path, ModelParams::default())?;
+//! let params = ContextParams {
+//!     embeddings: true,
+//!     pooling_type: Some(PoolingType::Mean),
+//!     n_seq_max: 2,
+//!     ..Default::default()
+//! };
+//! let mut ctx = LlamaContext::new(model.clone(), &params)?;
+//! let mut batch = Batch::new();
+//! for (seq, text) in ["Lily liked the park.", "Tom had a red ball."].iter().enumerate() {
+//!     let tokens = model.vocab.tokenize(text, TokenizeOptions::ADD_SPECIAL);
+//!     batch.add_tokens(seq as i32, &tokens, llama::Logits::None);
+//! }
+//! ctx.decode(&batch)?;
+//! let a = normalize(ctx.embeddings_seq(0).unwrap(), EmbdNorm::Euclidean);
+//! let b = normalize(ctx.embeddings_seq(1).unwrap(), EmbdNorm::Euclidean);
+//! assert_eq!(a.len(), model.hparams.n_embd);
+//! assert!(cosine_similarity(&a, &b) < 1.0);
+//! # Ok::<(), llama::LlamaError>(())
+//! ```
+//!
 //! [`LlamaContext::embeddings_seq`]: crate::LlamaContext::embeddings_seq
 //! [`LlamaContext::embeddings_ith`]: crate::LlamaContext::embeddings_ith
 
