@@ -74,6 +74,8 @@ pub struct Params {
     pub flash_attn: Vec<FlashAttn>,
     /// Weight repacking at load (`--repack 0|1`; see `llama::ModelParams::repack`).
     pub repack: Vec<bool>,
+    /// Embeddings contexts (`-embd 0|1`): vectors instead of logits, no output head.
+    pub embeddings: Vec<bool>,
     /// How the weights are loaded (`-lm`).
     pub load_mode: Vec<LoadMode>,
     /// Repetitions (`-r`).
@@ -119,6 +121,7 @@ impl Default for Params {
             n_threads: Vec::new(),
             flash_attn: Vec::new(),
             repack: Vec::new(),
+            embeddings: Vec::new(),
             load_mode: Vec::new(),
             reps: 5,
             output: Format::Md,
@@ -167,6 +170,7 @@ impl Params {
         fill(&mut self.n_threads, default_threads());
         fill(&mut self.flash_attn, FlashAttn::Auto);
         fill(&mut self.repack, true);
+        fill(&mut self.embeddings, false);
         fill(&mut self.load_mode, LoadMode::Auto);
     }
 
@@ -186,6 +190,7 @@ impl Params {
         let n_tests = [
             self.models.len().max(1),
             self.repack.len(),
+            self.embeddings.len(),
             self.load_mode.len(),
             self.n_batch.len(),
             self.n_ubatch.len(),
@@ -299,11 +304,15 @@ fn flash_attn_value(v: &str) -> Result<FlashAttn, ValueError> {
 }
 
 fn repack_value(v: &str) -> Result<bool, ValueError> {
+    bool_value(v, "repack value")
+}
+
+fn bool_value(v: &str, what: &'static str) -> Result<bool, ValueError> {
     match v {
         "1" => Ok(true),
         "0" => Ok(false),
         _ => Err(ValueError::Unknown {
-            what: "repack value",
+            what,
             value: v.to_string(),
             expected: "0, 1",
         }),
@@ -406,6 +415,10 @@ pub fn options() -> Vec<Opt<Params>> {
         }),
         Opt::value(&["--repack"], "0|1", "repack Q4_0/IQ4_NL/Q4_K/Q2_K weights at load (default: 1)", |p, v| {
             p.repack.extend(list(v, repack_value)?);
+            Ok(())
+        }),
+        Opt::value(&["-embd", "--embeddings"], "0|1", "embeddings instead of logits: no output head, the model's pooling (default: 0)", |p, v| {
+            p.embeddings.extend(list(v, |v| bool_value(v, "embeddings value"))?);
             Ok(())
         }),
         Opt::value(&["-r", "--repetitions"], "N", "repetitions of each test (default: 5)", |p, v| {
@@ -546,6 +559,16 @@ mod tests {
             (vec![512], vec![128], 5)
         );
         assert_eq!(instances(&d).len(), 2);
+        assert!(instances(&d).iter().all(|i| !i.embeddings));
+        let e = parse_args(&args(&["-m", "x", "-embd", "0,1", "-n", "0"]))
+            .unwrap()
+            .unwrap();
+        let embd: Vec<bool> = instances(&e).iter().map(|i| i.embeddings).collect();
+        assert_eq!(embd, vec![false, true]);
+        assert!(parse_args(&args(&["-embd", "2"]))
+            .unwrap_err()
+            .to_string()
+            .contains("embeddings"));
         assert!(parse_args(&args(&["-fa", "maybe"]))
             .unwrap_err()
             .to_string()

@@ -36,6 +36,8 @@ pub struct Instance {
     pub fast_int8: bool,
     /// Weights repacked at load.
     pub repack: bool,
+    /// An embeddings context.
+    pub embeddings: bool,
     /// How the weights are loaded.
     pub load_mode: LoadMode,
 }
@@ -60,7 +62,7 @@ impl Instance {
 }
 
 /// The tests, in llama.cpp's order (`get_cmd_params_instances`): by model, repacking,
-/// batch, micro-batch, cache types, flash attention, threads, depth; then the prompt
+/// embeddings, batch, micro-batch, cache types, flash attention, threads, depth; then the prompt
 /// tests, the generation tests and the `-pg` tests.
 pub fn instances(p: &Params) -> Vec<Instance> {
     let mut out = Vec::new();
@@ -68,10 +70,11 @@ pub fn instances(p: &Params) -> Vec<Instance> {
         .load_mode
         .iter()
         .flat_map(|&lm| p.repack.iter().map(move |&r| (lm, r)));
-    for (m, (load_mode, repack)) in p
+    for ((m, (load_mode, repack)), &embeddings) in p
         .models
         .iter()
         .flat_map(|m| loads.clone().map(move |l| (m, l)))
+        .flat_map(|ml| p.embeddings.iter().map(move |e| (ml.clone(), e)))
     {
         for &nb in &p.n_batch {
             for &nub in &p.n_ubatch {
@@ -93,6 +96,7 @@ pub fn instances(p: &Params) -> Vec<Instance> {
                                         flash_attn: fa,
                                         fast_int8: p.fast_int8,
                                         repack,
+                                        embeddings,
                                         load_mode,
                                     };
                                     out.extend(

@@ -187,7 +187,7 @@ impl TestResult {
             text("none"),
             text(i.load_mode.name()),
             text("auto"),
-            Bool(false),
+            Bool(i.embeddings),
             Int(0),
             Bool(false),
             Bool(i.repack),
@@ -236,6 +236,7 @@ fn md_column(field: &str) -> (&'static str, i32) {
         "flash_attn" => ("fa", 3),
         "fast_int8" => ("fast_int8", 9),
         "repack" => ("repack", 6),
+        "embeddings" => ("embd", 10),
         "load_mode" => ("load_mode", 9),
         "test" => ("test", 15),
         "t/s" => ("t/s", 20),
@@ -304,6 +305,9 @@ impl Printer {
         if p.load_mode != [LoadMode::Auto] {
             fields.push("load_mode");
         }
+        if p.embeddings != [false] {
+            fields.push("embeddings");
+        }
         if p.repack != [true] {
             fields.push("repack");
         }
@@ -360,6 +364,7 @@ impl Printer {
                         "flash_attn" => fa_int(i.flash_attn).to_string(),
                         "fast_int8" => u8::from(i.fast_int8).to_string(),
                         "repack" => u8::from(i.repack).to_string(),
+                        "embeddings" => u8::from(i.embeddings).to_string(),
                         "load_mode" => i.load_mode.name().into(),
                         "test" => t.name(),
                         "t/s" => format!("{:.2} ± {:.2}", t.avg_ts(), t.stdev_ts()),
@@ -485,6 +490,7 @@ mod tests {
                 flash_attn: FlashAttn::Auto,
                 fast_int8: false,
                 repack: true,
+                embeddings: false,
                 load_mode: LoadMode::Auto,
             },
             test_time: "2026-01-01T00:00:00Z".into(),

@@ -105,6 +105,7 @@ fn run_test(
         flash_attn: inst.flash_attn != FlashAttn::Off && p.self_extend.is_none(),
         self_extend: p.self_extend,
         fast_int8: inst.fast_int8,
+        embeddings: inst.embeddings,
         ..Default::default()
     };
     let mut ctx = LlamaContext::new(Arc::clone(model), &cp).map_err(CliError::Context)?;
