@@ -19,6 +19,9 @@ pub enum Arch {
     Qwen3Moe,
     /// Gemma 3 (sliding-window and global layers, pre- and post-norms, GeGLU).
     Gemma3,
+    /// BERT (an encoder: learned positions, layer norms after the attention and the
+    /// feed-forward network, GELU; embeddings and reranking only).
+    Bert,
 }
 
 /// Every architecture, in the order they were added.
@@ -29,6 +32,7 @@ pub const ALL_ARCHS: &[Arch] = &[
     Arch::Phi3,
     Arch::Qwen3Moe,
     Arch::Gemma3,
+    Arch::Bert,
 ];
 
 impl Arch {
@@ -41,6 +45,7 @@ impl Arch {
             Arch::Phi3 => "phi3",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Gemma3 => "gemma3",
+            Arch::Bert => "bert",
         }
     }
 
@@ -137,7 +142,7 @@ pub enum Kv {
     PoolingType,
     /// `{arch}.classifier.output_labels` (a classifier head's labels).
     ClassifierOutputLabels,
-    /// `{arch}.token_type_count` (BERT's token types).
+    /// `tokenizer.ggml.token_type_count` (BERT's token types; a vocabulary key).
     TokenTypeCount,
 }
 
@@ -182,7 +187,7 @@ impl Kv {
             Kv::AttentionCausal => (false, "attention.causal"),
             Kv::PoolingType => (false, "pooling_type"),
             Kv::ClassifierOutputLabels => (false, "classifier.output_labels"),
-            Kv::TokenTypeCount => (false, "token_type_count"),
+            Kv::TokenTypeCount => (true, "tokenizer.ggml.token_type_count"),
         };
         if general {
             suffix.to_string()
