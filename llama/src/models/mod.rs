@@ -7,12 +7,15 @@
 //! model all read the manifest; see `docs/adding-an-architecture.md`.
 //!
 //! - `decoder.rs`: the pre-norm decoder llama, qwen2, qwen3 and qwen3moe share;
+//! - `encoder.rs`: the post-norm encoder of the BERT family (`bert.rs`), no KV cache;
 //! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`: one
 //!   file per architecture;
 //! - [`manifest`](mod@manifest): tensor specifications and the per-layer tensor maps;
 //! - [`keys`]: architecture-specific metadata keys.
 
+mod bert;
 mod decoder;
+mod encoder;
 mod gemma3;
 pub mod keys;
 mod llama;
@@ -79,6 +82,7 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Phi3 => &phi3::Phi3,
         Arch::Qwen3Moe => &qwen3moe::Qwen3Moe,
         Arch::Gemma3 => &gemma3::Gemma3,
+        Arch::Bert => &bert::Bert,
     }
 }
 
