@@ -22,6 +22,9 @@ pub enum Arch {
     /// EmbeddingGemma (Gemma 3's layers attending both ways, symmetric windows, dense
     /// projections after the pooling).
     GemmaEmbedding,
+    /// BERT (an encoder: learned positions, layer norms after the attention and the
+    /// feed-forward network, GELU; embeddings and reranking only).
+    Bert,
 }
 
 /// Every architecture, in the order they were added.
@@ -33,6 +36,7 @@ pub const ALL_ARCHS: &[Arch] = &[
     Arch::Qwen3Moe,
     Arch::Gemma3,
     Arch::GemmaEmbedding,
+    Arch::Bert,
 ];
 
 impl Arch {
@@ -46,6 +50,7 @@ impl Arch {
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Gemma3 => "gemma3",
             Arch::GemmaEmbedding => "gemma-embedding",
+            Arch::Bert => "bert",
         }
     }
 
@@ -142,7 +147,7 @@ pub enum Kv {
     PoolingType,
     /// `{arch}.classifier.output_labels` (a classifier head's labels).
     ClassifierOutputLabels,
-    /// `{arch}.token_type_count` (BERT's token types).
+    /// `tokenizer.ggml.token_type_count` (BERT's token types; a vocabulary key).
     TokenTypeCount,
     /// `{arch}.dense_2_feat_out` (width of the first dense projection after pooling).
     Dense2FeatOut,
@@ -191,7 +196,7 @@ impl Kv {
             Kv::AttentionCausal => (false, "attention.causal"),
             Kv::PoolingType => (false, "pooling_type"),
             Kv::ClassifierOutputLabels => (false, "classifier.output_labels"),
-            Kv::TokenTypeCount => (false, "token_type_count"),
+            Kv::TokenTypeCount => (true, "tokenizer.ggml.token_type_count"),
             Kv::Dense2FeatOut => (false, "dense_2_feat_out"),
             Kv::Dense3FeatIn => (false, "dense_3_feat_in"),
         };

@@ -3,6 +3,7 @@
 //! every decoder uses (norm, Q/K/V projections with rope, attention over the KV cache,
 //! SwiGLU feed-forward, output head). `models/*.rs` compose them per architecture.
 
+mod encoder;
 pub(crate) mod inputs;
 mod no_cache;
 mod pooling;

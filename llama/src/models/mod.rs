@@ -7,12 +7,15 @@
 //! model all read the manifest; see `docs/adding-an-architecture.md`.
 //!
 //! - `decoder.rs`: the pre-norm decoder llama, qwen2, qwen3 and qwen3moe share;
+//! - `encoder.rs`: the post-norm encoder of the BERT family (`bert.rs`), no KV cache;
 //! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`,
-//!   `gemma_embedding.rs`: one file per architecture;
+//!   `gemma_embedding.rs`, `bert.rs`: one file per architecture;
 //! - [`manifest`](mod@manifest): tensor specifications and the per-layer tensor maps;
 //! - [`keys`]: architecture-specific metadata keys.
 
+mod bert;
 mod decoder;
+mod encoder;
 mod gemma3;
 mod gemma_embedding;
 pub mod keys;
@@ -81,6 +84,7 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Qwen3Moe => &qwen3moe::Qwen3Moe,
         Arch::Gemma3 => &gemma3::Gemma3,
         Arch::GemmaEmbedding => &gemma_embedding::GemmaEmbedding,
+        Arch::Bert => &bert::Bert,
     }
 }
 

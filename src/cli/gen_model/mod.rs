@@ -40,6 +40,7 @@ use std::time::Instant;
 use ggml::gguf::{GgufValue, GgufWriter};
 use ggml::GgmlType;
 use llama::arch::{Arch, Kv};
+use llama::embeddings::PoolingType;
 use llama::hparams::Hparams;
 pub use llama::quantize::Ftype;
 
@@ -107,6 +108,10 @@ pub enum ShapeFlag {
     RopeBaseSwa(f32),
     /// `--softcap`.
     Softcap(f32),
+    /// `--pooling`.
+    Pooling(PoolingType),
+    /// `--rerank`.
+    Rerank,
 }
 
 impl ShapeFlag {
@@ -132,6 +137,8 @@ impl ShapeFlag {
             ShapeFlag::SwaPattern(v) => s.swa_pattern = v,
             ShapeFlag::RopeBaseSwa(v) => s.rope_base_swa = v,
             ShapeFlag::Softcap(v) => s.logit_softcap = v,
+            ShapeFlag::Pooling(v) => s.pooling = Some(v),
+            ShapeFlag::Rerank => s.rerank = true,
         }
     }
 }
@@ -383,6 +390,24 @@ pub fn options() -> Vec<Opt<Params>> {
                 F::Softcap(x)
             },
         ),
+        shape_opt!(
+            &["--pooling"],
+            "TYPE",
+            "pooling written as {arch}.pooling_type: none, mean, cls, last, rank (default: the architecture's; BERT mean)",
+            |v| {
+                let name = v.text()?;
+                F::Pooling(name.parse::<PoolingType>().map_err(|_| ValueError::Unknown {
+                    what: "pooling type",
+                    value: name.to_string(),
+                    expected: "none, mean, cls, last, rank",
+                })?)
+            },
+        ),
+        shape_switch!(
+            &["--rerank"],
+            "a reranker: the classifier head (BERT: cls and cls.output; Qwen3: cls.output of two classes, labels yes/no) and rank pooling",
+            F::Rerank,
+        ),
         Opt::value(
             &["--type"],
             "TYPE",
@@ -552,11 +577,31 @@ pub fn metadata(hp: &Hparams, name: &str, ftype: Ftype) -> Result<Vec<(String, G
         (Kv::AttentionHeadCountKv, count(hp.n_head_kv, "--kv-heads")?),
         (Kv::ContextLength, GgufValue::U32(hp.n_ctx_train)),
         (Kv::RopeFreqBase, GgufValue::F32(hp.rope_freq_base_train)),
-        (
+    ];
+    // Models normalised by mean and variance (BERT) name only their own epsilon.
+    if hp.f_norm_eps > 0.0 {
+        kv.push((Kv::AttentionLayerNormEpsilon, GgufValue::F32(hp.f_norm_eps)));
+    } else {
+        kv.push((
             Kv::AttentionLayerNormRmsEpsilon,
             GgufValue::F32(hp.f_norm_rms_eps),
-        ),
-    ];
+        ));
+    }
+    if !hp.causal_attn {
+        kv.push((Kv::AttentionCausal, GgufValue::Bool(false)));
+    }
+    if let Some(pt) = hp.pooling_type {
+        kv.push((Kv::PoolingType, GgufValue::U32(pt.to_gguf())));
+    }
+    if hp.n_token_types > 0 {
+        kv.push((Kv::TokenTypeCount, count(hp.n_token_types, "token types")?));
+    }
+    if !hp.cls_labels.is_empty() {
+        kv.push((
+            Kv::ClassifierOutputLabels,
+            GgufValue::Array(ggml::gguf::GgufArray::String(hp.cls_labels.clone())),
+        ));
+    }
     if arch == Arch::Llama {
         kv.push((Kv::VocabSize, count(hp.n_vocab, "--vocab")?));
     }

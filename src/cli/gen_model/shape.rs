@@ -4,6 +4,7 @@
 //! architecture's manifest is listed for.
 
 use llama::arch::{Arch, TensorName};
+use llama::embeddings::PoolingType;
 use llama::hparams::Hparams;
 use llama::models::{architecture, Need, TensorSpec};
 
@@ -56,6 +57,11 @@ pub struct Shape {
     pub rope_base_swa: f32,
     /// Final logit soft-capping (0: none).
     pub logit_softcap: f32,
+    /// The pooling written as `{arch}.pooling_type` (`None`: the key is left out).
+    pub pooling: Option<PoolingType>,
+    /// A reranker: the architecture's classifier head and rank pooling (Qwen3: a
+    /// `cls.output` of two classes labelled `yes` and `no`, as Qwen3-Reranker files).
+    pub rerank: bool,
 }
 
 /// The most values in one tensor (16 GiB as F32): the writer holds one tensor's
@@ -63,6 +69,10 @@ pub struct Shape {
 const MAX_TENSOR_ELEMENTS: usize = 1 << 32;
 /// The most values in a model (a 1T-parameter model).
 const MAX_MODEL_ELEMENTS: usize = 1 << 40;
+
+fn is_classifier(t: &TensorSpec) -> bool {
+    matches!(t.name, TensorName::Cls | TensorName::ClsOut)
+}
 
 fn is_rope_factors(t: &TensorSpec) -> bool {
     matches!(
@@ -108,6 +118,8 @@ impl Shape {
             swa_pattern: hp.swa_pattern,
             rope_base_swa: hp.rope_freq_base_train_swa,
             logit_softcap: hp.f_final_logit_softcapping,
+            pooling: hp.pooling_type,
+            rerank: false,
         }
     }
 
@@ -138,8 +150,17 @@ impl Shape {
             is_swa: Vec::new(),
             rope_freq_base_train_swa: self.rope_base_swa,
             f_final_logit_softcapping: self.logit_softcap,
+            pooling_type: if self.rerank {
+                Some(PoolingType::Rank)
+            } else {
+                self.pooling
+            },
             ..a.example()
         };
+        if self.rerank && self.arch == Arch::Qwen3 {
+            hp.cls_labels = vec!["yes".into(), "no".into()];
+            hp.n_cls_out = 2;
+        }
         a.finish_hparams(&mut hp)
             .map_err(|e| CliError::Usage(format!("{} does not take this shape: {e}", self.arch)))?;
         Ok(hp)
@@ -153,6 +174,8 @@ impl Shape {
         for t in architecture(hp.arch).manifest(hp) {
             let write = if t.name == TensorName::Output {
                 !self.tied
+            } else if is_classifier(&t) {
+                self.rerank
             } else if is_rope_factors(&t) {
                 self.rope_factors
             } else {
@@ -246,6 +269,12 @@ impl Shape {
         }
         let hp = self.hparams()?;
         let specs = self.tensors(&hp);
+        if self.rerank && !specs.iter().any(is_classifier) {
+            return Err(CliError::Usage(format!(
+                "--rerank: {} models have no classifier head",
+                self.arch
+            )));
+        }
         let total = specs
             .iter()
             .try_fold(0usize, |acc, t| acc.checked_add(t.n_elements()));

@@ -106,6 +106,98 @@ pub fn synth_vocab(n: usize, arch: Arch) -> Result<VocabKeys> {
     })
 }
 
+/// Words the synthesized WordPiece vocabulary holds whole (word-start pieces), so that
+/// plain English texts take tokens of several characters.
+const WPM_WORDS: &[&str] = &[
+    "the", "a", "an", "and", "or", "of", "to", "in", "is", "it", "this", "that", "what", "hello",
+    "world", "capital", "france", "paris", "city", "dog", "cat", "sat", "on", "mat", "quick",
+    "brown", "fox", "jumps", "over", "lazy", "model", "search", "query",
+];
+
+/// Suffixes the synthesized WordPiece vocabulary holds as continuation pieces.
+const WPM_SUFFIXES: &[&str] = &["ing", "ed", "er", "ly", "tion", "es", "est"];
+
+/// A WordPiece vocabulary of `n` tokens as `convert_hf_to_gguf.py` writes BERT's:
+/// `[PAD] [UNK] [CLS] [SEP] [MASK]` (control tokens), then word-start pieces carrying
+/// the `▁` marker (every printable ASCII character, a few whole words, letter pairs)
+/// and continuation pieces without it (BERT's `##` pieces: characters, suffixes,
+/// letter pairs), `tokenizer.ggml.model = "bert"`. `[CLS]` is the BOS llama.cpp
+/// puts first and `[SEP]` the separator it puts last. Errors when `n` is too small
+/// for the special tokens and the single characters.
+pub fn synth_wpm_vocab(n: usize) -> Result<VocabKeys> {
+    let specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
+    let printable: Vec<char> = (0x21u8..0x7f).map(char::from).collect();
+    let n_fixed = specials.len() + 2 * printable.len();
+    if n < n_fixed {
+        return Err(CliError::Usage(format!(
+            "a synthesized WordPiece vocabulary needs at least {n_fixed} tokens ({} special + {} characters twice), --vocab is {n}",
+            specials.len(),
+            printable.len()
+        )));
+    }
+    let mut tokens: Vec<String> = specials.iter().map(|s| s.to_string()).collect();
+    let mut types: Vec<i32> = vec![3; specials.len()];
+    let mut pieces: Vec<String> = Vec::new();
+    pieces.extend(printable.iter().map(|c| format!("\u{2581}{c}")));
+    pieces.extend(printable.iter().map(|c| c.to_string()));
+    pieces.extend(WPM_WORDS.iter().map(|w| format!("\u{2581}{w}")));
+    pieces.extend(WPM_SUFFIXES.iter().map(|w| w.to_string()));
+    let lower: Vec<char> = ('a'..='z').collect();
+    for a in &lower {
+        for b in &lower {
+            pieces.push(format!("{a}{b}"));
+            pieces.push(format!("\u{2581}{a}{b}"));
+        }
+    }
+    // Each piece once (llama.cpp refuses a vocabulary with a token twice).
+    let mut seen: std::collections::HashSet<String> = tokens.iter().cloned().collect();
+    pieces.retain(|p| seen.insert(p.clone()));
+    let mut k = 0usize;
+    while tokens.len() < n {
+        let piece = match pieces.get(k) {
+            Some(p) => p.clone(),
+            None => format!("\u{2581}t{k}"),
+        };
+        tokens.push(piece);
+        types.push(1);
+        k += 1;
+    }
+    let id = |t: &str| specials.iter().position(|s| *s == t).unwrap_or(0) as u32;
+    let kv: Vec<(String, GgufValue)> = vec![
+        ("tokenizer.ggml.model".into(), "bert".into()),
+        ("tokenizer.ggml.pre".into(), "default".into()),
+        ("tokenizer.ggml.tokens".into(), tokens.into()),
+        ("tokenizer.ggml.token_type".into(), types.into()),
+        ("tokenizer.ggml.padding_token_id".into(), id("[PAD]").into()),
+        ("tokenizer.ggml.unknown_token_id".into(), id("[UNK]").into()),
+        // llama.cpp starts a WordPiece text with the BOS id (101 unless given) and
+        // reads no cls_token_id; converted files name [CLS] as both.
+        ("tokenizer.ggml.bos_token_id".into(), id("[CLS]").into()),
+        ("tokenizer.ggml.cls_token_id".into(), id("[CLS]").into()),
+        (
+            "tokenizer.ggml.seperator_token_id".into(),
+            id("[SEP]").into(),
+        ),
+        ("tokenizer.ggml.mask_token_id".into(), id("[MASK]").into()),
+        ("tokenizer.ggml.add_bos_token".into(), true.into()),
+        ("tokenizer.ggml.add_eos_token".into(), false.into()),
+    ];
+    Ok(VocabKeys {
+        kv,
+        source: None,
+        padded: 0,
+    })
+}
+
+/// The synthesized vocabulary of `arch`: WordPiece for the BERT family, else
+/// SentencePiece ([`synth_vocab`]).
+fn synth_for(n: usize, arch: Arch) -> Result<VocabKeys> {
+    match arch {
+        Arch::Bert => synth_wpm_vocab(n),
+        _ => synth_vocab(n, arch),
+    }
+}
+
 /// The `tokenizer.*` keys of the vocabulary GGUF `path` for a model of `arch`, padded
 /// up to `n` tokens: first with the control tokens llama.cpp needs for `arch` that the
 /// file lacks, then with `[PADn]` tokens (user-defined, score 0). Errors when the file
@@ -198,7 +290,7 @@ fn file_tokens(path: &Path) -> usize {
 /// tokens when no llama 3 vocabulary is found); may change `shape.n_vocab`.
 pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
     match &p.vocab {
-        VocabChoice::Synth => synth_vocab(shape.n_vocab, shape.arch),
+        VocabChoice::Synth => synth_for(shape.n_vocab, shape.arch),
         VocabChoice::File(f) => file_vocab(f, shape.n_vocab, shape.arch),
         VocabChoice::Auto => {
             let dir = p.vocab_dir();
@@ -207,6 +299,7 @@ pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
                 Arch::Phi3 => &["ggml-vocab-phi-3.gguf"],
                 Arch::Llama => &["ggml-vocab-llama-bpe.gguf", "ggml-vocab-llama-spm.gguf"],
                 Arch::Gemma3 | Arch::GemmaEmbedding => &["ggml-vocab-llama-spm.gguf"],
+                Arch::Bert => &["ggml-vocab-bert-bge.gguf"],
             };
             for c in candidates {
                 let path = dir.join(c);
@@ -224,7 +317,7 @@ pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
                     return file_vocab(&spm, LLAMA2_VOCAB, shape.arch);
                 }
             }
-            synth_vocab(shape.n_vocab, shape.arch)
+            synth_for(shape.n_vocab, shape.arch)
         }
     }
 }
@@ -249,5 +342,29 @@ mod tests {
         assert!(toks.len() > 2);
         assert!(synth_vocab(100, Arch::Llama).is_err());
         assert!(synth_vocab(259, Arch::Phi3).is_err());
+    }
+
+    #[test]
+    fn synthesized_wordpiece_vocab_loads() {
+        let v = synth_wpm_vocab(512).unwrap();
+        let mut writer = GgufWriter::new();
+        for (k, val) in v.kv {
+            writer.set(k, val).unwrap();
+        }
+        let file = GgufFile::from_bytes(&writer.to_bytes()).unwrap();
+        let vocab = llama::vocab::Vocab::from_gguf(file.gguf()).unwrap();
+        assert_eq!(vocab.n_tokens(), 512);
+        let toks = vocab.tokenize("Hello world, walking!", llama::TokenizeOptions::ADD_SPECIAL);
+        let text: Vec<String> = toks
+            .iter()
+            .map(|&t| String::from_utf8_lossy(vocab.token_text(t).unwrap()).into_owned())
+            .collect();
+        // [CLS] first, [SEP] last, whole words where the vocabulary has them, a word
+        // it lacks covered by a word start and continuation pieces.
+        assert_eq!(toks.first(), Some(&2));
+        assert_eq!(toks.last(), Some(&3));
+        assert_eq!(text[1..4], ["\u{2581}hello", "\u{2581}world", "\u{2581},"]);
+        assert!(text[4].starts_with('\u{2581}') && !text[5].starts_with('\u{2581}'));
+        assert!(synth_wpm_vocab(100).is_err());
     }
 }

@@ -35,18 +35,36 @@ pub(super) fn norm(params: &ComputeParams, node: &ExecNode, eps: f32) {
             if s0.row_ptr(i1, i2, i3) != dst.row_ptr(i1, i2, i3) {
                 s0.load_row_f32(i1, i2, i3, y);
             }
-            let sum: f64 = y.iter().map(|&v| v as f64).sum();
-            let mean = (sum / n as f64) as f32;
-            let mut sum2 = 0f64;
-            for v in y.iter_mut() {
-                *v -= mean;
-                sum2 += (*v * *v) as f64;
-            }
-            let variance = (sum2 / n as f64) as f32;
+            // ggml_vec_sum_f32: an f64 sum returned as f32, divided in f32.
+            let sum = y.iter().map(|&v| v as f64).sum::<f64>() as f32;
+            let mean = sum / n as f32;
+            let variance = centered_variance(y, mean) as f32;
             let scale = 1.0 / (variance + eps).sqrt();
             (crate::cpu::simd::kernels().scale_f32)(y, scale);
         }
     }
+}
+
+/// `ggml_vec_cvar_f32` of the AVX-512 build: `y -= mean` in place, and the mean of
+/// the squares, summed in f64 from the f32 sums of 16 squares at a time (the tree of
+/// `_mm512_reduce_add_ps`), then one square at a time for the tail.
+fn centered_variance(y: &mut [f32], mean: f32) -> f64 {
+    let n = y.len();
+    let mut sum = 0f64;
+    let mut chunks = y.chunks_exact_mut(16);
+    for c in &mut chunks {
+        let mut sq = [0f32; 16];
+        for (s, v) in sq.iter_mut().zip(c.iter_mut()) {
+            *v -= mean;
+            *s = *v * *v;
+        }
+        sum += crate::cpu::simd::reduce16(&sq) as f64;
+    }
+    for v in chunks.into_remainder() {
+        *v -= mean;
+        sum += (*v * *v) as f64;
+    }
+    sum / n as f64
 }
 
 pub(super) fn rms_norm(params: &ComputeParams, node: &ExecNode, eps: f32) {
