@@ -46,6 +46,16 @@ CASES = [
     ("qwen2-q8_0-mean", "@S/models/synth-qwen2-q8_0.gguf", 1, 1, 2, SENTENCES),
     ("llama-q4_k_m-mean", "@S/models/synth-llama-q4_k_m.gguf", 1, 1, 2, SENTENCES),
     # Qwen3-Embedding's form: qwen3 with last-token pooling named in the file.
+    ("qwen3-embedding-default", ["--arch", "qwen3", "--type", "q8_0", "--pooling", "last"], -1, 1, 2, SENTENCES),
+    # Qwen3-Reranker's form: a yes/no head on the last token, softmax over the two.
+    ("qwen3-reranker-rank", ["--arch", "qwen3", "--type", "q8_0", "--rerank"], -1, 1, 2, SENTENCES),
+    # BERT: WordPiece, learned positions, layer norms, attention both ways.
+    ("bert-f32-default", ["--arch", "bert", "--type", "f32"], -1, 1, 2, SENTENCES),
+    ("bert-f16-cls", ["--arch", "bert", "--type", "f16"], 2, 1, 2, SENTENCES),
+    ("bert-q8_0-mean-nofa", ["--arch", "bert", "--type", "q8_0"], 1, 0, 1, SENTENCES),
+    ("bert-f32-none", ["--arch", "bert", "--type", "f32"], 0, 1, 2, SENTENCES[:2]),
+    ("bert-reranker-rank", ["--arch", "bert", "--type", "f32", "--rerank"], -1, 1, 2,
+     ["what is a dog?\ta dog is an animal", "a b", SENTENCES[0]]),
     ("qwen3-q8_0-last", ["--arch", "qwen3", "--type", "q8_0"], 3, 1, 2, SENTENCES),
     ("qwen3-f16-mean-nofa", ["--arch", "qwen3", "--type", "f16"], 1, 0, 2, SENTENCES),
     # Sliding-window layers (window 16): the long prompt goes past the window.
