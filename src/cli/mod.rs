@@ -12,6 +12,7 @@ pub mod bench;
 pub mod chat_template;
 pub mod completion;
 pub mod conversation;
+pub mod embedding;
 pub mod eval_callback;
 pub mod gen_model;
 pub mod gguf_dump;
