@@ -1,15 +1,70 @@
 """The official `openai` Python client against llama-server: chat and completions,
 plain and streamed; structured output (`response_format` json_schema), tools
 (`required` and a named tool, streamed calls assembled by the client, a conversation
-with tool results) and `n`. Usage: openai_client.py BASE_URL MODEL. Exits non-zero on
-failure."""
+with tool results) and `n`. With a third argument `embeddings`, against a server started
+with `--embedding --pooling mean`: embeddings as floats, as the client's default base64
+(decoded by the client) and as raw base64, usage, and completions refused. Usage:
+openai_client.py BASE_URL MODEL [embeddings]. Exits non-zero on failure."""
+import base64
 import json
+import math
+import struct
 import sys
 
 import openai
 
 base, model = sys.argv[1], sys.argv[2]
 client = openai.OpenAI(base_url=base + "/v1", api_key="sk-test")
+
+
+def embeddings_checks():
+    texts = ["hello world", "Once upon a time", "a cat"]
+    f = client.embeddings.create(model=model, input=texts, encoding_format="float")
+    assert [d.index for d in f.data] == [0, 1, 2], f
+    vecs = [d.embedding for d in f.data]
+    assert all(len(v) == len(vecs[0]) > 0 for v in vecs), [len(v) for v in vecs]
+    # Normalised to unit length (llama.cpp's default, --embd-normalize 2).
+    assert all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-5 for v in vecs), vecs
+    assert vecs[0] != vecs[1]
+    assert f.usage.prompt_tokens == f.usage.total_tokens > len(texts), f.usage
+    # A request batches its inputs on whichever slots are free: another batch order
+    # moves the last bits.
+    def close(a, b):
+        return len(a) == len(b) and all(abs(x - y) < 1e-6 for x, y in zip(a, b))
+
+    # The client's default asks for base64 and decodes it: the same floats.
+    d = client.embeddings.create(model=model, input=texts)
+    assert all(close(e.embedding, v) for e, v in zip(d.data, vecs)), "base64 (client-decoded) differs"
+    # Raw base64: little-endian float32 bytes.
+    r = client.embeddings.create(model=model, input=texts[0], encoding_format="base64")
+    raw = r.data[0].embedding
+    if not isinstance(raw, str):  # a client that decodes even when asked for base64
+        assert close(list(raw), vecs[0])
+    else:
+        b = base64.b64decode(raw)
+        assert close(list(struct.unpack("<%df" % (len(b) // 4), b)), vecs[0])
+    # One string, and token ids.
+    one = client.embeddings.create(model=model, input=texts[1], encoding_format="float")
+    assert close(one.data[0].embedding, vecs[1])
+    ids = client.embeddings.create(model=model, input=[[1, 2, 3]], encoding_format="float")
+    assert ids.usage.prompt_tokens == 3, ids.usage
+    for bad in ({"input": []}, {"input": "x", "encoding_format": "hex"}):
+        try:
+            client.embeddings.create(model=model, **bad)
+            raise AssertionError(f"accepted {bad}")
+        except openai.BadRequestError:
+            pass
+    try:
+        client.completions.create(model=model, prompt="x", max_tokens=2)
+        raise AssertionError("an embeddings server completed text")
+    except openai.APIStatusError as e:
+        assert e.status_code == 501, e
+    print("openai client (embeddings): 9 passed, 0 failed")
+
+
+if len(sys.argv) > 3 and sys.argv[3] == "embeddings":
+    embeddings_checks()
+    sys.exit(0)
 
 models = client.models.list()
 assert models.data[0].id == model, models

@@ -1,5 +1,5 @@
 //! Real clients against `llama-server`: the official `openai` Python package
-//! (`tests/openai_client.py`) and the chat page in headless Chromium
+//! (`tests/openai_client.py`, completions and, on an `--embedding` server, embeddings) and the chat page in headless Chromium
 //! (`tests/web_ui.py`, Selenium and chromedriver). Python is `$LLAMARS_PYTHON`, else
 //! `.venv/bin/python` (what `.ci/run` sets up), else `python3`. Missing tools skip
 //! loudly, and fail when `CI` is set.
@@ -71,6 +71,21 @@ fn official_openai_client() {
     };
     let s = TestServer::start(&model, &["--chat-template", "chatml", "--seed", "1"]);
     run_script("openai_client.py", &[&s.url, "stories260K.gguf"]);
+}
+
+#[test]
+fn official_openai_client_embeddings() {
+    if !have("openai", &[]) {
+        return;
+    }
+    let Some(model) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let s = TestServer::start(&model, &["--embedding", "--pooling", "mean"]);
+    run_script(
+        "openai_client.py",
+        &[&s.url, "stories260K.gguf", "embeddings"],
+    );
 }
 
 #[test]

@@ -79,6 +79,15 @@ pub struct ServerParams {
     /// Text forced before the end marker when the budget runs out
     /// (`--reasoning-budget-message`).
     pub reasoning_budget_message: String,
+    /// Serve embeddings instead of completions (`--embedding`, `--embeddings`; set by
+    /// `--rerank` too): the context computes vectors, not logits.
+    pub embedding: bool,
+    /// The pooling asked for (`--pooling`, `--rerank` sets `rank`); `None`: the
+    /// model's own.
+    pub pooling: Option<llama::embeddings::PoolingType>,
+    /// Default normalisation of pooled embeddings (`--embd-normalize`, default 2:
+    /// Euclidean).
+    pub embd_normalize: llama::embeddings::EmbdNorm,
 }
 
 impl Default for ServerParams {
@@ -117,6 +126,9 @@ impl Default for ServerParams {
             reasoning_format: llama::chat::tools::ReasoningFormat::Deepseek,
             reasoning_budget: -1,
             reasoning_budget_message: String::new(),
+            embedding: false,
+            pooling: None,
+            embd_normalize: llama::embeddings::EmbdNorm::Euclidean,
         }
     }
 }
@@ -165,6 +177,44 @@ pub fn server_opts() -> Vec<Opt<ServerParams>> {
             "text forced before the end of reasoning when the budget runs out",
             |p, v| {
                 p.reasoning_budget_message = v.text()?.to_string();
+                Ok(())
+            },
+        ),
+        Opt::flag(
+            &["--embedding", "--embeddings"],
+            "serve embeddings (/embedding, /v1/embeddings) instead of completions; for embedding models",
+            |p| p.embedding = true,
+        ),
+        Opt::flag(
+            &["--rerank", "--reranking"],
+            "serve reranking (/rerank, /v1/rerank): --embedding with rank pooling, for reranker models",
+            |p| {
+                p.embedding = true;
+                p.pooling = Some(llama::embeddings::PoolingType::Rank);
+            },
+        ),
+        Opt::value(
+            &["--pooling"],
+            "{none,mean,cls,last,rank}",
+            "pooling of embeddings (default: the model's)",
+            |p, v| {
+                let name = v.text()?;
+                p.pooling = Some(name.parse().map_err(|_| ValueError::Unknown {
+                    what: "pooling type",
+                    value: name.to_string(),
+                    expected: "none, mean, cls, last or rank",
+                })?);
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["--embd-normalize"],
+            "N",
+            "normalisation of pooled embeddings (default: 2) (-1 = none, 0 = max absolute int16, 1 = taxicab, 2 = Euclidean, >2 = p-norm)",
+            |p, v| {
+                let n: i64 = v.num()?;
+                p.embd_normalize = llama::embeddings::EmbdNorm::from_llama_cpp(n)
+                    .map_err(|_| ValueError::out_of_range(n, "-1 or more"))?;
                 Ok(())
             },
         ),
@@ -327,6 +377,11 @@ pub(crate) fn check(p: &ServerParams) -> Result<(), CliError> {
             "--self-extend (exact) and --grp-attn-n (KV-shift form) exclude each other".into(),
         ));
     }
+    if p.pooling.is_some() && !p.embedding {
+        return Err(CliError::Usage(
+            "--pooling only applies to an embeddings server: add --embedding".into(),
+        ));
+    }
     if p.common.grp_attn_n != 1 {
         llama::shifts::SelfExtend::new(p.common.grp_attn_n, p.common.grp_attn_w)
             .map_err(|e| CliError::Usage(e.to_string()))?;
@@ -387,5 +442,33 @@ mod tests {
         assert!(parse_args(&args(&["--grp-attn-n", "3", "--grp-attn-w", "8"])).is_err());
         assert!(parse_args(&args(&["--self-extend", "4,64", "--grp-attn-n", "2"])).is_err());
         assert!(parse_args(&args(&["--slot-save-path", "/no/such/dir"])).is_err());
+    }
+
+    #[test]
+    fn embedding_flags_as_llama_cpp() {
+        use llama::embeddings::{EmbdNorm, PoolingType};
+        let p = parse_args(&args(&[])).unwrap().unwrap();
+        assert!(!p.embedding && p.pooling.is_none());
+        assert_eq!(p.embd_normalize, EmbdNorm::Euclidean);
+        let p = parse_args(&args(&[
+            "--embeddings",
+            "--pooling",
+            "mean",
+            "--embd-normalize",
+            "-1",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert!(p.embedding);
+        assert_eq!(p.pooling, Some(PoolingType::Mean));
+        assert_eq!(p.embd_normalize, EmbdNorm::None);
+        let p = parse_args(&args(&["--reranking"])).unwrap().unwrap();
+        assert!(p.embedding);
+        assert_eq!(p.pooling, Some(PoolingType::Rank));
+        let e = parse_args(&args(&["--embedding", "--pooling", "max"])).unwrap_err();
+        assert!(e.to_string().contains("--pooling"), "{e}");
+        assert!(parse_args(&args(&["--embedding", "--embd-normalize", "-2"])).is_err());
+        let e = parse_args(&args(&["--pooling", "mean"])).unwrap_err();
+        assert!(e.to_string().contains("--embedding"), "{e}");
     }
 }

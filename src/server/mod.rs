@@ -8,11 +8,14 @@ pub mod chat;
 pub mod chat_fit;
 pub mod chat_output;
 pub mod chat_request;
+pub mod embd_request;
+pub mod embd_routes;
 pub mod engine;
 pub mod error;
 pub mod fields;
 pub mod metrics;
 pub mod request;
+pub mod rerank;
 pub mod response;
 pub mod routes;
 pub mod spans;
@@ -120,9 +123,23 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
     if !unified {
         cp.n_ctx = (cp.n_ctx / n_slots).next_multiple_of(256) * n_slots;
     }
+    let n_ubatch = crate::common::params::ubatch_or_batch(cp.n_batch, cp.n_ubatch);
+    if p.embedding && cp.n_batch > n_ubatch {
+        // As llama.cpp: a prompt that pooling reads whole must lie in one micro-batch.
+        eprintln!(
+            "srv  llama_server: embeddings enabled with n_batch ({}) > n_ubatch ({n_ubatch})",
+            cp.n_batch
+        );
+        eprintln!(
+            "srv  llama_server: setting n_batch = n_ubatch = {n_ubatch} to avoid assertion failure"
+        );
+        cp.n_batch = n_ubatch;
+    }
     let mut ctx_params = cp.context_params();
     ctx_params.n_seq_max = n_slots;
     ctx_params.kv_unified = true;
+    ctx_params.embeddings = p.embedding;
+    ctx_params.pooling_type = p.pooling;
     let ctx =
         llama::LlamaContext::new(Arc::clone(&model), &ctx_params).map_err(CliError::Context)?;
     let n_ctx = ctx.n_ctx();
@@ -140,6 +157,23 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
         );
     }
     let n_ctx_slot = slot_ctx(&p, n_ctx, model.hparams.n_ctx_train, n_slots, unified);
+    let embd = p.embedding.then(|| {
+        let pooling = ctx.pooling_type();
+        embd_routes::EmbdServing {
+            pooling,
+            reranking: p.pooling == Some(llama::embeddings::PoolingType::Rank),
+            norm: p.embd_normalize,
+            n_embd_out: ctx.n_embd_out(),
+            n_ubatch: ctx.cparams().n_ubatch as usize,
+            splits: engine::can_split(pooling, model.hparams.causal_attn),
+        }
+    });
+    if let Some(e) = &embd {
+        eprintln!(
+            "srv  init: embeddings: pooling = {}, n_embd_out = {}, reranking = {}",
+            e.pooling, e.n_embd_out, e.reranking
+        );
+    }
     {
         let c = ctx.cparams();
         eprintln!("llama_context: n_ctx = {}, n_batch = {}, n_ubatch = {}, flash_attn = {}, n_threads = {}, n_seq_max = {n_slots}", c.n_ctx, c.n_batch, c.n_ubatch, c.flash_attn as u8, c.n_threads);
@@ -220,6 +254,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
         model_path: path.display().to_string(),
         timeout: Duration::from_secs(p.timeout.max(1)),
         reasoning_format: p.reasoning_format,
+        embd,
         model,
     });
     let app = routes::router(state, p.max_body);

@@ -23,6 +23,7 @@ use super::chat::ChatTemplate;
 use super::chat_fit::{fit_chat, Renderer};
 use super::chat_output::ChatStream;
 use super::chat_request::{parse_tool_fields, plan_chat};
+use super::embd_routes::{embeddings, rerank};
 use super::engine::{EngineHandle, SlotAction};
 use super::error::ApiError;
 use super::fields::check_fields;
@@ -75,6 +76,9 @@ pub struct AppState {
     pub timeout: std::time::Duration,
     /// How chat answers' reasoning is returned unless a request says (`--reasoning-format`).
     pub reasoning_format: llama::chat::tools::ReasoningFormat,
+    /// What an embeddings server computes (`--embedding`); `None` for a completions
+    /// server.
+    pub embd: Option<super::embd_routes::EmbdServing>,
 }
 
 type SharedState = State<Arc<AppState>>;
@@ -109,6 +113,22 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/apply-template", post(apply_template))
+        .route(
+            "/embedding",
+            post(|s: SharedState, b| embeddings(s, b, false)),
+        )
+        .route(
+            "/embeddings",
+            post(|s: SharedState, b| embeddings(s, b, false)),
+        )
+        .route(
+            "/v1/embeddings",
+            post(|s: SharedState, b| embeddings(s, b, true)),
+        )
+        .route("/rerank", post(rerank))
+        .route("/reranking", post(rerank))
+        .route("/v1/rerank", post(rerank))
+        .route("/v1/reranking", post(rerank))
         .fallback(not_found)
         .method_not_allowed_fallback(|req: axum::extract::Request| async move {
             ApiError::MethodNotAllowed(format!(
@@ -182,7 +202,9 @@ async fn guard(State(st): SharedState, req: Request, next: Next) -> Response {
     res
 }
 
-fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+/// The request body as JSON: 413 over `--max-body`, 400 for a body that cannot be
+/// read or is not JSON.
+pub(super) fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
     let bytes = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::TooLarge(format!("request body too large: {e}"))
@@ -410,6 +432,14 @@ async fn completions(
     body: Result<Bytes, BytesRejection>,
     kind: ResponseKind,
 ) -> Response {
+    if st.embd.is_some() {
+        // The context computes vectors, not logits (llama.cpp switches one context
+        // between the two; ours is made for one).
+        return ApiError::NotSupported(
+            "This server computes embeddings only (started with `--embedding`): completions are not supported. Start it without `--embedding`".into(),
+        )
+        .into_response();
+    }
     match start_completion(&st, body, kind).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -706,6 +736,8 @@ fn sse(
                     v
                 }
                 Event::Error(e) => vec![e.body().to_string()],
+                // Never sent for a completion.
+                Event::Embedding(_) => Vec::new(),
             };
             let done = finals.len() == n;
             if done {

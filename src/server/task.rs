@@ -9,12 +9,25 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::error::ApiError;
 use super::request::{GenParams, ResponseKind};
 
-/// What a task asks of the engine. Only completions exist; another kind (embeddings,
-/// say) would be a variant here and a job that ends differently in the engine.
+/// What a task asks of the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskKind {
     /// Generate text after the prompt, answered in this shape.
     Completion(ResponseKind),
+    /// Evaluate the prompt on an embeddings server and answer its vectors
+    /// ([`Event::Embedding`]): embeddings and rerank scores alike.
+    Embedding,
+}
+
+/// What an embedding task gives back: the context's output for its sequence, as
+/// computed (the HTTP side normalises it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddingOutput {
+    /// One pooled vector (with rank pooling, the classifier's scores), or with pooling
+    /// `none` one vector per prompt token.
+    pub vectors: Vec<Vec<f32>>,
+    /// Prompt tokens evaluated.
+    pub n_tokens: usize,
 }
 
 /// A request for the engine to run.
@@ -201,6 +214,8 @@ pub enum Event {
     Partial(Partial),
     /// Done.
     Final(Box<Final>),
+    /// An embedding task's vectors; nothing more follows.
+    Embedding(Box<EmbeddingOutput>),
     /// Failed; nothing more follows.
     Error(ApiError),
 }

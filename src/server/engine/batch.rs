@@ -163,6 +163,16 @@ impl Engine {
                 Some(j) => j.phase,
                 None => continue,
             };
+            if self.runs_embedding(i) {
+                if phase == Phase::Started {
+                    if let Err(e) = self.start_embedding(i) {
+                        self.fail(i, e);
+                        continue;
+                    }
+                }
+                self.push_embedding_prompt(i, n_batch);
+                continue;
+            }
             if phase == Phase::Started {
                 if let Err(e) = self.start_prompt(i) {
                     self.fail(i, e);

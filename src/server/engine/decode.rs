@@ -1,7 +1,7 @@
 //! Decoding a step's batch, what a failed decode does (free an idle slot's cache, fail
 //! the slot holding the most cells, or retry each slot alone so only the failing one
 //! gets the error), the step's timing counters, and sampling every slot with a logits
-//! row.
+//! row (after reading the vectors of finished embedding tasks).
 
 use std::time::Instant;
 
@@ -12,6 +12,7 @@ use super::job::{Phase, SlotRoom};
 use super::kv;
 use super::Engine;
 use crate::server::error::ApiError;
+use crate::server::task::TaskKind;
 
 impl Engine {
     /// Decodes the step's batch, recovering from failures, and counts the time.
@@ -121,6 +122,7 @@ impl Engine {
 
     /// Samples for every slot with a logits row in the last batch.
     pub(super) fn sample_rows(&mut self) {
+        self.read_embeddings();
         for row in 0..self.batch.len() {
             if !self.batch.wants_logits(row) {
                 continue;
@@ -137,7 +139,11 @@ impl Engine {
     fn sample_slot(&mut self, i: usize, row: usize) -> Result<(), ApiError> {
         let vocab = &self.model.vocab;
         let slot = &mut self.slots[i];
-        let Some(job) = slot.job.as_mut() else {
+        let Some(job) = slot
+            .job
+            .as_mut()
+            .filter(|j| j.task.kind != TaskKind::Embedding)
+        else {
             return Ok(());
         };
         if job.phase == Phase::Prompt {

@@ -11,6 +11,7 @@
 //! - `batch`: the rows of each step; `decode`: decoding them and sampling;
 //! - `sampler` and `probs`: a job's sampler and the probabilities it reports;
 //! - `shift`: the context shift of full slots; `finish`: how a job ends;
+//! - `embed`: embedding tasks on an embeddings server;
 //! - `slot_files`: slot save, restore and erase; `kv` and `checkpoint`: the
 //!   cache edits and a sliding-window model's checkpoints.
 
@@ -22,6 +23,7 @@ macro_rules! slot_log {
 mod batch;
 mod checkpoint;
 mod decode;
+mod embed;
 mod finish;
 mod handle;
 mod job;
@@ -35,6 +37,7 @@ mod slot;
 mod slot_files;
 
 pub use checkpoint::CheckpointPolicy;
+pub use embed::{can_split, too_large, too_long};
 pub use handle::{spawn, EngineHandle, SlotAction};
 
 use std::path::PathBuf;
@@ -206,7 +209,10 @@ impl Engine {
     /// Puts `task` on slot `id` with its sampler, or answers its error.
     fn start_job(&mut self, id: usize, task: Task) {
         let sampler = match task.kind {
-            TaskKind::Completion(_) => SlotSampler::new(&task.params, &self.model.vocab),
+            // An embedding task samples nothing; its job carries the default sampler.
+            TaskKind::Completion(_) | TaskKind::Embedding => {
+                SlotSampler::new(&task.params, &self.model.vocab)
+            }
         };
         match sampler {
             Ok(sampler) => {

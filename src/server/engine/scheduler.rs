@@ -127,7 +127,8 @@ impl Scheduler {
                 return Some(id);
             }
         }
-        // Never used first, then the oldest.
-        idle().min_by_key(|s| s.t_last_used).map(|s| s.id)
+        // Never used first, then the oldest; among equals the last slot, as llama.cpp
+        // (the slots a batch of requests lands on decide the batch's row order).
+        idle().rev().min_by_key(|s| s.t_last_used).map(|s| s.id)
     }
 }
