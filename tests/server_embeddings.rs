@@ -1,5 +1,6 @@
 //! `llama-server --embedding` and `--rerank`: the answers equal llama.cpp's server
-//! (`tests/data/server_embeddings.json`, made by `scripts/server_embeddings/make.py`)
+//! (`tests/data/server_embeddings.json`, made by `scripts/server_embeddings/make.py`,
+//! on shared models and on gen-model's BERT and Qwen3 rerankers and BERT embedder)
 //! and the library's own vectors; base64 decodes to the floats; usage counts tokens;
 //! several inputs keep their order; concurrent clients get their own vectors; bad
 //! requests get OpenAI-style errors and the server keeps serving.
@@ -11,8 +12,6 @@ mod srv;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ggml::gguf::{GgufFile, GgufWriter};
-use ggml::GgmlType;
 use llama::embeddings::{normalize, EmbdNorm, PoolingType};
 use llama::vocab::TokenizeOptions;
 use llama::{load_model, Batch, ContextParams, LlamaContext, Logits, ModelParams};
@@ -84,50 +83,27 @@ fn floats(v: &Value) -> Vec<f32> {
         .collect()
 }
 
-/// Writes a Qwen3 reranker: gen-model's random qwen3 (seed 7, F32) plus a classifier
-/// head `cls.output` of two classes ("yes", "no") with fixed values, as Qwen3-Reranker
-/// files carry it. Deterministic: `make.py` records llama.cpp's answers on the same
-/// file (written by the ignored test below).
-fn write_reranker(dir: &Path) -> PathBuf {
+/// Writes the random-weight model gen-model makes with `args` into `dir` (as
+/// `make.py` does with the gen-model program, so both servers load the same file).
+fn gen_model(args: &[&str], dir: &Path) -> PathBuf {
     use llamars::cli::gen_model::{generate, options, Params};
-    let base = dir.join("qwen3-base.gguf");
-    let args: Vec<String> = ["--arch", "qwen3", "--type", "f32", "--seed", "7", "-o"]
+    let name: Vec<&str> = args.iter().map(|a| a.trim_start_matches('-')).collect();
+    let out = dir.join(format!("{}.gguf", name.join("-")));
+    let all: Vec<String> = args
         .iter()
         .map(|s| s.to_string())
-        .chain([base.display().to_string()])
+        .chain(["-o".to_string(), out.display().to_string()])
         .collect();
-    let p: Params = llamars::common::args::parse_params(&options(), &args)
+    let p: Params = llamars::common::args::parse_params(&options(), &all)
         .expect("gen-model args")
         .expect("not -h");
     generate(&p, &mut std::io::sink()).expect("gen-model writes");
-    let file = GgufFile::open(&base).expect("reads back");
-    let n_embd = file
-        .gguf()
-        .get("qwen3.embedding_length")
-        .and_then(|v| v.as_int())
-        .expect("embedding length") as usize;
-    let mut w = GgufWriter::from_file(&file).expect("copy");
-    w.set("qwen3.classifier.output_labels", vec!["yes", "no"])
-        .expect("labels");
-    // Exact binary fractions, so that any writer gives the same bits.
-    let head: Vec<u8> = (0..2 * n_embd)
-        .map(|i| ((i * 7919 % 97) as f32 - 48.0) / 256.0)
-        .flat_map(f32::to_le_bytes)
-        .collect();
-    w.add_tensor("cls.output.weight", GgmlType::F32, &[n_embd, 2], head)
-        .expect("head");
-    let out = dir.join("qwen3-reranker.gguf");
-    w.write_to_path(&out).expect("writes");
     out
 }
 
-/// Where make.py asks for the reranker: `LLAMARS_RERANKER_OUT` (a folder).
-#[test]
-#[ignore = "a tool for scripts/server_embeddings/make.py"]
-fn write_reranker_model() {
-    let dir = std::env::var_os("LLAMARS_RERANKER_OUT").expect("LLAMARS_RERANKER_OUT");
-    let out = write_reranker(Path::new(&dir));
-    println!("{}", out.display());
+/// A Qwen3 reranker: a `cls.output` head of two classes (yes, no), softmaxed.
+fn write_reranker(dir: &Path) -> PathBuf {
+    gen_model(&["--arch", "qwen3", "--rerank", "--type", "f32"], dir)
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -136,10 +112,12 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// The model a golden case names: a shared model, or `@reranker` (written to `dir`).
+/// The model a golden case names: a shared model, or `@gen-model ARGS` (written to
+/// `dir`).
 fn case_model(name: &str, dir: &Path) -> Option<PathBuf> {
-    if name == "@reranker" {
-        return Some(write_reranker(dir));
+    if let Some(args) = name.strip_prefix("@gen-model ") {
+        let args: Vec<&str> = args.split_whitespace().collect();
+        return Some(gen_model(&args, dir));
     }
     common::shared_file(&format!("models/{name}"))
 }

@@ -11,9 +11,8 @@ in our test. Usage:
 
 --bin defaults to /work/ref/build-avx512emu/bin, --shared to ../shared or
 $LLAMA_SHARED_DIR. Model paths in a case are relative to the shared folder's models/;
-"@reranker" is a Qwen3 reranker the test suite writes (cargo runs the ignored test
-`write_reranker_model` of tests/server_embeddings.rs), so that both sides load the
-same file.
+"@gen-model ARGS" is a random-weight model our gen-model writes with ARGS (BERT and
+Qwen3 rerankers, say); the test suite writes the same file with the same arguments.
 """
 import argparse
 import json
@@ -72,11 +71,12 @@ CASES = [
         ],
     },
     {
-        # A Qwen3 reranker (written by the test suite, see reranker()): Jina's shape.
-        # Each rerank request is its own case: a later request lands on slots whose
-        # cells sit elsewhere in llama.cpp's cache, which moves the scores' last bits.
+        # A Qwen3 reranker (gen-model --rerank: a cls.output head of two classes,
+        # yes/no, softmaxed): Jina's shape. Each rerank request of a causal model is its
+        # own case: a later request lands on slots whose cells sit elsewhere in
+        # llama.cpp's cache, which moves the scores' last bits.
         "name": "qwen3-rerank",
-        "model": "@reranker",
+        "model": "@gen-model --arch qwen3 --rerank --type f32",
         "args": ["--rerank"],
         "requests": [
             ["/v1/rerank", {"query": "what do pandas eat?",
@@ -86,24 +86,46 @@ CASES = [
     {
         # TEI's shape: texts, return_text, top_n.
         "name": "qwen3-rerank-tei",
-        "model": "@reranker",
+        "model": "@gen-model --arch qwen3 --rerank --type f32",
         "args": ["--rerank"],
         "requests": [
             ["/rerank", {"query": "which is a fruit?", "texts": ["a red apple", "a stone", "blue sky"],
                          "return_text": True, "top_n": 2}],
         ],
     },
+    {
+        # A BERT reranker (non-causal: no KV cache, each batch whole in one
+        # micro-batch; cls and cls.output head), then BERT embeddings.
+        "name": "bert-rerank",
+        "model": "@gen-model --arch bert --rerank",
+        "args": ["--rerank"],
+        "requests": [
+            ["/v1/rerank", {"query": "what do pandas eat?",
+                            "documents": ["a red apple", "the giant panda", "bears eat bamboo", "x"]}],
+            ["/rerank", {"query": "q", "texts": ["a", "b c"], "return_text": True}],
+        ],
+    },
+    {
+        "name": "bert-mean",
+        "model": "@gen-model --arch bert --pooling mean",
+        "args": ["--embedding"],
+        "requests": [
+            ["/v1/embeddings", {"input": ["hello world", "one two three four five", "x"]}],
+            ["/embedding", {"content": ["a b", "c"], "embd_normalize": 0}],
+        ],
+    },
 ]
 
 
-def reranker(tmp):
-    """The Qwen3 reranker the Rust test builds (gen-model's qwen3 plus a classifier
-    head), written into `tmp` by the test suite's ignored `write_reranker_model`."""
-    env = dict(os.environ, LLAMARS_RERANKER_OUT=tmp)
-    subprocess.run(["cargo", "test", "--release", "--test", "server_embeddings",
-                    "write_reranker_model", "--", "--ignored", "--exact"],
-                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    return os.path.join(tmp, "qwen3-reranker.gguf")
+def gen_model(spec, tmp):
+    """The model a "@gen-model ARGS" case names, written by our gen-model (the test
+    suite writes the same file with the same arguments)."""
+    args = spec.split()[1:]
+    out = os.path.join(tmp, "-".join(a.strip("-") for a in args) + ".gguf")
+    if not os.path.exists(out):
+        subprocess.run(["cargo", "run", "--release", "--quiet", "--example", "gen-model", "--"]
+                       + args + ["-o", out], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return out
 
 
 def free_port():
@@ -122,10 +144,10 @@ def post(url, body):
         return e.code, json.loads(e.read())
 
 
-def run_case(bin_dir, shared, case, reranker_path):
+def run_case(bin_dir, shared, case, tmp):
     model = case["model"]
-    if model == "@reranker":
-        model = reranker_path
+    if model.startswith("@gen-model "):
+        model = gen_model(model, tmp)
     elif not os.path.isabs(model):
         model = os.path.join(shared, "models", model)
     port = free_port()
@@ -164,10 +186,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "server_embeddings.json"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        rr = reranker(tmp)
         out = {
             "about": "llama.cpp llama-server (build-avx512emu) answers; made by scripts/server_embeddings/make.py",
-            "cases": [run_case(a.bin, a.shared, c, rr) for c in CASES],
+            "cases": [run_case(a.bin, a.shared, c, tmp) for c in CASES],
         }
     with open(a.out, "w") as fh:
         json.dump(out, fh, indent=1)
