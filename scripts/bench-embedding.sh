@@ -7,8 +7,8 @@
 # loading excluded: ours, prompt eval + eval (the decode); llama.cpp's, the total time
 # from the end of its warm-up (its prompt eval time stays near 0 for embeddings, as the
 # computation is waited for elsewhere), which adds its tokenizing and printing, a few
-# ms. The table shows the median run's embeddings per second and the ratio ours /
-# llama.cpp.
+# ms. The table shows the median and the best run's embeddings per second and the
+# ratios ours / llama.cpp.
 #
 #   scripts/bench-embedding.sh [options]
 #
@@ -96,12 +96,12 @@ for r in $(seq 1 "$reps"); do
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-mo=$(median "${ours_ms[@]}")
-mt=$(median "${theirs_ms[@]}")
-awk -v mo="$mo" -v mt="$mt" 'BEGIN {
-    ro = 64 / (mo / 1000); rt = 64 / (mt / 1000)
-    printf "%-12s %12s %16s\n", "", "ms", "embeddings/s"
-    printf "%-12s %12.1f %16.2f\n", "ours", mo, ro
-    printf "%-12s %12.1f %16.2f\n", "llama.cpp", mt, rt
-    printf "ratio ours / llama.cpp: %.3f\n", ro / rt
+best() { printf '%s\n' "$@" | sort -g | head -1; }
+# The median, and the best run (the better estimate on a machine shared with other work).
+awk -v mo="$(median "${ours_ms[@]}")" -v mt="$(median "${theirs_ms[@]}")" \
+    -v bo="$(best "${ours_ms[@]}")" -v bt="$(best "${theirs_ms[@]}")" 'BEGIN {
+    printf "%-12s %12s %16s %12s %16s\n", "", "median ms", "embeddings/s", "best ms", "embeddings/s"
+    printf "%-12s %12.1f %16.2f %12.1f %16.2f\n", "ours", mo, 64000 / mo, bo, 64000 / bo
+    printf "%-12s %12.1f %16.2f %12.1f %16.2f\n", "llama.cpp", mt, 64000 / mt, bt, 64000 / bt
+    printf "ratio ours / llama.cpp (embeddings/s): median %.3f, best %.3f\n", mt / mo, bt / bo
 }'

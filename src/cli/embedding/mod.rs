@@ -347,12 +347,14 @@ fn context(
     } else {
         params.n_parallel
     };
-    if let (Some(want), Some(have)) = (params.pooling, model.hparams.pooling_type) {
-        if want != have {
+    if let Some(want) = params.pooling {
+        let have = model.hparams.pooling_type;
+        if have != Some(want) {
+            // llama.cpp's numbers, -1 for a model that names no pooling.
+            let have = have.map_or(-1, |p| i64::from(p.to_gguf()));
             let _ = writeln!(
                 log,
-                "llama_init_from_model: model default pooling_type is [{}], but [{}] was specified",
-                have.to_gguf(),
+                "llama_init_from_model: model default pooling_type is [{have}], but [{}] was specified",
                 want.to_gguf()
             );
         }
