@@ -1,13 +1,89 @@
 //! `llama-embedding` against llama.cpp's own (`tests/data/embedding_cli.json`, made by
 //! `scripts/embedding_cli/make.py` with the AVX-512-emulating build): the same
 //! arguments must print the same bytes on stdout, for every pooling, normalisation
-//! and output format on stories260K and for mean / last pooling on the real Gemma 3
+//! and output format on stories260K, for rank pooling on small generated qwen3
+//! rerankers ([`write_rerankers`]), and for mean / last pooling on the real Gemma 3
 //! 270M (skipped loudly when it is absent, a failure with `CI` set); and bad input
 //! must end with a clear error and exit code 1.
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use ggml::gguf::{GgufFile, GgufWriter};
+use ggml::GgmlType;
+
+/// The generated rerankers, by the name the golden file gives them: a small random
+/// qwen3 (`gen-model --arch qwen3 --type f32 --seed 7`) with a classifier head
+/// `cls.output.weight` and `qwen3.pooling_type = rank`: `rerank` with one output,
+/// `rerank-template` with a `tokenizer.chat_template.rerank` template too, and
+/// `rerank-labels` with two outputs named by `qwen3.classifier.output_labels`.
+const RERANKERS: [&str; 3] = ["rerank", "rerank-template", "rerank-labels"];
+
+/// Writes [`RERANKERS`] into `dir` as `NAME.gguf`.
+fn write_rerankers(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("model dir");
+    let base = dir.join("qwen3-base.gguf");
+    let mut log = Vec::new();
+    let args = ["--arch", "qwen3", "--type", "f32", "--seed", "7", "-o"];
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    args.push(base.display().to_string());
+    let code = llamars::cli::gen_model::main_with(
+        &args,
+        &mut std::io::empty(),
+        &mut std::io::sink(),
+        &mut log,
+    );
+    assert_eq!(code, 0, "gen-model: {}", String::from_utf8_lossy(&log));
+    let file = GgufFile::open(&base).expect("base model");
+    let n_embd = 256;
+    for name in RERANKERS {
+        let n_cls_out = if name == "rerank-labels" { 2 } else { 1 };
+        let weights: Vec<u8> = (0..n_embd * n_cls_out)
+            .flat_map(|i| (0.05 * ((i * 7 + 3) as f32 * 0.37).sin()).to_le_bytes())
+            .collect();
+        let mut w = GgufWriter::from_file(&file).expect("copy");
+        w.add_tensor(
+            "cls.output.weight",
+            GgmlType::F32,
+            &[n_embd, n_cls_out],
+            weights,
+        )
+        .expect("classifier head");
+        w.set("qwen3.pooling_type", 4u32).expect("key");
+        if name == "rerank-template" {
+            w.set(
+                "tokenizer.chat_template.rerank",
+                "query: {query} | document: {document}",
+            )
+            .expect("key");
+        }
+        if name == "rerank-labels" {
+            w.set("qwen3.classifier.output_labels", vec!["yes", "no"])
+                .expect("key");
+        }
+        w.write_to_path(dir.join(format!("{name}.gguf")))
+            .expect("write reranker");
+    }
+}
+
+/// Writes the rerankers for `scripts/embedding_cli/make.py` into
+/// `$LLAMARS_WRITE_RERANK_MODELS`.
+#[test]
+#[ignore = "run by scripts/embedding_cli/make.py"]
+fn write_rerank_models() {
+    let dir = std::env::var_os("LLAMARS_WRITE_RERANK_MODELS").expect("output directory");
+    write_rerankers(Path::new(&dir));
+}
+
+#[test]
+fn rerankers_print_what_llama_cpp_prints() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("embedding-rerankers");
+    write_rerankers(&dir);
+    for name in RERANKERS {
+        run_cases(name, dir.join(format!("{name}.gguf")));
+    }
+}
 
 /// Runs llama-embedding in-process: exit code, stdout bytes, log text.
 fn embedding<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> (i32, Vec<u8>, String) {

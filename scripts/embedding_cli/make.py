@@ -3,7 +3,10 @@
 
 Writes tests/data/embedding_cli.json: for each case a name, the model (`stories260K`,
 `../shared/models/stories260K.gguf`, or `gemma-3-270m`, the real Gemma 3 270M that
-scripts/fetch-real-models.py puts in ~/.cache/llamars/real), the arguments (`@M` is
+scripts/fetch-real-models.py puts in ~/.cache/llamars/real, or one of the small qwen3
+rerankers that the test writes: `cargo test --release --test golden_embedding_cli
+write_rerank_models -- --ignored` with LLAMARS_WRITE_RERANK_MODELS=DIR, run here), the
+arguments (`@M` is
 the model's path) and llama.cpp's stdout (`stdout`, or `stdout_hex` when it is not
 UTF-8). tests/golden_embedding_cli.rs runs our
 llama-embedding in-process with the same arguments and wants the same bytes.
@@ -23,6 +26,7 @@ Needs gcc (for the preloaded shim). Gemma cases are skipped when the model is ab
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +39,9 @@ MODELS = {
     "stories260K": os.path.join(SHARED, "models", "stories260K.gguf"),
     "gemma-3-270m": os.path.join(REAL, "gemma-3-270m-q4_k_m.gguf"),
 }
+# Small qwen3 rerankers written by the test itself (write_rerank_models), here into a
+# temporary folder.
+RERANKERS = ["rerank", "rerank-template", "rerank-labels"]
 OUT = os.path.join(ROOT, "tests", "data", "embedding_cli.json")
 
 THREE = "Once upon a time\nthe cat sat\nhello"
@@ -85,6 +92,21 @@ def cases():
         ("gemma-last-json", "gemma-3-270m", ["-p", THREE, "--pooling", "last", "-c", "512",
                                              "--embd-output-format", "json+"]),
     ]
+    # Rerankers: query<TAB>document pairs, a line without a pair, a custom separator,
+    # the default and raw printouts. Scores only without normalisation: llama.cpp
+    # normalises (and prints in JSON) n_embd values per score vector of n_cls_out,
+    # reading past its end, which prints whatever memory follows.
+    pairs = "what is a cat?\ta cat is a small animal\nwhat is a cat?\tthe sky is blue\nno pair here"
+    for model in RERANKERS:
+        out += [
+            (f"{model}-scores", model, ["-p", pairs, "--embd-normalize", "-1"]),
+            (f"{model}-raw-format", model, ["-p", pairs, "--embd-normalize", "-1", "--embd-output-format", "raw"]),
+        ]
+    out += [
+        ("rerank-cls-separator", "rerank", ["-p", "q one<#>doc one\nq two<#>doc two<#>more", "--cls-separator", "<#>",
+                                            "--embd-normalize", "-1", "--pooling", "rank"]),
+        ("rerank-as-mean", "rerank", ["-p", pairs, "--pooling", "mean"]),
+    ]
     return [(n, m, a + T) for n, m, a in out]
 
 
@@ -120,6 +142,12 @@ def main():
     ref = os.path.join(bin_dir, "llama-embedding")
     so = shim()
     made, bad = [], []
+    models = tempfile.mkdtemp(prefix="llamars-rerankers-")
+    subprocess.run(["cargo", "test", "--release", "--test", "golden_embedding_cli", "write_rerank_models",
+                    "--", "--ignored"], cwd=ROOT, check=True, env=dict(os.environ, LLAMARS_WRITE_RERANK_MODELS=models),
+                   stdout=subprocess.DEVNULL)
+    for name in RERANKERS:
+        MODELS[name] = os.path.join(models, name + ".gguf")
     try:
         # ONLY=part-of-a-name: just those cases (with --check; never when writing).
         only = os.environ.get("ONLY") if ours is not None else None
@@ -147,6 +175,7 @@ def main():
             made.append(case)
     finally:
         os.remove(so)
+        shutil.rmtree(models)
     if ours is not None:
         print(f"{len(made) - len(bad)}/{len(made)} the same")
         sys.exit(1 if bad else 0)

@@ -347,12 +347,14 @@ fn context(
     } else {
         params.n_parallel
     };
-    if let (Some(want), Some(have)) = (params.pooling, model.hparams.pooling_type) {
-        if want != have {
+    if let Some(want) = params.pooling {
+        let have = model.hparams.pooling_type;
+        if have != Some(want) {
+            // llama.cpp's numbers, -1 for a model that names no pooling.
+            let have = have.map_or(-1, |p| i64::from(p.to_gguf()));
             let _ = writeln!(
                 log,
-                "llama_init_from_model: model default pooling_type is [{}], but [{}] was specified",
-                have.to_gguf(),
+                "llama_init_from_model: model default pooling_type is [{have}], but [{}] was specified",
                 want.to_gguf()
             );
         }
@@ -369,24 +371,38 @@ fn context(
 }
 
 /// llama.cpp's `llama_perf_context_print`: load time, prompt and single-token eval
-/// times, total time.
+/// times, total time (numbers as C prints them: `nan` / `inf` per token for no runs).
 fn perf_context_print(log: &mut dyn Write, ctx: &LlamaContext, load: Duration, start: Instant) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let per = |t: f64, n: usize| (t / n as f64, 1e3 / t * n as f64);
+    let f = |x: f64, w: usize| print::fixed64(x, w, 2);
     let perf = ctx.perf();
     let _ = writeln!(
         log,
-        "llama_perf_context_print:        load time = {:10.2} ms",
-        ms(load)
+        "llama_perf_context_print:        load time = {} ms",
+        f(ms(load), 10)
     );
-    let (p_per, p_tps) = per(ms(perf.t_prompt), perf.n_prompt);
-    let _ = writeln!(log, "llama_perf_context_print: prompt eval time = {:10.2} ms / {:5} tokens ({:8.2} ms per token, {:8.2} tokens per second)", ms(perf.t_prompt), perf.n_prompt, p_per, p_tps);
-    let (e_per, e_tps) = per(ms(perf.t_eval), perf.n_eval);
-    let _ = writeln!(log, "llama_perf_context_print:        eval time = {:10.2} ms / {:5} runs   ({:8.2} ms per token, {:8.2} tokens per second)", ms(perf.t_eval), perf.n_eval, e_per, e_tps);
+    let (t, n) = (ms(perf.t_prompt), perf.n_prompt as f64);
     let _ = writeln!(
         log,
-        "llama_perf_context_print:       total time = {:10.2} ms / {:5} tokens",
-        ms(start.elapsed()),
+        "llama_perf_context_print: prompt eval time = {} ms / {:5} tokens ({} ms per token, {} tokens per second)",
+        f(t, 10),
+        perf.n_prompt,
+        f(t / n, 8),
+        f(1e3 / t * n, 8)
+    );
+    let (t, n) = (ms(perf.t_eval), perf.n_eval as f64);
+    let _ = writeln!(
+        log,
+        "llama_perf_context_print:        eval time = {} ms / {:5} runs   ({} ms per token, {} tokens per second)",
+        f(t, 10),
+        perf.n_eval,
+        f(t / n, 8),
+        f(1e3 / t * n, 8)
+    );
+    let _ = writeln!(
+        log,
+        "llama_perf_context_print:       total time = {} ms / {:5} tokens",
+        f(ms(start.elapsed()), 10),
         perf.n_prompt + perf.n_eval
     );
 }

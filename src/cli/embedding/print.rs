@@ -52,6 +52,12 @@ impl OutputFormat {
 /// `x` as C's `%{width}.{prec}f` prints a float: Rust's fixed-point digits (which
 /// round the exact value as glibc does), NaN as `nan` / `-nan`.
 pub fn fixed(x: f32, width: usize, prec: usize) -> String {
+    fixed64(f64::from(x), width, prec)
+}
+
+/// [`fixed`] for a double (C's `%f` of a `double`; the same digits as for the float
+/// it may come from, since both print the exact value).
+pub fn fixed64(x: f64, width: usize, prec: usize) -> String {
     if x.is_nan() {
         let s = if x.is_sign_negative() { "-nan" } else { "nan" };
         return format!("{s:>width$}");
