@@ -50,28 +50,13 @@ fn same(a: &Value, b: &Value) -> bool {
 /// Decodes standard base64 (OpenAI's `encoding_format: "base64"`) into little-endian
 /// floats.
 fn base64_floats(s: &str) -> Vec<f32> {
-    let val = |c: u8| -> u32 {
-        match c {
-            b'A'..=b'Z' => (c - b'A') as u32,
-            b'a'..=b'z' => (c - b'a') as u32 + 26,
-            b'0'..=b'9' => (c - b'0') as u32 + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => panic!("not base64: {c}"),
-        }
-    };
-    let mut bytes = Vec::new();
-    for chunk in s.as_bytes().chunks(4) {
-        let n = chunk.iter().take_while(|&&c| c != b'=').count();
-        let mut acc = 0u32;
-        for (k, &c) in chunk[..n].iter().enumerate() {
-            acc |= val(c) << (18 - 6 * k);
-        }
-        bytes.extend_from_slice(&acc.to_be_bytes()[1..n]);
-    }
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .expect("standard base64");
     bytes
-        .chunks(4)
-        .map(|b| f32::from_le_bytes(b.try_into().expect("whole floats")))
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect()
 }
 
