@@ -1,4 +1,4 @@
-//! The encoder architectures (BERT) and Qwen3 as an embedder and a reranker against
+//! The encoder architectures (BERT, Nomic-BERT) and Qwen3 as an embedder and a reranker against
 //! llama.cpp's `llama-embedding` (`tests/data/encoder_models.json`, made by
 //! `scripts/encoder_models/make.py`): gen-model writes each case's small random model
 //! here as it did there; our tokens must be llama.cpp's, and the embeddings of an
@@ -54,7 +54,8 @@ fn texts(d: &Value, run: &Value, arch: &str) -> Vec<String> {
             .iter()
             .map(|p| {
                 let p = strings(p);
-                let sep = if arch == "bert" { "[SEP]" } else { "" };
+                let wordpiece = matches!(arch, "bert" | "nomic-bert" | "jina-bert-v2");
+                let sep = if wordpiece { "[SEP]" } else { "" };
                 format!("{}{sep}{}", p[0], p[1])
             })
             .collect(),
@@ -204,6 +205,16 @@ fn bert_f32_none_mean_cls() {
 #[test]
 fn bert_f16_mean() {
     run_case("bert-f16");
+}
+
+#[test]
+fn nomic_bert_f32_none_mean() {
+    run_case("nomic-bert-f32");
+}
+
+#[test]
+fn nomic_bert_f16_mean() {
+    run_case("nomic-bert-f16");
 }
 
 #[test]

@@ -22,6 +22,8 @@ pub enum Arch {
     /// BERT (an encoder: learned positions, layer norms after the attention and the
     /// feed-forward network, GELU; embeddings and reranking only).
     Bert,
+    /// Nomic-BERT (BERT with rope, a fused QKV and a SwiGLU feed-forward network).
+    NomicBert,
 }
 
 /// Every architecture, in the order they were added.
@@ -33,6 +35,7 @@ pub const ALL_ARCHS: &[Arch] = &[
     Arch::Qwen3Moe,
     Arch::Gemma3,
     Arch::Bert,
+    Arch::NomicBert,
 ];
 
 impl Arch {
@@ -46,6 +49,7 @@ impl Arch {
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Gemma3 => "gemma3",
             Arch::Bert => "bert",
+            Arch::NomicBert => "nomic-bert",
         }
     }
 

@@ -54,6 +54,8 @@ EMBED_RUNS = [("none", "prompts"), ("mean", "prompts"), ("cls", "prompts")]
 CASES = [
     ("bert-f32", ["--arch", "bert", "--type", "f32"], EMBED_RUNS),
     ("bert-f16", ["--arch", "bert", "--type", "f16"], [("mean", "prompts")]),
+    ("nomic-bert-f32", ["--arch", "nomic-bert", "--type", "f32"], [("none", "prompts"), ("mean", "prompts")]),
+    ("nomic-bert-f16", ["--arch", "nomic-bert", "--type", "f16"], [("mean", "prompts")]),
     ("bert-rerank", ["--arch", "bert", "--type", "f32", "--rerank"], [("rank", "pairs")]),
     ("qwen3-last", ["--arch", "qwen3", "--type", "f32", "--pooling", "last"],
      [("last", "prompts"), ("mean", "prompts")]),

@@ -7,7 +7,8 @@
 //! model all read the manifest; see `docs/adding-an-architecture.md`.
 //!
 //! - `decoder.rs`: the pre-norm decoder llama, qwen2, qwen3 and qwen3moe share;
-//! - `encoder.rs`: the post-norm encoder of the BERT family (`bert.rs`), no KV cache;
+//! - `encoder.rs`: the post-norm encoder of the BERT family (`bert.rs`,
+//!   `nomic_bert.rs`), no KV cache;
 //! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`: one
 //!   file per architecture;
 //! - [`manifest`](mod@manifest): tensor specifications and the per-layer tensor maps;
@@ -20,6 +21,7 @@ mod gemma3;
 pub mod keys;
 mod llama;
 pub mod manifest;
+mod nomic_bert;
 mod phi3;
 mod qwen2;
 mod qwen3;
@@ -83,6 +85,7 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Qwen3Moe => &qwen3moe::Qwen3Moe,
         Arch::Gemma3 => &gemma3::Gemma3,
         Arch::Bert => &bert::Bert,
+        Arch::NomicBert => &nomic_bert::NomicBert,
     }
 }
 
