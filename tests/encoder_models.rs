@@ -1,4 +1,4 @@
-//! The encoder architectures (BERT, Nomic-BERT) and Qwen3 as an embedder and a reranker against
+//! The encoder architectures (BERT, Nomic-BERT, Jina-BERT-v2) and Qwen3 as an embedder and a reranker against
 //! llama.cpp's `llama-embedding` (`tests/data/encoder_models.json`, made by
 //! `scripts/encoder_models/make.py`): gen-model writes each case's small random model
 //! here as it did there; our tokens must be llama.cpp's, and the embeddings of an
@@ -215,6 +215,16 @@ fn nomic_bert_f32_none_mean() {
 #[test]
 fn nomic_bert_f16_mean() {
     run_case("nomic-bert-f16");
+}
+
+#[test]
+fn jina_bert_v2_f32_none_mean() {
+    run_case("jina-bert-v2-f32");
+}
+
+#[test]
+fn jina_bert_v2_f16_mean() {
+    run_case("jina-bert-v2-f16");
 }
 
 #[test]

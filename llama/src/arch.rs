@@ -24,6 +24,8 @@ pub enum Arch {
     Bert,
     /// Nomic-BERT (BERT with rope, a fused QKV and a SwiGLU feed-forward network).
     NomicBert,
+    /// Jina-BERT-v2 (BERT with ALiBi, optional Q/K layer norms, a gated GELU FFN).
+    JinaBertV2,
 }
 
 /// Every architecture, in the order they were added.
@@ -36,6 +38,7 @@ pub const ALL_ARCHS: &[Arch] = &[
     Arch::Gemma3,
     Arch::Bert,
     Arch::NomicBert,
+    Arch::JinaBertV2,
 ];
 
 impl Arch {
@@ -50,6 +53,7 @@ impl Arch {
             Arch::Gemma3 => "gemma3",
             Arch::Bert => "bert",
             Arch::NomicBert => "nomic-bert",
+            Arch::JinaBertV2 => "jina-bert-v2",
         }
     }
 

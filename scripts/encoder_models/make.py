@@ -56,6 +56,8 @@ CASES = [
     ("bert-f16", ["--arch", "bert", "--type", "f16"], [("mean", "prompts")]),
     ("nomic-bert-f32", ["--arch", "nomic-bert", "--type", "f32"], [("none", "prompts"), ("mean", "prompts")]),
     ("nomic-bert-f16", ["--arch", "nomic-bert", "--type", "f16"], [("mean", "prompts")]),
+    ("jina-bert-v2-f32", ["--arch", "jina-bert-v2", "--type", "f32"], [("none", "prompts"), ("mean", "prompts")]),
+    ("jina-bert-v2-f16", ["--arch", "jina-bert-v2", "--type", "f16"], [("mean", "prompts")]),
     ("bert-rerank", ["--arch", "bert", "--type", "f32", "--rerank"], [("rank", "pairs")]),
     ("qwen3-last", ["--arch", "qwen3", "--type", "f32", "--pooling", "last"],
      [("last", "prompts"), ("mean", "prompts")]),

@@ -8,7 +8,7 @@
 //!
 //! - `decoder.rs`: the pre-norm decoder llama, qwen2, qwen3 and qwen3moe share;
 //! - `encoder.rs`: the post-norm encoder of the BERT family (`bert.rs`,
-//!   `nomic_bert.rs`), no KV cache;
+//!   `nomic_bert.rs`, `jina_bert_v2.rs`), no KV cache;
 //! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`: one
 //!   file per architecture;
 //! - [`manifest`](mod@manifest): tensor specifications and the per-layer tensor maps;
@@ -18,6 +18,7 @@ mod bert;
 mod decoder;
 mod encoder;
 mod gemma3;
+mod jina_bert_v2;
 pub mod keys;
 mod llama;
 pub mod manifest;
@@ -86,6 +87,7 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Gemma3 => &gemma3::Gemma3,
         Arch::Bert => &bert::Bert,
         Arch::NomicBert => &nomic_bert::NomicBert,
+        Arch::JinaBertV2 => &jina_bert_v2::JinaBertV2,
     }
 }
 

@@ -219,7 +219,7 @@ mod tests {
             assert!(names.contains(&"token_embd.weight"), "{arch}");
             assert_eq!(names.contains(&"output.weight"), !shape.tied, "{arch}");
             // Decoders norm before the attention, BERT-like encoders after it.
-            let encoder = matches!(arch, Arch::Bert | Arch::NomicBert);
+            let encoder = matches!(arch, Arch::Bert | Arch::NomicBert | Arch::JinaBertV2);
             let norm = if encoder {
                 "blk.0.attn_output_norm.weight"
             } else {
@@ -230,7 +230,7 @@ mod tests {
             // Nomic-BERT's Q/K/V are one fused tensor without a bias.
             assert_eq!(
                 names.contains(&"blk.0.attn_q.bias"),
-                matches!(arch, Arch::Qwen2 | Arch::Bert),
+                matches!(arch, Arch::Qwen2 | Arch::Bert | Arch::JinaBertV2),
                 "{arch}"
             );
             assert_eq!(
