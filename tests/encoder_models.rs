@@ -29,10 +29,13 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Writes the case's model with gen-model (in-process, seed 42) and returns its path.
-fn model_of(case: &Value) -> PathBuf {
+/// Writes the case's model with gen-model (in-process, seed 42) to a file of its own
+/// for test `test` (tests run in parallel, and a mapped file must not be rewritten)
+/// and returns its path.
+fn model_of(case: &Value, test: &str) -> PathBuf {
     let name = case["name"].as_str().unwrap();
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("encoder-{name}.gguf"));
+    let path =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("encoder-{test}-{name}.gguf"));
     let mut args = strings(&case["gen_model"]);
     args.extend(["--seed", "42", "-o"].map(String::from));
     args.push(path.display().to_string());
@@ -138,7 +141,7 @@ fn run_case(name: &str) {
         .iter()
         .find(|c| c["name"] == name)
         .unwrap_or_else(|| panic!("no case {name}"));
-    let path = model_of(case);
+    let path = model_of(case, "vectors");
     let model = load_model(&path, ModelParams::default()).expect("load");
     let arch = model.hparams.arch.name();
     for run in case["runs"].as_array().unwrap() {
@@ -248,7 +251,7 @@ fn qwen3_reranker() {
 fn bert_refuses_logits_and_split_batches() {
     let d = data();
     let case = &d["cases"][0];
-    let model = load_model(model_of(case), ModelParams::default()).expect("load");
+    let model = load_model(model_of(case, "refusals"), ModelParams::default()).expect("load");
     let err = LlamaContext::new(model.clone(), &ContextParams::default())
         .err()
         .expect("no logits context");
@@ -267,6 +270,6 @@ fn bert_refuses_logits_and_split_batches() {
     for i in 0..8 {
         batch.add(5 + i, i, &[0], true);
     }
-    let err = ctx.decode(&batch).err().expect("a split batch is refused");
+    let err = ctx.decode(&batch).expect_err("a split batch is refused");
     assert!(err.to_string().contains("n_ubatch"), "{err}");
 }

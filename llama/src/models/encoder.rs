@@ -102,7 +102,7 @@ pub(crate) fn attention(
 /// otherwise.
 pub(crate) fn check_hparams(hp: &Hparams) -> Result<()> {
     let arch = hp.arch;
-    if !(hp.f_norm_eps > 0.0) {
+    if hp.f_norm_eps.is_nan() || hp.f_norm_eps <= 0.0 {
         return Err(LlamaError::BadKey {
             key: format!("{arch}.attention.layer_norm_epsilon"),
             detail: "absent or 0; an encoder's layer norms need it".into(),

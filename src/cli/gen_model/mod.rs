@@ -850,6 +850,79 @@ mod tests {
     }
 
     #[test]
+    fn pooling_and_rerank_write_their_keys_and_heads() {
+        let parsed = |a: &[&str]| parse_args(&args(a)).unwrap().unwrap();
+        let keys = |p: &Params| {
+            let hp = p.shape().unwrap().hparams().unwrap();
+            metadata(&hp, "x", Ftype::F32).unwrap()
+        };
+        let get = |kv: &[(String, GgufValue)], k: &str| {
+            kv.iter().find(|(name, _)| name == k).map(|p| p.1.clone())
+        };
+        // BERT: its layer-norm epsilon (no RMS one), non-causal, mean pooling, two
+        // token types; --rerank: rank pooling and the cls / cls.output head.
+        let p = parsed(&["--arch", "bert"]);
+        let kv = keys(&p);
+        assert!(get(&kv, "bert.attention.layer_norm_epsilon").is_some());
+        assert_eq!(get(&kv, "bert.attention.layer_norm_rms_epsilon"), None);
+        assert_eq!(
+            get(&kv, "bert.attention.causal"),
+            Some(GgufValue::Bool(false))
+        );
+        assert_eq!(get(&kv, "bert.pooling_type"), Some(GgufValue::U32(1)));
+        assert_eq!(
+            get(&kv, "tokenizer.ggml.token_type_count"),
+            Some(GgufValue::U32(2))
+        );
+        let p = parsed(&["--arch", "bert", "--rerank"]);
+        assert_eq!(get(&keys(&p), "bert.pooling_type"), Some(GgufValue::U32(4)));
+        let s = p.shape().unwrap();
+        let names: Vec<String> = s
+            .tensors(&s.hparams().unwrap())
+            .iter()
+            .map(|t| t.gguf_name())
+            .collect();
+        for n in [
+            "cls.weight",
+            "cls.bias",
+            "cls.output.weight",
+            "cls.output.bias",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n}");
+        }
+        // Qwen3: --pooling last as Qwen3-Embedding; --rerank as Qwen3-Reranker.
+        let p = parsed(&["--arch", "qwen3", "--pooling", "last"]);
+        let kv = keys(&p);
+        assert_eq!(get(&kv, "qwen3.pooling_type"), Some(GgufValue::U32(3)));
+        assert_eq!(get(&kv, "qwen3.attention.causal"), None);
+        let p = parsed(&["--arch", "qwen3", "--rerank"]);
+        let kv = keys(&p);
+        assert_eq!(
+            get(&kv, "qwen3.classifier.output_labels"),
+            Some(GgufValue::Array(ggml::gguf::GgufArray::String(vec![
+                "yes".into(),
+                "no".into()
+            ])))
+        );
+        let s = p.shape().unwrap();
+        let hp = s.hparams().unwrap();
+        let head = s
+            .tensors(&hp)
+            .into_iter()
+            .find(|t| t.gguf_name() == "cls.output.weight");
+        assert_eq!(head.map(|t| t.ne.to_vec()), Some(vec![hp.n_embd, 2]));
+        // No head to write: refused, as is an unknown pooling.
+        let p = parsed(&["--arch", "nomic-bert", "--rerank"]);
+        assert!(p
+            .shape()
+            .unwrap_err()
+            .to_string()
+            .contains("no classifier head"));
+        let err = parse_args(&args(&["--pooling", "max"])).expect_err("unknown pooling");
+        assert!(err.to_string().contains("unknown pooling type"), "{err}");
+    }
+
+    #[test]
     fn every_architecture_has_a_default_shape() {
         for &arch in llama::arch::ALL_ARCHS {
             let p = parse_args(&args(&["--arch", arch.name()]))

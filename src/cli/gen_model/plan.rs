@@ -226,8 +226,8 @@ mod tests {
                 "blk.0.attn_norm.weight"
             };
             assert!(names.contains(&norm), "{arch}");
-            // Qwen2 and BERT files carry Q/K/V biases, llama files do not, and
-            // Nomic-BERT's Q/K/V are one fused tensor without a bias.
+            // Qwen2 and BERT files carry Q/K/V biases, llama files do not; Phi-3's
+            // and Nomic-BERT's Q/K/V are one fused tensor without a bias.
             assert_eq!(
                 names.contains(&"blk.0.attn_q.bias"),
                 matches!(arch, Arch::Qwen2 | Arch::Bert | Arch::JinaBertV2),
@@ -235,7 +235,7 @@ mod tests {
             );
             assert_eq!(
                 names.contains(&"blk.0.attn_qkv.weight"),
-                arch == Arch::NomicBert,
+                matches!(arch, Arch::Phi3 | Arch::NomicBert),
                 "{arch}"
             );
             // No classifier head unless --rerank.
