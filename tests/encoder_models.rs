@@ -231,6 +231,18 @@ fn jina_bert_v2_f16_mean() {
 }
 
 #[test]
+fn quantized_encoders_mean() {
+    for name in [
+        "bert-q8_0",
+        "bert-q4_k_m",
+        "nomic-bert-q8_0",
+        "jina-bert-v2-q4_k_m",
+    ] {
+        run_case(name);
+    }
+}
+
+#[test]
 fn bert_reranker() {
     run_case("bert-rerank");
 }
