@@ -248,6 +248,11 @@ fn bert_reranker() {
 }
 
 #[test]
+fn jina_bert_v2_reranker() {
+    run_case("jina-bert-v2-rerank");
+}
+
+#[test]
 fn qwen3_embedder_last_and_mean() {
     run_case("qwen3-last");
 }

@@ -63,6 +63,7 @@ CASES = [
     ("jina-bert-v2-f16", ["--arch", "jina-bert-v2", "--type", "f16"], [("mean", "prompts")]),
     ("jina-bert-v2-q4_k_m", ["--arch", "jina-bert-v2", "--type", "q4_k_m"], [("mean", "prompts")]),
     ("bert-rerank", ["--arch", "bert", "--type", "f32", "--rerank"], [("rank", "pairs")]),
+    ("jina-bert-v2-rerank", ["--arch", "jina-bert-v2", "--type", "f32", "--rerank"], [("rank", "pairs")]),
     ("qwen3-last", ["--arch", "qwen3", "--type", "f32", "--pooling", "last"],
      [("last", "prompts"), ("mean", "prompts")]),
     ("qwen3-rerank", ["--arch", "qwen3", "--type", "f32", "--rerank"], [("rank", "pairs")]),

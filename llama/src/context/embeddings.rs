@@ -106,15 +106,16 @@ impl LlamaContext {
         self.cparams.pooling_type
     }
 
-    /// Values per embedding: the classifier's `n_cls_out` scores with rank pooling on a
-    /// model with an output projection, else `n_embd`.
+    /// Values per embedding: with rank pooling, the width of the classifier head's
+    /// last layer (`cls.output`'s `n_cls_out` scores, else `cls`'s rows: one score for
+    /// Jina-BERT-v2 rerankers), else `n_embd`.
     pub fn n_embd_out(&self) -> usize {
-        let hp = &self.model.hparams;
-        let has_proj = self.model.weights.global.get(T::ClsOut).is_some();
-        if self.cparams.pooling_type == PoolingType::Rank && has_proj {
-            hp.n_cls_out
-        } else {
-            hp.n_embd
+        let g = &self.model.weights.global;
+        match g.get(T::ClsOut).or(g.get(T::Cls)) {
+            Some(head) if self.cparams.pooling_type == PoolingType::Rank => {
+                self.model.tensors().tensor(head).ne[1]
+            }
+            _ => self.model.hparams.n_embd,
         }
     }
 
