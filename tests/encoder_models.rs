@@ -196,7 +196,12 @@ fn run_case(name: &str) {
             let mut ctx = LlamaContext::new(model.clone(), &params(2, 1)).expect("context");
             alone.extend(embed(&mut ctx, std::slice::from_ref(s)));
         }
-        check_close(&format!("{what} alone"), &alone, &rows(&run["alone"]));
+        // `alone` is left out where llama.cpp gave the same as together.
+        let want_alone = match &run["alone"] {
+            Value::Null => want.clone(),
+            v => rows(v),
+        };
+        check_close(&format!("{what} alone"), &alone, &want_alone);
     }
 }
 

@@ -140,6 +140,8 @@ def main():
                     for inp in inputs:
                         _, r = embed(path, pooling, [inp], flash, shim)
                         alone.extend([x[:n_cls_out] for x in r] if pooling == "rank" else r)
+                    if alone == rows:
+                        alone = None  # the test then reads "embeddings"
                     done.append({
                         "pooling": pooling,
                         "inputs": which,
@@ -157,9 +159,12 @@ def main():
         "pairs": PAIRS,
         "cases": cases,
     }
+    # One line per vector: compact, and diffs still show which changed.
+    text = json.dumps(data, indent=1)
+    text = re.sub(r"\[\s+(-?[\d.]+(?:,\s+-?[\d.]+)*)\s+\]",
+                  lambda m: "[" + re.sub(r",\s+", ",", m.group(1)) + "]", text)
     with open(OUT, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+        f.write(text + "\n")
 
 
 if __name__ == "__main__":
