@@ -19,11 +19,18 @@
 //!   `output.weight` in Q6_K, the fallbacks for rows that do not fit a block), unless
 //!   `--pure`. Quantization is this project's (`ggml::quants`), which matches ggml's.
 //! - Metadata: the keys every architecture has, then the architecture's own
-//!   ([`llama::models::Architecture::keys`]).
+//!   ([`llama::models::Architecture::keys`]); for encoders (BERT and kin) the
+//!   layer-norm epsilon, `attention.causal = false`, `pooling_type` and
+//!   `tokenizer.ggml.token_type_count`. `--pooling TYPE` writes `{arch}.pooling_type`
+//!   for any architecture; `--rerank` writes the architecture's classifier head and
+//!   rank pooling (BERT: `cls` and `cls.output`; Jina-BERT-v2: `cls` of one score;
+//!   Qwen3: `cls.output` of two classes labelled `yes`/`no`) and is refused for an
+//!   architecture without one.
 //! - Vocabulary (`vocab.rs`): the `tokenizer.*` keys of a vocabulary GGUF with
 //!   exactly `--vocab` tokens (`--vocab-file`, or found in `llama-vocab/` of the
 //!   shared models), else a synthesized SentencePiece vocabulary (special tokens, the
-//!   256 byte tokens, ASCII pieces) that both this project and llama.cpp load.
+//!   256 byte tokens, ASCII pieces), or WordPiece for the BERT family, that both this
+//!   project and llama.cpp load.
 //!
 //! The file is streamed tensor by tensor (memory stays at one chunk of rows), with
 //! progress on the log for big files.
