@@ -7,6 +7,8 @@
 //! 2 threads, with the inputs in one batch (one sequence each, as llama-embedding
 //! decodes them) and each alone.
 
+mod common;
+
 use std::path::PathBuf;
 
 use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams, PoolingType};
@@ -36,7 +38,11 @@ fn model_of(case: &Value, test: &str) -> PathBuf {
     let name = case["name"].as_str().unwrap();
     let path =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("encoder-{test}-{name}.gguf"));
-    let mut args = strings(&case["gen_model"]);
+    let shared = common::shared_dir().display().to_string();
+    let mut args: Vec<String> = strings(&case["gen_model"])
+        .into_iter()
+        .map(|a| a.replace("@S", &shared))
+        .collect();
     args.extend(["--seed", "42", "-o"].map(String::from));
     args.push(path.display().to_string());
     let (mut out, mut log) = (Vec::new(), Vec::new());
@@ -245,6 +251,15 @@ fn quantized_encoders_mean() {
     ] {
         run_case(name);
     }
+}
+
+/// BERT with BGE's real WordPiece vocabulary: our tokens and vectors are llama.cpp's.
+#[test]
+fn bert_bge_vocabulary() {
+    if common::shared_file("models/llama-vocab/ggml-vocab-bert-bge.gguf").is_none() {
+        return;
+    }
+    run_case("bert-bge-vocab");
 }
 
 #[test]

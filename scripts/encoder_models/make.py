@@ -36,6 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EMBEDDING = sys.argv[1] if len(sys.argv) > 1 else "/work/ref/build-avx512emu/bin/llama-embedding"
 GEN_MODEL = os.path.join(ROOT, "target", "release", "examples", "gen-model")
 OUT = os.path.join(ROOT, "tests", "data", "encoder_models.json")
+# "@S" in a case's flags: the shared test data (../shared, or $LLAMA_SHARED_DIR).
+SHARED = os.environ.get("LLAMA_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 
 PROMPTS = [
     "hello world",
@@ -62,6 +64,9 @@ CASES = [
     ("jina-bert-v2-f32", ["--arch", "jina-bert-v2", "--type", "f32"], [("none", "prompts"), ("mean", "prompts")]),
     ("jina-bert-v2-f16", ["--arch", "jina-bert-v2", "--type", "f16"], [("mean", "prompts")]),
     ("jina-bert-v2-q4_k_m", ["--arch", "jina-bert-v2", "--type", "q4_k_m"], [("mean", "prompts")]),
+    # BGE's real WordPiece vocabulary (30522 tokens, from the shared vocabularies).
+    ("bert-bge-vocab", ["--arch", "bert", "--type", "f16", "--vocab", "30522", "--vocab-file",
+                        "@S/models/llama-vocab/ggml-vocab-bert-bge.gguf"], [("mean", "prompts")]),
     ("bert-rerank", ["--arch", "bert", "--type", "f32", "--rerank"], [("rank", "pairs")]),
     ("jina-bert-v2-rerank", ["--arch", "jina-bert-v2", "--type", "f32", "--rerank"], [("rank", "pairs")]),
     ("qwen3-last", ["--arch", "qwen3", "--type", "f32", "--pooling", "last"],
@@ -73,6 +78,7 @@ TOKEN_LINE = re.compile(r"^\s*(\d+) -> '")
 
 
 def gen_model(flags, path):
+    flags = [f.replace("@S", SHARED) for f in flags]
     subprocess.run([GEN_MODEL, *flags, "--seed", "42", "-o", path], check=True,
                    stdout=subprocess.DEVNULL)
 
