@@ -177,9 +177,17 @@ fn shared_models_equal_llama_cpp() {
 #[test]
 fn generated_decoders_equal_llama_cpp() {
     for c in cases(|n| {
-        ["qwen3", "gemma3", "phi3", "gemma-embedding", "bert"]
-            .iter()
-            .any(|p| n.starts_with(p))
+        [
+            "qwen3",
+            "gemma3",
+            "phi3",
+            "gemma-embedding",
+            "bert",
+            "nomic",
+            "jina",
+        ]
+        .iter()
+        .any(|p| n.starts_with(p))
     }) {
         check(&c);
     }

@@ -25,6 +25,10 @@ pub enum Arch {
     /// BERT (an encoder: learned positions, layer norms after the attention and the
     /// feed-forward network, GELU; embeddings and reranking only).
     Bert,
+    /// Nomic-BERT (BERT with rope, a fused QKV and a SwiGLU feed-forward network).
+    NomicBert,
+    /// Jina-BERT-v2 (BERT with ALiBi, optional Q/K layer norms, a gated GELU FFN).
+    JinaBertV2,
 }
 
 /// Every architecture, in the order they were added.
@@ -37,6 +41,8 @@ pub const ALL_ARCHS: &[Arch] = &[
     Arch::Gemma3,
     Arch::GemmaEmbedding,
     Arch::Bert,
+    Arch::NomicBert,
+    Arch::JinaBertV2,
 ];
 
 impl Arch {
@@ -51,7 +57,19 @@ impl Arch {
             Arch::Gemma3 => "gemma3",
             Arch::GemmaEmbedding => "gemma-embedding",
             Arch::Bert => "bert",
+            Arch::NomicBert => "nomic-bert",
+            Arch::JinaBertV2 => "jina-bert-v2",
         }
+    }
+
+    /// Whether a context of this architecture keeps a KV cache (llama.cpp's
+    /// `create_memory` gives the encoders none: each batch is computed whole and
+    /// forgotten).
+    pub fn uses_kv_cache(self) -> bool {
+        !matches!(
+            self,
+            Arch::Bert | Arch::NomicBert | Arch::JinaBertV2 | Arch::GemmaEmbedding
+        )
     }
 
     /// The architecture named `name`; [`LlamaError::UnknownArch`] otherwise.

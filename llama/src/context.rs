@@ -81,7 +81,11 @@ impl LlamaContext {
         let cparams = Cparams::resolve(params, hp)?;
         embeddings::check_model(&model, &cparams)?;
         // An encoder keeps no keys: its memory only places each batch's tokens.
-        let n_cached = if cparams.causal_attn { hp.n_layer } else { 0 };
+        let n_cached = if hp.arch.uses_kv_cache() {
+            hp.n_layer
+        } else {
+            0
+        };
         let dims: Vec<KvLayerDims> = (0..n_cached)
             .map(|il| KvLayerDims {
                 il,
@@ -91,7 +95,7 @@ impl LlamaContext {
             })
             .collect();
         // llama.cpp builds the pair of caches only when some layer uses the window.
-        let swa = (hp.has_swa() && cparams.causal_attn).then(|| SwaLayout {
+        let swa = (hp.has_swa() && hp.arch.uses_kv_cache()).then(|| SwaLayout {
             n_swa: hp.n_swa,
             is_swa: (0..hp.n_layer).map(|il| hp.is_swa(il)).collect(),
             size: SwaLayout::cache_size(
@@ -242,7 +246,7 @@ impl LlamaContext {
         self.check_batch(batch)?;
         self.apply_kv_shift()?;
         let done = self.decode_checked(batch);
-        if !self.cparams.causal_attn {
+        if !self.model.hparams.arch.uses_kv_cache() {
             // Nothing of an encoder's batch stays: the next batch starts afresh.
             self.memory.clear(crate::memory::ClearMode::Metadata)?;
         }
@@ -251,7 +255,7 @@ impl LlamaContext {
 
     /// [`LlamaContext::decode`] after the batch was checked.
     fn decode_checked(&mut self, batch: &Batch) -> Result<()> {
-        embeddings::check_batch(&self.cparams, &self.work.all)?;
+        embeddings::check_batch(&self.model, &self.cparams, &self.work.all)?;
         let mut mb = self
             .memory
             .prepare(&self.work.all, self.cparams.n_ubatch as usize)?;

@@ -198,7 +198,7 @@ impl Cparams {
         };
         let n_batch = p.n_batch.min(n_ctx).max(1);
         let n_ubatch = p.n_ubatch.min(n_batch).max(1);
-        if !hp.causal_attn && !p.embeddings {
+        if (!hp.causal_attn || !hp.arch.uses_kv_cache()) && !p.embeddings {
             return Err(LlamaError::InvalidParam(format!(
                 "{} is an encoder model: it gives embeddings, not logits (set ContextParams::embeddings, --embedding)",
                 hp.arch

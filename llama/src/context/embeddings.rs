@@ -28,16 +28,31 @@ pub(super) fn check_model(model: &Model, cp: &Cparams) -> Result<()> {
     Ok(())
 }
 
-/// Refuses what a non-causal model cannot compute: a batch larger than one micro-batch
-/// (each sequence attends to all of itself at once), and positions past a learned
-/// position table.
-pub(super) fn check_batch(cp: &Cparams, all: &UBatch) -> Result<()> {
-    if !cp.causal_attn && all.n_tokens() > cp.n_ubatch as usize {
+/// Refuses what a model without a KV cache (an encoder) cannot compute: a batch
+/// larger than one micro-batch (its tokens attend to each other at once), and
+/// positions past a learned position table.
+pub(super) fn check_batch(model: &Model, cp: &Cparams, all: &UBatch) -> Result<()> {
+    if model.hparams.arch.uses_kv_cache() {
+        return Ok(());
+    }
+    if all.n_tokens() > cp.n_ubatch as usize {
         return Err(LlamaError::InvalidParam(format!(
-            "a non-causal model computes a batch in one micro-batch: {} tokens exceed n_ubatch = {} (raise n_ubatch / -ub)",
+            "{} computes a batch in one micro-batch: {} tokens exceed n_ubatch = {} (raise n_ubatch / -ub)",
+            model.hparams.arch,
             all.n_tokens(),
             cp.n_ubatch
         )));
+    }
+    if model.weights.global.get(T::PosEmbd).is_some() {
+        let n = model.hparams.n_ctx_train as i32;
+        if let Some((i, &p)) = all.pos.iter().enumerate().find(|(_, &p)| p >= n) {
+            return Err(LlamaError::BadPosition {
+                seq_id: all.seq_ids[i][0],
+                detail: format!(
+                    "token {i} at position {p}: the model has learned positions for 0..{n} only"
+                ),
+            });
+        }
     }
     Ok(())
 }
@@ -106,15 +121,16 @@ impl LlamaContext {
         self.cparams.pooling_type
     }
 
-    /// Values per embedding: the classifier's `n_cls_out` scores with rank pooling on a
-    /// model with an output projection, else `n_embd`.
+    /// Values per embedding: with rank pooling, the width of the classifier head's
+    /// last layer (`cls.output`'s `n_cls_out` scores, else `cls`'s rows: one score for
+    /// Jina-BERT-v2 rerankers), else `n_embd`.
     pub fn n_embd_out(&self) -> usize {
-        let hp = &self.model.hparams;
-        let has_proj = self.model.weights.global.get(T::ClsOut).is_some();
-        if self.cparams.pooling_type == PoolingType::Rank && has_proj {
-            hp.n_cls_out
-        } else {
-            hp.n_embd
+        let g = &self.model.weights.global;
+        match g.get(T::ClsOut).or(g.get(T::Cls)) {
+            Some(head) if self.cparams.pooling_type == PoolingType::Rank => {
+                self.model.tensors().tensor(head).ne[1]
+            }
+            _ => self.model.hparams.n_embd,
         }
     }
 

@@ -102,7 +102,7 @@ pub(crate) fn attention(
 /// otherwise.
 pub(crate) fn check_hparams(hp: &Hparams) -> Result<()> {
     let arch = hp.arch;
-    if !(hp.f_norm_eps > 0.0) {
+    if hp.f_norm_eps.is_nan() || hp.f_norm_eps <= 0.0 {
         return Err(LlamaError::BadKey {
             key: format!("{arch}.attention.layer_norm_epsilon"),
             detail: "absent or 0; an encoder's layer norms need it".into(),
@@ -181,9 +181,11 @@ pub(crate) fn build_graph(b: &mut GraphBuilder, opts: EncoderOptions) -> Result<
             (&mut k, T::AttnKNorm, hp.n_head_kv),
         ] {
             if let Some(w) = layer.get(name) {
-                let flat = b.ctx.reshape_2d(*x, head * n_head, n_tokens);
+                // Fails (rather than panics) on Q/K views of a fused attn_qkv, which
+                // are not contiguous (llama.cpp asserts).
+                let flat = b.ctx.try_reshape_2d(*x, head * n_head, n_tokens)?;
                 let normed = b.build_norm_ln(flat, Some(w), layer.bias(name), Some(il))?;
-                *x = b.ctx.reshape_3d(normed, head, n_head, n_tokens);
+                *x = b.ctx.try_reshape_3d(normed, head, n_head, n_tokens)?;
             }
         }
         if let (Positions::Rope, Some(pos)) = (opts.positions, pos) {

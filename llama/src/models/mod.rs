@@ -7,9 +7,10 @@
 //! model all read the manifest; see `docs/adding-an-architecture.md`.
 //!
 //! - `decoder.rs`: the pre-norm decoder llama, qwen2, qwen3 and qwen3moe share;
-//! - `encoder.rs`: the post-norm encoder of the BERT family (`bert.rs`), no KV cache;
+//! - `encoder.rs`: the post-norm encoder of the BERT family (`bert.rs`,
+//!   `nomic_bert.rs`, `jina_bert_v2.rs`), no KV cache;
 //! - `llama.rs`, `qwen2.rs`, `qwen3.rs`, `qwen3moe.rs`, `phi3.rs`, `gemma3.rs`,
-//!   `gemma_embedding.rs`, `bert.rs`: one file per architecture;
+//!   `gemma_embedding.rs` and the encoders: one file per architecture;
 //! - [`manifest`](mod@manifest): tensor specifications and the per-layer tensor maps;
 //! - [`keys`]: architecture-specific metadata keys.
 
@@ -18,9 +19,11 @@ mod decoder;
 mod encoder;
 mod gemma3;
 mod gemma_embedding;
+mod jina_bert_v2;
 pub mod keys;
 mod llama;
 pub mod manifest;
+mod nomic_bert;
 mod phi3;
 mod qwen2;
 mod qwen3;
@@ -85,6 +88,8 @@ fn implementation(arch: Arch) -> &'static dyn BuildGraph {
         Arch::Gemma3 => &gemma3::Gemma3,
         Arch::GemmaEmbedding => &gemma_embedding::GemmaEmbedding,
         Arch::Bert => &bert::Bert,
+        Arch::NomicBert => &nomic_bert::NomicBert,
+        Arch::JinaBertV2 => &jina_bert_v2::JinaBertV2,
     }
 }
 

@@ -74,7 +74,7 @@ pub fn instances(p: &Params) -> Vec<Instance> {
         .models
         .iter()
         .flat_map(|m| loads.clone().map(move |l| (m, l)))
-        .flat_map(|ml| p.embeddings.iter().map(move |e| (ml.clone(), e)))
+        .flat_map(|ml| p.embeddings.iter().map(move |e| (ml, e)))
     {
         for &nb in &p.n_batch {
             for &nub in &p.n_ubatch {

@@ -19,11 +19,18 @@
 //!   `output.weight` in Q6_K, the fallbacks for rows that do not fit a block), unless
 //!   `--pure`. Quantization is this project's (`ggml::quants`), which matches ggml's.
 //! - Metadata: the keys every architecture has, then the architecture's own
-//!   ([`llama::models::Architecture::keys`]).
+//!   ([`llama::models::Architecture::keys`]); for encoders (BERT and kin) the
+//!   layer-norm epsilon, `attention.causal = false`, `pooling_type` and
+//!   `tokenizer.ggml.token_type_count`. `--pooling TYPE` writes `{arch}.pooling_type`
+//!   for any architecture; `--rerank` writes the architecture's classifier head and
+//!   rank pooling (BERT: `cls` and `cls.output`; Jina-BERT-v2: `cls` of one score;
+//!   Qwen3: `cls.output` of two classes labelled `yes`/`no`) and is refused for an
+//!   architecture without one.
 //! - Vocabulary (`vocab.rs`): the `tokenizer.*` keys of a vocabulary GGUF with
 //!   exactly `--vocab` tokens (`--vocab-file`, or found in `llama-vocab/` of the
 //!   shared models), else a synthesized SentencePiece vocabulary (special tokens, the
-//!   256 byte tokens, ASCII pieces) that both this project and llama.cpp load.
+//!   256 byte tokens, ASCII pieces), or WordPiece for the BERT family, that both this
+//!   project and llama.cpp load.
 //!
 //! The file is streamed tensor by tensor (memory stays at one chunk of rows), with
 //! progress on the log for big files.
@@ -847,6 +854,79 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(p.shape().unwrap_err().to_string().contains("too large"));
+    }
+
+    #[test]
+    fn pooling_and_rerank_write_their_keys_and_heads() {
+        let parsed = |a: &[&str]| parse_args(&args(a)).unwrap().unwrap();
+        let keys = |p: &Params| {
+            let hp = p.shape().unwrap().hparams().unwrap();
+            metadata(&hp, "x", Ftype::F32).unwrap()
+        };
+        let get = |kv: &[(String, GgufValue)], k: &str| {
+            kv.iter().find(|(name, _)| name == k).map(|p| p.1.clone())
+        };
+        // BERT: its layer-norm epsilon (no RMS one), non-causal, mean pooling, two
+        // token types; --rerank: rank pooling and the cls / cls.output head.
+        let p = parsed(&["--arch", "bert"]);
+        let kv = keys(&p);
+        assert!(get(&kv, "bert.attention.layer_norm_epsilon").is_some());
+        assert_eq!(get(&kv, "bert.attention.layer_norm_rms_epsilon"), None);
+        assert_eq!(
+            get(&kv, "bert.attention.causal"),
+            Some(GgufValue::Bool(false))
+        );
+        assert_eq!(get(&kv, "bert.pooling_type"), Some(GgufValue::U32(1)));
+        assert_eq!(
+            get(&kv, "tokenizer.ggml.token_type_count"),
+            Some(GgufValue::U32(2))
+        );
+        let p = parsed(&["--arch", "bert", "--rerank"]);
+        assert_eq!(get(&keys(&p), "bert.pooling_type"), Some(GgufValue::U32(4)));
+        let s = p.shape().unwrap();
+        let names: Vec<String> = s
+            .tensors(&s.hparams().unwrap())
+            .iter()
+            .map(|t| t.gguf_name())
+            .collect();
+        for n in [
+            "cls.weight",
+            "cls.bias",
+            "cls.output.weight",
+            "cls.output.bias",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n}");
+        }
+        // Qwen3: --pooling last as Qwen3-Embedding; --rerank as Qwen3-Reranker.
+        let p = parsed(&["--arch", "qwen3", "--pooling", "last"]);
+        let kv = keys(&p);
+        assert_eq!(get(&kv, "qwen3.pooling_type"), Some(GgufValue::U32(3)));
+        assert_eq!(get(&kv, "qwen3.attention.causal"), None);
+        let p = parsed(&["--arch", "qwen3", "--rerank"]);
+        let kv = keys(&p);
+        assert_eq!(
+            get(&kv, "qwen3.classifier.output_labels"),
+            Some(GgufValue::Array(ggml::gguf::GgufArray::String(vec![
+                "yes".into(),
+                "no".into()
+            ])))
+        );
+        let s = p.shape().unwrap();
+        let hp = s.hparams().unwrap();
+        let head = s
+            .tensors(&hp)
+            .into_iter()
+            .find(|t| t.gguf_name() == "cls.output.weight");
+        assert_eq!(head.map(|t| t.ne.to_vec()), Some(vec![hp.n_embd, 2]));
+        // No head to write: refused, as is an unknown pooling.
+        let p = parsed(&["--arch", "nomic-bert", "--rerank"]);
+        assert!(p
+            .shape()
+            .unwrap_err()
+            .to_string()
+            .contains("no classifier head"));
+        let err = parse_args(&args(&["--pooling", "max"])).expect_err("unknown pooling");
+        assert!(err.to_string().contains("unknown pooling type"), "{err}");
     }
 
     #[test]

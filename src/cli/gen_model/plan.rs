@@ -218,13 +218,28 @@ mod tests {
             let names: Vec<&str> = plan.iter().map(|t| t.name.as_str()).collect();
             assert!(names.contains(&"token_embd.weight"), "{arch}");
             assert_eq!(names.contains(&"output.weight"), !shape.tied, "{arch}");
-            assert!(names.contains(&"blk.0.attn_norm.weight"), "{arch}");
-            // Qwen2 files carry Q/K/V biases, llama files do not.
+            // Decoders norm before the attention, BERT-like encoders after it.
+            let encoder = matches!(arch, Arch::Bert | Arch::NomicBert | Arch::JinaBertV2);
+            let norm = if encoder {
+                "blk.0.attn_output_norm.weight"
+            } else {
+                "blk.0.attn_norm.weight"
+            };
+            assert!(names.contains(&norm), "{arch}");
+            // Qwen2 and BERT files carry Q/K/V biases, llama files do not; Phi-3's
+            // and Nomic-BERT's Q/K/V are one fused tensor without a bias.
             assert_eq!(
                 names.contains(&"blk.0.attn_q.bias"),
-                arch == Arch::Qwen2,
+                matches!(arch, Arch::Qwen2 | Arch::Bert | Arch::JinaBertV2),
                 "{arch}"
             );
+            assert_eq!(
+                names.contains(&"blk.0.attn_qkv.weight"),
+                matches!(arch, Arch::Phi3 | Arch::NomicBert),
+                "{arch}"
+            );
+            // No classifier head unless --rerank.
+            assert!(!names.iter().any(|n| n.starts_with("cls")), "{arch}");
         }
     }
 

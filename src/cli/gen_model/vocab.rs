@@ -193,7 +193,7 @@ pub fn synth_wpm_vocab(n: usize) -> Result<VocabKeys> {
 /// SentencePiece ([`synth_vocab`]).
 fn synth_for(n: usize, arch: Arch) -> Result<VocabKeys> {
     match arch {
-        Arch::Bert => synth_wpm_vocab(n),
+        Arch::Bert | Arch::NomicBert | Arch::JinaBertV2 => synth_wpm_vocab(n),
         _ => synth_vocab(n, arch),
     }
 }
@@ -299,7 +299,7 @@ pub fn resolve_vocab(p: &Params, shape: &mut Shape) -> Result<VocabKeys> {
                 Arch::Phi3 => &["ggml-vocab-phi-3.gguf"],
                 Arch::Llama => &["ggml-vocab-llama-bpe.gguf", "ggml-vocab-llama-spm.gguf"],
                 Arch::Gemma3 | Arch::GemmaEmbedding => &["ggml-vocab-llama-spm.gguf"],
-                Arch::Bert => &["ggml-vocab-bert-bge.gguf"],
+                Arch::Bert | Arch::NomicBert | Arch::JinaBertV2 => &["ggml-vocab-bert-bge.gguf"],
             };
             for c in candidates {
                 let path = dir.join(c);
