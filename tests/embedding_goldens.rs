@@ -53,14 +53,7 @@ fn floats(v: &Value) -> Vec<f32> {
 
 /// `|a - b| / |b|` over the vector.
 fn rel_err(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "width");
-    let num: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| f64::from(x - y).powi(2))
-        .sum();
-    let den: f64 = b.iter().map(|&y| f64::from(y).powi(2)).sum();
-    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+    common::nmse(a, b).sqrt()
 }
 
 fn check(case: &Value) {

@@ -54,14 +54,9 @@ fn embed(m: &Arc<Model>, p: &ContextParams, prompts: &[&str]) -> Vec<Vec<f32>> {
         .collect()
 }
 
+/// `|a - b| / |b|` over the vector.
 fn rel_err(a: &[f32], b: &[f32]) -> f64 {
-    let num: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| f64::from(x - y).powi(2))
-        .sum();
-    let den: f64 = b.iter().map(|&y| f64::from(y).powi(2)).sum();
-    (num / den).sqrt()
+    common::nmse(a, b).sqrt()
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use llama::embeddings::{normalize, EmbdNorm};
 use llama::{Model, Token};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::request::{tokenize_prompt, Fields};
@@ -36,19 +36,6 @@ pub struct EmbdRequest {
     pub norm: EmbdNorm,
     /// The request's `model`, echoed in OpenAI's answer as llama.cpp does.
     pub model: Option<String>,
-}
-
-/// Refuses fields outside [`FIELDS`] (null ones pass).
-fn check_fields(body: &Map<String, Value>) -> Result<(), ApiError> {
-    match body
-        .iter()
-        .find(|(k, v)| !v.is_null() && !FIELDS.contains(&k.as_str()))
-    {
-        Some((k, _)) => Err(ApiError::InvalidRequest(format!(
-            "unknown field \"{k}\" for embeddings"
-        ))),
-        None => Ok(()),
-    }
 }
 
 /// Whether `v` is an array holding at least one integer: one prompt of token ids (or
@@ -97,7 +84,7 @@ pub fn parse_embd_request(
     default_norm: EmbdNorm,
 ) -> Result<EmbdRequest, ApiError> {
     let f = Fields::of(body)?;
-    check_fields(f.0)?;
+    super::fields::check_allowed(f.0, FIELDS, "embeddings")?;
     let model_name = f.str("model")?.map(str::to_string);
     // As llama.cpp: `content` is its own field, always answered in its own shape.
     let (prompt, oai) = match (f.get("input"), f.get("content")) {

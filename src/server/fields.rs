@@ -155,6 +155,25 @@ fn is_neutral(v: &Value, neutral: &str) -> bool {
     }
 }
 
+/// Refuses the first non-null field of `body` outside `allowed`, naming it and the
+/// request's `kind` ("embeddings", "reranking"): the field check of the requests that
+/// have no neutral values to tolerate.
+pub fn check_allowed(
+    body: &Map<String, Value>,
+    allowed: &[&str],
+    kind: &str,
+) -> Result<(), ApiError> {
+    match body
+        .iter()
+        .find(|(k, v)| !v.is_null() && !allowed.contains(&k.as_str()))
+    {
+        Some((k, _)) => Err(ApiError::InvalidRequest(format!(
+            "unknown field \"{k}\" for {kind}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Checks every field of a completion request for endpoint `kind`: `Ok` when each is
 /// implemented there, has no effect, is null, or is an unimplemented field at its
 /// neutral value; else [`ApiError::InvalidRequest`] naming the first other field.

@@ -5,7 +5,7 @@
 
 use llama::vocab::TokenizeOptions;
 use llama::{Model, Token};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::request::Fields;
@@ -39,24 +39,12 @@ pub struct RerankRequest {
     pub model: Option<String>,
 }
 
-fn check_fields(body: &Map<String, Value>) -> Result<(), ApiError> {
-    match body
-        .iter()
-        .find(|(k, v)| !v.is_null() && !FIELDS.contains(&k.as_str()))
-    {
-        Some((k, _)) => Err(ApiError::InvalidRequest(format!(
-            "unknown field \"{k}\" for reranking"
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// Reads a rerank request. 400 for a missing or non-string `query`, documents that
 /// are not a non-empty list of strings, a bad `top_n`, or `return_text` asked of
 /// Jina's shape (llama.cpp returns texts only in TEI's).
 pub fn parse_rerank_request(body: &Value) -> Result<RerankRequest, ApiError> {
     let f = Fields::of(body)?;
-    check_fields(f.0)?;
+    super::fields::check_allowed(f.0, FIELDS, "reranking")?;
     let query = match f.get("query") {
         Some(Value::String(s)) => s.clone(),
         Some(_) => {

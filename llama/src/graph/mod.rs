@@ -187,16 +187,8 @@ impl<'a> GraphBuilder<'a> {
         let rows = (self.n_tokens / n_stream).next_multiple_of(KQ_MASK_PAD);
         // Exact Self-Extend masks the neighbour and the grouped scores side by side.
         let (halves, n_kv) = (self.mem.mask_halves(cache), self.n_kv(cache));
-        let mask = self
-            .ctx
-            .new_tensor_4d(GgmlType::F32, halves * n_kv as usize, rows, 1, n_stream);
-        self.ctx.set_name(mask, format!("attn_inp_kq_mask{suffix}"));
-        self.ctx.set_input(mask);
-        let mask_cnv = if self.cparams.flash_attn {
-            self.ctx.cast(mask, GgmlType::F16)
-        } else {
-            mask
-        };
+        let ne = [halves * n_kv as usize, rows, 1, n_stream];
+        let (mask, mask_cnv) = self.build_kq_mask(ne, &format!("attn_inp_kq_mask{suffix}"));
         AttnInputs {
             cache,
             kv: KvInputs {
@@ -206,6 +198,22 @@ impl<'a> GraphBuilder<'a> {
             },
             kq_mask_cnv: mask_cnv,
         }
+    }
+
+    /// A KQ mask input (F32, shape `ne`, named `name`) and the mask as the attention
+    /// reads it: cast to F16 for flash attention, else the input itself.
+    pub(crate) fn build_kq_mask(&mut self, ne: [usize; 4], name: &str) -> (TensorId, TensorId) {
+        let mask = self
+            .ctx
+            .new_tensor_4d(GgmlType::F32, ne[0], ne[1], ne[2], ne[3]);
+        self.ctx.set_name(mask, name);
+        self.ctx.set_input(mask);
+        let cnv = if self.cparams.flash_attn {
+            self.ctx.cast(mask, GgmlType::F16)
+        } else {
+            mask
+        };
+        (mask, cnv)
     }
 
     /// `rms_norm(x) * w`.

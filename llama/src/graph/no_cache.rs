@@ -3,7 +3,7 @@
 //! are, and the mask lets each token see every token of its own sequence (and, for a
 //! causal model, only the earlier ones).
 
-use ggml::{GgmlType, TensorId};
+use ggml::TensorId;
 
 use super::inputs::NoCacheMask;
 use super::GraphBuilder;
@@ -27,15 +27,8 @@ impl GraphBuilder<'_> {
 
     fn no_cache_mask(&mut self, suffix: &str, window: Option<u32>) -> NoCacheMask {
         let n = self.n_tokens;
-        let mask = self.ctx.new_tensor_4d(GgmlType::F32, n, n, 1, 1);
-        self.ctx
-            .set_name(mask, format!("attn_inp_kq_mask_no_cache{suffix}"));
-        self.ctx.set_input(mask);
-        let cnv = if self.cparams.flash_attn {
-            self.ctx.cast(mask, GgmlType::F16)
-        } else {
-            mask
-        };
+        let name = format!("attn_inp_kq_mask_no_cache{suffix}");
+        let (mask, cnv) = self.build_kq_mask([n, n, 1, 1], &name);
         NoCacheMask {
             mask,
             cnv,

@@ -100,6 +100,21 @@ pub(crate) fn attention(
 /// Checks what every encoder needs: a layer-norm epsilon (llama.cpp requires
 /// `attention.layer_norm_epsilon`), heads of one size. [`LlamaError::BadKey`]
 /// otherwise.
+/// The small shape every encoder's example starts from: 128 wide, 2 layers of 4 heads
+/// of 32, an FFN of `n_ff`, BERT's epsilon, attention both ways, two token types,
+/// mean pooling (a small sentence-transformers model), not yet finished.
+pub(crate) fn example_shape(arch: crate::arch::Arch, n_ff: usize) -> Hparams {
+    let mut hp = super::base_example(arch);
+    (hp.n_embd, hp.n_layer, hp.n_ff) = (128, 2, n_ff);
+    (hp.n_head, hp.n_head_kv) = (4, 4);
+    (hp.n_embd_head_k, hp.n_embd_head_v, hp.n_rot) = (32, 32, 32);
+    hp.f_norm_eps = 1e-12;
+    hp.causal_attn = false;
+    hp.pooling_type = Some(crate::embeddings::PoolingType::Mean);
+    hp.n_token_types = 2;
+    hp
+}
+
 pub(crate) fn check_hparams(hp: &Hparams) -> Result<()> {
     let arch = hp.arch;
     if hp.f_norm_eps.is_nan() || hp.f_norm_eps <= 0.0 {

@@ -8,9 +8,8 @@
 
 use super::encoder::{self, EncoderFfn, EncoderOptions, Positions};
 use super::manifest::{Need, TensorSpec};
-use super::{base_example, Architecture, BuildGraph};
+use super::{Architecture, BuildGraph};
 use crate::arch::{Arch, TensorName as T};
-use crate::embeddings::PoolingType;
 use crate::error::Result;
 use crate::graph::GraphBuilder;
 use crate::hparams::Hparams;
@@ -74,14 +73,7 @@ impl Architecture for JinaBertV2 {
     fn example(&self) -> Hparams {
         // jina-embeddings-v2's form, small: 128 wide, 2 layers of 4 heads of 32, a
         // gated GELU FFN, Q/K norms, two token types, mean pooling.
-        let mut hp = base_example(Arch::JinaBertV2);
-        (hp.n_embd, hp.n_layer, hp.n_ff) = (128, 2, 256);
-        (hp.n_head, hp.n_head_kv) = (4, 4);
-        (hp.n_embd_head_k, hp.n_embd_head_v, hp.n_rot) = (32, 32, 32);
-        hp.f_norm_eps = 1e-12;
-        hp.causal_attn = false;
-        hp.pooling_type = Some(PoolingType::Mean);
-        hp.n_token_types = 2;
+        let mut hp = encoder::example_shape(Arch::JinaBertV2, 256);
         let finished = self.finish_hparams(&mut hp);
         debug_assert!(finished.is_ok());
         hp
