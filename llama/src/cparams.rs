@@ -153,9 +153,6 @@ pub struct Cparams {
     pub embeddings: bool,
     /// The pooling of the embeddings ([`PoolingType::None`] when not `embeddings`).
     pub pooling_type: PoolingType,
-    /// Whether the attention is causal (the model's `attention.causal`); a non-causal
-    /// model keeps no KV cache and takes each sequence whole in one micro-batch.
-    pub causal_attn: bool,
 }
 
 /// The largest context a [`LlamaContext`](crate::LlamaContext) accepts (`n_ctx`, after padding to 256):
@@ -292,7 +289,6 @@ impl Cparams {
             },
             embeddings: p.embeddings,
             pooling_type,
-            causal_attn: hp.causal_attn,
         })
     }
 

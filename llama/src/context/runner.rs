@@ -5,6 +5,7 @@
 use ggml::{Executor, GraphAllocator, TensorId};
 
 use crate::cparams::Cparams;
+use crate::embeddings::PoolingType;
 use crate::error::{LlamaError, Result};
 use crate::graph::inputs::InputScratch;
 use crate::graph::{GraphBuilder, GraphInputs};
@@ -14,6 +15,9 @@ use crate::model::Model;
 /// A built and allocated micro-batch graph.
 struct CachedGraph {
     shape: UbatchShape,
+    /// Sequences the pooling reads (0 when the context does not pool): the size of
+    /// its inputs.
+    n_pooled: usize,
     ctx: ggml::Context,
     graph: ggml::Graph,
     inputs: GraphInputs,
@@ -63,8 +67,17 @@ impl GraphRunner {
         embd: &mut Vec<f32>,
     ) -> Result<()> {
         let shape = mb.shape();
-        let reuse =
-            !self.keep_intermediates && self.cached.as_ref().is_some_and(|c| c.shape == shape);
+        let pools = cparams.embeddings && cparams.pooling_type != PoolingType::None;
+        let n_pooled = if pools {
+            mb.ubatch().seq_id_unq().len()
+        } else {
+            0
+        };
+        let reuse = !self.keep_intermediates
+            && self
+                .cached
+                .as_ref()
+                .is_some_and(|c| c.shape == shape && c.n_pooled == n_pooled);
         if !reuse {
             self.cached = None;
             let mut b = GraphBuilder::new(model, cparams, mb)?;
@@ -79,6 +92,7 @@ impl GraphRunner {
             self.galloc.alloc_graph(&mut gctx, &graph)?;
             self.cached = Some(CachedGraph {
                 shape,
+                n_pooled,
                 ctx: gctx,
                 graph,
                 inputs,

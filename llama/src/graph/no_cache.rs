@@ -32,7 +32,7 @@ impl GraphBuilder<'_> {
         NoCacheMask {
             mask,
             cnv,
-            causal: self.cparams.causal_attn,
+            causal: self.model.hparams.causal_attn,
             window,
         }
     }

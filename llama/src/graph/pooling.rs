@@ -120,7 +120,7 @@ impl GraphBuilder<'_> {
         let pt = self.cparams.pooling_type;
         self.inputs.cls = Some((
             t,
-            pt == PoolingType::Last || (pt == PoolingType::Rank && self.cparams.causal_attn),
+            pt == PoolingType::Last || (pt == PoolingType::Rank && self.model.hparams.causal_attn),
         ));
         t
     }

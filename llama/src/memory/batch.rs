@@ -41,8 +41,6 @@ pub(crate) struct UbatchShape {
     streams: (u32, u32),
     /// Streams the micro-batch spans.
     n_stream: usize,
-    /// Distinct sequences in the micro-batch (the pooled embeddings' count).
-    pub(crate) n_seqs: usize,
 }
 
 /// A batch split into micro-batches with their cells found in every cache, walked one
@@ -164,7 +162,6 @@ impl MemoryBatch<'_> {
             n_kv: self.n_kv,
             streams: (base.s0, base.s1),
             n_stream: base.n_stream(),
-            n_seqs: ub.seq_id_unq().len(),
         }
     }
 

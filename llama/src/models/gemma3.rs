@@ -26,7 +26,9 @@ use crate::hparams::Hparams;
 /// The gemma3 architecture.
 pub(crate) struct Gemma3;
 
-const KEYS: &[KeySpec] = &[
+/// The sliding window's keys: its size, its pattern, its layers' rope base
+/// (EmbeddingGemma reads them too).
+pub(super) const SWA_KEYS: [KeySpec; 3] = [
     KeySpec {
         kv: Kv::AttentionSlidingWindow,
         field: HparamKey::NSwa,
@@ -39,6 +41,12 @@ const KEYS: &[KeySpec] = &[
         kv: Kv::RopeFreqBaseSwa,
         field: HparamKey::RopeFreqBaseSwa,
     },
+];
+
+const KEYS: &[KeySpec] = &[
+    SWA_KEYS[0],
+    SWA_KEYS[1],
+    SWA_KEYS[2],
     KeySpec {
         kv: Kv::FinalLogitSoftcapping,
         field: HparamKey::FinalLogitSoftcapping,
@@ -46,7 +54,7 @@ const KEYS: &[KeySpec] = &[
 ];
 
 /// llama.cpp's default period of the sliding-window pattern for Gemma 3.
-const DEFAULT_SWA_PATTERN: u32 = 6;
+pub(super) const DEFAULT_SWA_PATTERN: u32 = 6;
 
 /// The largest window accepted: positions are `i32`, and no context is longer.
 const MAX_SWA: u32 = 1 << 30;
@@ -159,7 +167,7 @@ pub(super) fn build_graph(b: &mut GraphBuilder) -> Result<()> {
     let inp = b.ctx.scale(inp, (hp.n_embd as f32).sqrt());
     let mut inp_l = b.named(inp, "inp_scaled", None);
     b.build_inp_pos();
-    if hp.causal_attn {
+    if hp.arch.uses_kv_cache() {
         b.build_inp_pos_grouped();
         b.build_attn_inp();
     } else {

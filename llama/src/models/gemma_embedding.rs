@@ -6,6 +6,7 @@
 
 use ggml::RopeMode;
 
+use super::gemma3::{DEFAULT_SWA_PATTERN, SWA_KEYS};
 use super::keys::{HparamKey, KeySpec};
 use super::manifest::{Need, TensorSpec};
 use super::{architecture, Architecture, BuildGraph};
@@ -18,18 +19,9 @@ use crate::hparams::Hparams;
 pub(crate) struct GemmaEmbedding;
 
 const KEYS: &[KeySpec] = &[
-    KeySpec {
-        kv: Kv::AttentionSlidingWindow,
-        field: HparamKey::NSwa,
-    },
-    KeySpec {
-        kv: Kv::AttentionSlidingWindowPattern,
-        field: HparamKey::SwaPattern,
-    },
-    KeySpec {
-        kv: Kv::RopeFreqBaseSwa,
-        field: HparamKey::RopeFreqBaseSwa,
-    },
+    SWA_KEYS[0],
+    SWA_KEYS[1],
+    SWA_KEYS[2],
     KeySpec {
         kv: Kv::Dense2FeatOut,
         field: HparamKey::Dense2FeatOut,
@@ -39,9 +31,6 @@ const KEYS: &[KeySpec] = &[
         field: HparamKey::Dense3FeatIn,
     },
 ];
-
-/// llama.cpp's default period of the sliding-window pattern.
-const DEFAULT_SWA_PATTERN: u32 = 6;
 
 fn bad(key: &str, detail: String) -> LlamaError {
     LlamaError::BadKey {
