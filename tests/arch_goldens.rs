@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams};
-use llamars::cli::{completion, gen_model, perplexity};
+use llamars::cli::{completion, perplexity};
 use serde_json::Value;
 
 fn golden() -> Value {
@@ -29,11 +29,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 /// Writes the case's model with gen-model (in-process) and returns its path.
 fn model_of(case: &Value) -> PathBuf {
-    let shared = common::shared_dir().display().to_string();
-    let mut args: Vec<String> = strings(&case["gen_model"])
-        .into_iter()
-        .map(|a| a.replace("@S", &shared))
-        .collect();
+    let args = strings(&case["gen_model"]);
     let tag: String = args
         .iter()
         .filter(|a| !a.contains('/'))
@@ -42,11 +38,7 @@ fn model_of(case: &Value) -> PathBuf {
         .join("_");
     let name = format!("arch-golden-{tag}.gguf");
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    args.extend(["-o".to_string(), path.display().to_string()]);
-    let (mut out, mut log) = (Vec::new(), Vec::new());
-    let code = gen_model::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
-    assert_eq!(code, 0, "gen-model: {}", String::from_utf8_lossy(&log));
-    path
+    common::gen_model_file(&args, &path)
 }
 
 fn is_quantized(case: &Value) -> bool {

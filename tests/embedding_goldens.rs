@@ -11,7 +11,6 @@ mod common;
 use std::path::PathBuf;
 
 use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams, PoolingType};
-use llamars::cli::gen_model;
 use serde_json::Value;
 
 fn golden() -> Value {
@@ -23,18 +22,10 @@ fn golden() -> Value {
 /// The case's model file: `None` (skipped loudly) when a shared or real file is missing.
 fn model_of(case: &Value) -> Option<PathBuf> {
     if let Some(args) = case["gen_model"].as_array() {
-        let shared = common::shared_dir().display().to_string();
-        let mut args: Vec<String> = args
-            .iter()
-            .map(|a| a.as_str().unwrap().replace("@S", &shared))
-            .collect();
+        let args: Vec<&str> = args.iter().map(|a| a.as_str().unwrap()).collect();
         let name = format!("embd-golden-{}.gguf", case["name"].as_str().unwrap());
         let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-        args.extend(["-o".to_string(), path.display().to_string()]);
-        let (mut out, mut log) = (Vec::new(), Vec::new());
-        let code = gen_model::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
-        assert_eq!(code, 0, "gen-model: {}", String::from_utf8_lossy(&log));
-        return Some(path);
+        return Some(common::gen_model_file(&args, &path));
     }
     let m = case["model"].as_str().unwrap();
     if m == "@R" {

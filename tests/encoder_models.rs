@@ -12,7 +12,6 @@ mod common;
 use std::path::PathBuf;
 
 use llama::{load_model, Batch, ContextParams, LlamaContext, ModelParams, PoolingType};
-use llamars::cli::gen_model;
 use serde_json::Value;
 
 /// llama-embedding prints 7 decimals.
@@ -38,17 +37,9 @@ fn model_of(case: &Value, test: &str) -> PathBuf {
     let name = case["name"].as_str().unwrap();
     let path =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("encoder-{test}-{name}.gguf"));
-    let shared = common::shared_dir().display().to_string();
-    let mut args: Vec<String> = strings(&case["gen_model"])
-        .into_iter()
-        .map(|a| a.replace("@S", &shared))
-        .collect();
-    args.extend(["--seed", "42", "-o"].map(String::from));
-    args.push(path.display().to_string());
-    let (mut out, mut log) = (Vec::new(), Vec::new());
-    let code = gen_model::main_with(&args, &mut std::io::empty(), &mut out, &mut log);
-    assert_eq!(code, 0, "gen-model: {}", String::from_utf8_lossy(&log));
-    path
+    let mut args = strings(&case["gen_model"]);
+    args.extend(["--seed", "42"].map(String::from));
+    common::gen_model_file(&args, &path)
 }
 
 /// The texts llama-embedding tokenizes: the prompts, or each query and document

@@ -24,17 +24,7 @@ const RERANKERS: [&str; 3] = ["rerank", "rerank-template", "rerank-labels"];
 fn write_rerankers(dir: &Path) {
     std::fs::create_dir_all(dir).expect("model dir");
     let base = dir.join("qwen3-base.gguf");
-    let mut log = Vec::new();
-    let args = ["--arch", "qwen3", "--type", "f32", "--seed", "7", "-o"];
-    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    args.push(base.display().to_string());
-    let code = llamars::cli::gen_model::main_with(
-        &args,
-        &mut std::io::empty(),
-        &mut std::io::sink(),
-        &mut log,
-    );
-    assert_eq!(code, 0, "gen-model: {}", String::from_utf8_lossy(&log));
+    common::gen_model_file(&["--arch", "qwen3", "--type", "f32", "--seed", "7"], &base);
     let file = GgufFile::open(&base).expect("base model");
     let n_embd = 256;
     for name in RERANKERS {

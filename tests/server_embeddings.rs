@@ -78,19 +78,8 @@ fn floats(v: &Value) -> Vec<f32> {
 /// Writes the random-weight model gen-model makes with `args` into `dir` (as
 /// `make.py` does with the gen-model program, so both servers load the same file).
 fn gen_model(args: &[&str], dir: &Path) -> PathBuf {
-    use llamars::cli::gen_model::{generate, options, Params};
     let name: Vec<&str> = args.iter().map(|a| a.trim_start_matches('-')).collect();
-    let out = dir.join(format!("{}.gguf", name.join("-")));
-    let all: Vec<String> = args
-        .iter()
-        .map(|s| s.to_string())
-        .chain(["-o".to_string(), out.display().to_string()])
-        .collect();
-    let p: Params = llamars::common::args::parse_params(&options(), &all)
-        .expect("gen-model args")
-        .expect("not -h");
-    generate(&p, &mut std::io::sink()).expect("gen-model writes");
-    out
+    common::gen_model_file(args, &dir.join(format!("{}.gguf", name.join("-"))))
 }
 
 /// A Qwen3 reranker: a `cls.output` head of two classes (yes, no), softmaxed.

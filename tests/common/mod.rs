@@ -297,3 +297,23 @@ pub fn split_run(run: &serde_json::Value) -> (Vec<usize>, llama::ContextParams) 
     };
     (json_ints(&run["split"]), params)
 }
+
+/// Writes a model with gen-model (in-process) to `path`: `args` with `@S` standing for
+/// the shared folder, then `-o path`. Panics with gen-model's log when it fails.
+pub fn gen_model_file<S: AsRef<str>>(args: &[S], path: &Path) -> PathBuf {
+    let shared = shared_dir().display().to_string();
+    let mut argv: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().replace("@S", &shared))
+        .collect();
+    argv.extend(["-o".to_string(), path.display().to_string()]);
+    let mut log = Vec::new();
+    let code = llamars::cli::gen_model::main_with(
+        &argv,
+        &mut std::io::empty(),
+        &mut std::io::sink(),
+        &mut log,
+    );
+    assert_eq!(code, 0, "gen-model: {}", String::from_utf8_lossy(&log));
+    path.to_path_buf()
+}
