@@ -66,6 +66,7 @@ pub mod models;
 pub mod quantize;
 pub mod sampling;
 pub mod shifts;
+pub mod speculative;
 pub mod tensor_map;
 pub mod vocab;
 

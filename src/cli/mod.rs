@@ -21,4 +21,5 @@ pub mod passkey;
 pub mod perplexity;
 pub mod rng;
 pub mod simple;
+pub mod speculative;
 pub mod tokenize;
