@@ -90,7 +90,8 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
         .map_err(CliError::decode("the prompt"))?;
     stats.t_enc = t_enc.elapsed();
 
-    let n_ctx = ctx_tgt.n_ctx() as usize;
+    // Both caches hold the target's tokens and the proposals.
+    let n_ctx = ctx_tgt.n_ctx().min(ctx_dft.n_ctx()) as usize;
     let mut smpl = load::sampler(c, &model_tgt)?;
     let mut smpl_dft = load::sampler(c, &model_dft)?;
     let mut generated: Vec<Token> = Vec::new();
@@ -139,6 +140,13 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
             i_dft += 1;
         };
 
+        if (c.n_predict >= 0 && stats.n_predict > c.n_predict as usize) || has_eos {
+            break;
+        }
+        if n_past_tgt + 1 >= n_ctx {
+            let _ = writeln!(log, "\nmain: context full, stopping");
+            break;
+        }
         // Roll both caches back past the last accepted token; the draft model then
         // reads the target's token.
         ctx_tgt.memory_seq_rm(0, n_past_tgt as i32..)?;
@@ -156,14 +164,6 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
             .map_err(CliError::decode("a draft token"))?;
         n_past_dft += 1;
 
-        if (c.n_predict >= 0 && stats.n_predict > c.n_predict as usize) || has_eos {
-            break;
-        }
-        if n_past_tgt + 1 >= n_ctx {
-            let _ = writeln!(log, "\nmain: context full, stopping");
-            break;
-        }
-
         // The draft sampler starts from the target's state (llama.cpp clones it).
         smpl_dft.reset();
         for &t in &generated {
@@ -171,7 +171,6 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
         }
         d.active = true;
         let mut drafting = true;
-        let mut n_past_cur = n_past_dft;
         batch_tgt.clear();
         batch_tgt.add(d.tokens[0], n_past_tgt as i32, &[0], true);
         // The target's batch must fit its context.
@@ -193,7 +192,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
                 d.dists.push(dist);
                 d.i_batch_tgt.push(batch_tgt.len());
                 batch_tgt.add(best.id, (n_past_tgt + i + 1) as i32, &[0], true);
-                batch_dft.add(best.id, n_past_cur as i32, &[0], true);
+                batch_dft.add(best.id, (n_past_dft + i) as i32, &[0], true);
                 if batch_tgt.len() > n_draft {
                     drafting = false;
                 }
@@ -204,7 +203,6 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
             ctx_dft
                 .decode(&batch_dft)
                 .map_err(CliError::decode("a draft token"))?;
-            n_past_cur += 1;
             stats.n_drafted += 1;
             if batch_tgt.len() > n_draft {
                 break;
