@@ -414,3 +414,42 @@ pub(crate) fn parse_self_extend(
     llama::graph::self_extend::SelfExtendParams::new(group, window)
         .map_err(|e| ValueError::Invalid(e.to_string()))
 }
+
+/// Speculative decoding's draft flags (`--spec-draft-n-max`, `--spec-draft-n-min`,
+/// `--spec-draft-p-min`, with llama.cpp's older `--draft-*` names), for programs whose
+/// parameters hold a [`llama::speculative::DraftParams`].
+pub fn draft_opts<P: AsMut<llama::speculative::DraftParams>>() -> Vec<Opt<P>> {
+    vec![
+        Opt::value(
+            &["--spec-draft-n-max", "--draft-max", "--draft", "--draft-n"],
+            "N",
+            "number of tokens to draft for speculative decoding (default: 3)",
+            |p, v| {
+                p.as_mut().n_max = v.num_in(0, 1 << 16, "must be in 0..=65536")?;
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["--spec-draft-n-min", "--draft-min", "--draft-n-min"],
+            "N",
+            "minimum number of draft tokens to use for speculative decoding (default: 0)",
+            |p, v| {
+                p.as_mut().n_min = v.num_in(0, 1 << 16, "must be in 0..=65536")?;
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["--spec-draft-p-min", "--draft-p-min"],
+            "P",
+            "minimum speculative decoding probability (greedy) (default: 0.00)",
+            |p, v| {
+                let x = v.finite()?;
+                if !(0.0..=1.0).contains(&x) {
+                    return Err(ValueError::out_of_range(x, "0 to 1"));
+                }
+                p.as_mut().p_min = x;
+                Ok(())
+            },
+        ),
+    ]
+}

@@ -88,6 +88,13 @@ pub struct ServerParams {
     /// Default normalisation of pooled embeddings (`--embd-normalize`, default 2:
     /// Euclidean).
     pub embd_normalize: llama::embeddings::EmbdNorm,
+    /// The draft model of speculative decoding (`-md`, `--model-draft`).
+    pub model_draft: Option<std::path::PathBuf>,
+    /// N-gram drafts from each slot's prompt and output (`--spec-type ngram-cache`).
+    pub spec_ngram: bool,
+    /// Draft lengths and the draft model's threshold (`--spec-draft-n-max`,
+    /// `--spec-draft-n-min`, `--spec-draft-p-min`).
+    pub draft: llama::speculative::DraftParams,
 }
 
 impl Default for ServerParams {
@@ -129,7 +136,16 @@ impl Default for ServerParams {
             embedding: false,
             pooling: None,
             embd_normalize: llama::embeddings::EmbdNorm::Euclidean,
+            model_draft: None,
+            spec_ngram: false,
+            draft: llama::speculative::DraftParams::default(),
         }
+    }
+}
+
+impl AsMut<llama::speculative::DraftParams> for ServerParams {
+    fn as_mut(&mut self) -> &mut llama::speculative::DraftParams {
+        &mut self.draft
     }
 }
 
@@ -142,6 +158,7 @@ impl AsMut<CommonParams> for ServerParams {
 /// The flags `llama-server` accepts: the shared ones, then the server's.
 pub fn server_opts() -> Vec<Opt<ServerParams>> {
     let mut opts = common_opts::<ServerParams>();
+    opts.extend(crate::common::flags::draft_opts::<ServerParams>());
     let server: Vec<Opt<ServerParams>> = vec![
         Opt::value(
             &["--reasoning-format"],
@@ -177,6 +194,37 @@ pub fn server_opts() -> Vec<Opt<ServerParams>> {
             "text forced before the end of reasoning when the budget runs out",
             |p, v| {
                 p.reasoning_budget_message = v.text()?.to_string();
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["-md", "--model-draft", "--spec-draft-model"],
+            "FNAME",
+            "draft model for speculative decoding (default: unused)",
+            |p, v| {
+                p.model_draft = Some(v.path());
+                Ok(())
+            },
+        ),
+        Opt::value(
+            &["--spec-type"],
+            "TYPE",
+            "speculative decoding without a draft model: ngram-cache (drafts from the n-grams of each slot's prompt and output); draft-simple is what -md gives",
+            |p, v| {
+                for t in v.text()?.split(',') {
+                    match t.trim() {
+                        "none" => {}
+                        "ngram-cache" => p.spec_ngram = true,
+                        "draft-simple" | "draft" => {}
+                        other => {
+                            return Err(ValueError::Unknown {
+                                what: "speculative type (others of llama.cpp's are not implemented)",
+                                value: other.to_string(),
+                                expected: "none, draft-simple (with -md) or ngram-cache",
+                            })
+                        }
+                    }
+                }
                 Ok(())
             },
         ),
@@ -380,6 +428,16 @@ pub(crate) fn check(p: &ServerParams) -> Result<(), CliError> {
     if p.pooling.is_some() && !p.embedding {
         return Err(CliError::Usage(
             "--pooling only applies to an embeddings server: add --embedding".into(),
+        ));
+    }
+    if p.embedding && (p.model_draft.is_some() || p.spec_ngram) {
+        return Err(CliError::Usage(
+            "speculative decoding (--model-draft, --spec-type) does not apply to an embeddings server".into(),
+        ));
+    }
+    if p.model_draft.is_some() && p.spec_ngram {
+        return Err(CliError::Usage(
+            "choose one draft source: --model-draft or --spec-type ngram-cache".into(),
         ));
     }
     if p.common.grp_attn_n != 1 {

@@ -83,6 +83,41 @@ fn slot_ctx(p: &ServerParams, n_ctx: u32, n_ctx_train: u32, n_slots: u32, unifie
     }
 }
 
+/// The server's speculative decoding: the draft model loaded (its vocabulary checked
+/// against the target's) with a context like the target's, one sequence per slot, or
+/// n-gram drafts; `None` without either flag. Errors: the draft model cannot be
+/// loaded, its context made, or its vocabulary differs.
+fn speculation(
+    p: &ServerParams,
+    model: &llama::Model,
+    ctx_params: &llama::ContextParams,
+    log: &mut dyn std::io::Write,
+) -> Result<Option<engine::Speculation>, CliError> {
+    let source = if let Some(path) = &p.model_draft {
+        let (draft, _) = crate::common::load::load(path, p.common.model_params(), log)?;
+        llama::speculative::check_vocab_compat(&model.vocab, &draft.vocab)
+            .map_err(CliError::Usage)?;
+        let ctx = llama::LlamaContext::new(draft, ctx_params).map_err(CliError::Context)?;
+        eprintln!(
+            "srv  load_model: speculative decoding with a draft model: n_max = {}, n_min = {}, p_min = {:.2}",
+            p.draft.n_max, p.draft.n_min, p.draft.p_min
+        );
+        engine::DraftSource::Model(Box::new(llama::speculative::DraftModel::new(ctx)))
+    } else if p.spec_ngram {
+        eprintln!(
+            "srv  load_model: speculative decoding with n-gram drafts: n_max = {}, n_min = {}",
+            p.draft.n_max, p.draft.n_min
+        );
+        engine::DraftSource::Ngram
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(engine::Speculation {
+        source,
+        params: p.draft,
+    }))
+}
+
 /// Loads the model, starts the engine and binds the listener; the server then runs on
 /// the current tokio runtime until [`RunningServer::shutdown`] (or a signal, with
 /// `signals`). Errors are messages for the log.
@@ -190,6 +225,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
     }
     eprintln!("srv  init: initializing slots, n_slots = {n_slots}, n_ctx_slot = {n_ctx_slot}, kv_unified = {unified}");
     eprintln!("srv  init: chat template: {}", template.name());
+    let spec = tokio::task::block_in_place(|| speculation(&p, &model, &ctx_params, &mut log))?;
     let cfg = EngineConfig {
         n_slots: n_slots as usize,
         n_ctx_slot: n_ctx_slot as usize,
@@ -211,7 +247,7 @@ pub async fn start(p: ServerParams, signals: bool) -> Result<RunningServer, CliE
         shutdown_grace: Duration::from_secs(p.shutdown_grace),
     };
     let (engine, engine_thread) =
-        engine::spawn(ctx, cfg).map_err(CliError::io("starting the engine thread"))?;
+        engine::spawn(ctx, cfg, spec).map_err(CliError::io("starting the engine thread"))?;
 
     let mut sampling = p.common.sampling.clone();
     if sampling.penalty_last_n == usize::MAX {

@@ -125,6 +125,10 @@ pub struct Timings {
     pub predicted_n: usize,
     /// Milliseconds spent generating.
     pub predicted_ms: f64,
+    /// Draft tokens proposed by speculative decoding.
+    pub draft_n: usize,
+    /// Draft tokens the model accepted.
+    pub draft_n_accepted: usize,
 }
 
 impl Timings {
@@ -132,7 +136,7 @@ impl Timings {
     pub fn to_json(&self) -> serde_json::Value {
         let per_tok = |ms: f64, n: usize| if n > 0 { ms / n as f64 } else { 0.0 };
         let per_s = |ms: f64, n: usize| if ms > 0.0 { 1e3 * n as f64 / ms } else { 0.0 };
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
             "prompt_ms": self.prompt_ms,
@@ -142,7 +146,13 @@ impl Timings {
             "predicted_ms": self.predicted_ms,
             "predicted_per_token_ms": per_tok(self.predicted_ms, self.predicted_n),
             "predicted_per_second": per_s(self.predicted_ms, self.predicted_n),
-        })
+        });
+        // As llama.cpp: only when something was drafted.
+        if self.draft_n > 0 {
+            v["draft_n"] = self.draft_n.into();
+            v["draft_n_accepted"] = self.draft_n_accepted.into();
+        }
+        v
     }
 }
 

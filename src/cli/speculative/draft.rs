@@ -80,7 +80,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
     let inp = prompt_tokens(&ctx_tgt, c, out)?;
     let mut stats = Stats {
         n_input: inp.len(),
-        n_draft: p.n_draft,
+        n_draft: p.draft.n_max,
         ..Stats::default()
     };
     let t_enc = Instant::now();
@@ -174,7 +174,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
         batch_tgt.clear();
         batch_tgt.add(d.tokens[0], n_past_tgt as i32, &[0], true);
         // The target's batch must fit its context.
-        let n_draft = p.n_draft.min(n_ctx - 1 - n_past_tgt);
+        let n_draft = p.draft.n_max.min(n_ctx - 1 - n_past_tgt);
         for i in 0..n_draft {
             batch_dft.clear();
             if drafting {

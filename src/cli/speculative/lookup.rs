@@ -53,7 +53,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
     let c = &p.common;
     let (model, t_load) = load::load(&c.model, c.model_params(), log)?;
     let mut ctx = load::context(&model, c, log)?;
-    let n_draft = p.n_draft;
+    let n_draft = p.draft.n_max;
 
     let mut inp = ctx.tokenize(
         &c.prompt,

@@ -23,7 +23,7 @@ use llama::{Batch, LlamaContext, Model, Token, TokenizeOptions};
 use crate::cli::output::emit;
 use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
-use crate::common::flags::common_opts;
+use crate::common::flags::{common_opts, draft_opts};
 use crate::common::params::CommonParams;
 
 /// The parameters of both programs.
@@ -32,8 +32,8 @@ pub struct Params {
     pub common: CommonParams,
     /// The draft model (`-md`), for `llama-speculative`.
     pub model_draft: Option<PathBuf>,
-    /// Tokens to draft per step (`--spec-draft-n-max`, default 3).
-    pub n_draft: usize,
+    /// Tokens to draft per step (`--spec-draft-n-max`, default 3; the rest unused).
+    pub draft: llama::speculative::DraftParams,
     /// Sequences drafted in parallel (`-np`); only 1 is implemented.
     pub n_parallel: u32,
     /// Static n-gram cache to draft from (`-lcs`), for `llama-lookup`.
@@ -47,11 +47,17 @@ impl Default for Params {
         Params {
             common: CommonParams::default(),
             model_draft: None,
-            n_draft: llama::speculative::DraftParams::default().n_max,
+            draft: llama::speculative::DraftParams::default(),
             n_parallel: 1,
             lookup_cache_static: None,
             lookup_cache_dynamic: None,
         }
+    }
+}
+
+impl AsMut<llama::speculative::DraftParams> for Params {
+    fn as_mut(&mut self) -> &mut llama::speculative::DraftParams {
+        &mut self.draft
     }
 }
 
@@ -106,15 +112,12 @@ pub fn options(draft_model: bool) -> Vec<Opt<Params>> {
         .into_iter()
         .filter(|o| o.names.iter().any(|n| COMMON_FLAGS.contains(n)))
         .collect();
-    opts.push(Opt::value(
-        &["--spec-draft-n-max", "--draft-max", "--draft", "--draft-n"],
-        "N",
-        "number of tokens to draft for speculative decoding (default: 3)",
-        |p, v| {
-            p.n_draft = v.num_in(0, 1 << 16, "must be in 0..=65536")?;
-            Ok(())
-        },
-    ));
+    // The draft length; the other draft flags are the server's.
+    opts.extend(
+        draft_opts::<Params>()
+            .into_iter()
+            .filter(|o| o.names.contains(&"--spec-draft-n-max")),
+    );
     opts.push(Opt::value(
         &["-np", "--parallel"],
         "N",

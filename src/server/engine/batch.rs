@@ -150,9 +150,14 @@ impl Engine {
                 self.fail(i, ApiError::Server(format!("self-extend failed: {e}")));
                 continue;
             }
+            let draft = self.draft_for(i, tok, n_batch - self.batch.len());
             self.batch.push(&mut self.slots[i], tok, true);
+            for &d in &draft {
+                self.batch.push(&mut self.slots[i], d, true);
+            }
             if let Some(j) = self.slots[i].job.as_mut() {
                 j.sampled = None;
+                j.spec.draft = draft;
             }
         }
         for i in 0..self.slots.len() {

@@ -123,14 +123,24 @@ impl Engine {
     /// Samples for every slot with a logits row in the last batch.
     pub(super) fn sample_rows(&mut self) {
         self.read_embeddings();
-        for row in 0..self.batch.len() {
+        let mut row = 0;
+        while row < self.batch.len() {
+            let i = self.batch.owner(row);
             if !self.batch.wants_logits(row) {
+                row += 1;
                 continue;
             }
-            let i = self.batch.owner(row);
-            if let Err(e) = self.sample_slot(i, row) {
+            // A slot with a draft samples its rows together.
+            let n_draft = self.slots[i].job.as_ref().map_or(0, |j| j.spec.draft.len());
+            let sampled = if n_draft > 0 {
+                self.sample_speculated(i, row)
+            } else {
+                self.sample_slot(i, row)
+            };
+            if let Err(e) = sampled {
                 self.fail(i, e);
             }
+            row += 1 + n_draft;
         }
     }
 
@@ -153,14 +163,7 @@ impl Engine {
             job.phase = Phase::Generating;
             job.sampler.accept_prompt(&job.task.prompt);
         }
-        let logits = self
-            .ctx
-            .logits_ith(row as i32)
-            .ok_or_else(|| ApiError::Server("no logits for the slot's row".into()))?;
-        let sampled = job
-            .sampler
-            .sample(logits, vocab)
-            .ok_or_else(|| ApiError::Server("the sampler selected nothing".into()))?;
+        let sampled = sample_row(&self.ctx, &mut job.sampler, row, vocab)?;
         let tok = sampled.id;
         let room = SlotRoom {
             id_slot: i,
@@ -179,4 +182,20 @@ impl Engine {
         self.finish(i);
         Ok(())
     }
+}
+
+/// The token `sampler` picks from the logits of batch row `row` (accepted into it).
+/// Errors: the row has no logits, or the sampler selects nothing.
+pub(super) fn sample_row(
+    ctx: &llama::LlamaContext,
+    sampler: &mut super::sampler::SlotSampler,
+    row: usize,
+    vocab: &llama::Vocab,
+) -> Result<super::sampler::SampledToken, ApiError> {
+    let logits = ctx
+        .logits_ith(row as i32)
+        .ok_or_else(|| ApiError::Server("no logits for the slot's row".into()))?;
+    sampler
+        .sample(logits, vocab)
+        .ok_or_else(|| ApiError::Server("the sampler selected nothing".into()))
 }

@@ -110,6 +110,7 @@ impl EngineHandle {
 pub fn spawn(
     ctx: LlamaContext,
     cfg: EngineConfig,
+    spec: Option<super::Speculation>,
 ) -> std::io::Result<(EngineHandle, std::thread::JoinHandle<()>)> {
     let (tx, rx) = std::sync::mpsc::channel();
     let pending = Arc::new(AtomicUsize::new(0));
@@ -119,7 +120,7 @@ pub fn spawn(
         max_queue: cfg.max_queue,
         next_id: Arc::new(AtomicU64::new(0)),
     };
-    let engine = Engine::new(ctx, cfg, rx, pending);
+    let engine = Engine::new(ctx, cfg, rx, pending, spec);
     let thread = std::thread::Builder::new()
         .name("llama-engine".into())
         .spawn(move || engine.run())?;

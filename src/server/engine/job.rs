@@ -7,6 +7,7 @@ use std::time::Instant;
 use llama::Token;
 
 use super::sampler::{SampledToken, SlotSampler};
+use super::speculate::JobSpec;
 use crate::server::task::{Event, Final, Partial, StopType, Task, Timings, TokenProbs};
 use crate::server::text::{find_stop, lossy, utf8_complete_len, StopMatch};
 
@@ -74,6 +75,8 @@ pub struct Job {
     pub t_first: Option<Instant>,
     /// When the last token was sampled.
     pub t_last: Option<Instant>,
+    /// Speculative decoding: the draft in flight and the counts.
+    pub spec: JobSpec,
 }
 
 impl Job {
@@ -101,6 +104,7 @@ impl Job {
             t_start: Instant::now(),
             t_first: None,
             t_last: None,
+            spec: JobSpec::default(),
         }
     }
 
@@ -121,6 +125,8 @@ impl Job {
                 (Some(a), Some(b)) => ms(a, b),
                 _ => 0.0,
             },
+            draft_n: self.spec.n_drafted,
+            draft_n_accepted: self.spec.n_accepted,
         }
     }
 

@@ -35,10 +35,12 @@ mod scheduler;
 mod shift;
 mod slot;
 mod slot_files;
+mod speculate;
 
 pub use checkpoint::CheckpointPolicy;
 pub use embed::{can_split, too_large, too_long};
 pub use handle::{spawn, EngineHandle, SlotAction};
+pub use speculate::{DraftSource, Speculation};
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
@@ -93,6 +95,8 @@ struct Engine {
     rx: Receiver<Command>,
     batch: StepBatch,
     metrics: Metrics,
+    /// Speculative decoding, when a draft source is set.
+    spec: Option<Speculation>,
     /// When running requests are cut off, once a shutdown was asked for.
     shutdown_at: Option<Instant>,
     /// Every handle is gone.
@@ -105,6 +109,7 @@ impl Engine {
         cfg: EngineConfig,
         rx: Receiver<Command>,
         pending: Arc<AtomicUsize>,
+        spec: Option<Speculation>,
     ) -> Self {
         let slots = (0..cfg.n_slots)
             .map(|i| Slot::new(i, cfg.n_ctx_slot))
@@ -118,6 +123,7 @@ impl Engine {
             rx,
             batch: StepBatch::default(),
             metrics: Metrics::default(),
+            spec,
             shutdown_at: None,
             closed: false,
         }
