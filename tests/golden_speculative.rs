@@ -257,3 +257,84 @@ fn a_full_context_ends_generation_cleanly() {
         assert!(!out.is_empty());
     }
 }
+
+/// Runs llama-cli in-process: exit code, stdout bytes, log text.
+fn llama_cli(args: &[String]) -> (i32, Vec<u8>, String) {
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let code = llamars::cli::completion::main_with(args, &mut std::io::empty(), &mut out, &mut log);
+    (code, out, String::from_utf8_lossy(&log).into_owned())
+}
+
+#[test]
+fn llama_cli_with_a_draft_prints_the_plain_text() {
+    let (Some(stories), Some(f32m), Some(q4)) = (
+        common::shared_file("models/stories260K.gguf"),
+        common::shared_file("models/synth-llama-f32.gguf"),
+        common::shared_file("models/synth-llama-q4_0.gguf"),
+    ) else {
+        return;
+    };
+    let d = |p: &std::path::Path| p.display().to_string();
+    for (target, draft, n_max) in [
+        (&stories, &stories, "6"),
+        (&f32m, &q4, "4"),
+        (&f32m, &q4, "1"),
+    ] {
+        let base: Vec<String> = [
+            "-m",
+            &d(target),
+            "-p",
+            "Once upon a time",
+            "-n",
+            "80",
+            "--temp",
+            "0",
+            "-no-cnv",
+            "-t",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (code, plain, log) = llama_cli(&base);
+        assert_eq!(code, 0, "{log}");
+        let mut with = base.clone();
+        with.extend([
+            "-md".into(),
+            d(draft),
+            "--spec-draft-n-max".into(),
+            n_max.into(),
+        ]);
+        let (code, spec, log) = llama_cli(&with);
+        assert_eq!(code, 0, "{log}");
+        assert!(log.contains("draft acceptance rate"), "{log}");
+        assert_eq!(
+            String::from_utf8_lossy(&spec),
+            String::from_utf8_lossy(&plain),
+            "{log}"
+        );
+    }
+    // Interactive mode does not speculate, and says so.
+    let args: Vec<String> = [
+        "-m",
+        &d(&stories),
+        "-md",
+        &d(&stories),
+        "-i",
+        "-p",
+        "Hi",
+        "-n",
+        "4",
+        "--temp",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (code, _, log) = llama_cli(&args);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("speculative decoding is off in interactive mode"),
+        "{log}"
+    );
+}

@@ -38,6 +38,7 @@ mod reverse_prompt;
 mod sampling;
 mod session;
 mod setup;
+mod speculate;
 mod steps;
 mod turns;
 mod user_input;
@@ -51,7 +52,7 @@ use llama::shifts::SelfExtend;
 use super::conversation::{ConversationMode, TemplateArg};
 use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
-use crate::common::flags::{common_opts, grammar_opts, read_text_file};
+use crate::common::flags::{common_opts, draft_opts, grammar_opts, read_text_file};
 use crate::common::params::CommonParams;
 use crate::common::program::{entry_points, Program, Streams};
 use flow::Flow;
@@ -78,6 +79,16 @@ pub struct Params {
     /// `--jinja`: render templates with Jinja; off by default, as in llama.cpp's
     /// completion program (llama.cpp's built-in formats, recognised in the template).
     pub jinja: bool,
+    /// `-md`: the draft model of speculative decoding.
+    pub model_draft: Option<std::path::PathBuf>,
+    /// `--spec-draft-n-max`, `--spec-draft-n-min`, `--spec-draft-p-min`.
+    pub draft: llama::speculative::DraftParams,
+}
+
+impl AsMut<llama::speculative::DraftParams> for Params {
+    fn as_mut(&mut self) -> &mut llama::speculative::DraftParams {
+        &mut self.draft
+    }
 }
 
 impl AsMut<CommonParams> for Params {
@@ -94,6 +105,16 @@ pub fn options() -> Vec<Opt<Params>> {
     let mut opts = common_opts();
     opts.extend(grammar_opts());
     opts.extend(chat_opts());
+    opts.extend(draft_opts());
+    opts.push(Opt::value(
+        &["-md", "--model-draft", "--spec-draft-model"],
+        "FNAME",
+        "draft model for speculative decoding (plain generation only, not interactive mode)",
+        |p, v| {
+            p.model_draft = Some(v.path());
+            Ok(())
+        },
+    ));
     opts
 }
 

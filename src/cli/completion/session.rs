@@ -11,6 +11,7 @@ use super::echo::Echo;
 use super::prompt::PromptInput;
 use super::reverse_prompt::ReversePrompts;
 use super::sampling::Sampling;
+use super::speculate::Speculation;
 use super::turns::Turns;
 use super::window::Window;
 use crate::common::params::CommonParams;
@@ -40,6 +41,10 @@ pub(super) struct Session<'p> {
     pub turns: Turns,
     /// The reverse prompts, and whether one was met.
     pub reverse_prompts: ReversePrompts,
+    /// Speculative decoding with a draft model (`--model-draft`).
+    pub spec: Option<Speculation>,
+    /// The pending token was sampled (not input).
+    pub last_sampled: bool,
 }
 
 impl Session<'_> {

@@ -173,8 +173,11 @@ impl<'p> Session<'p> {
                 waiting_for_first_input,
             },
             reverse_prompts,
+            spec: None,
+            last_sampled: false,
             model,
         };
+        s.spec = speculation(params, &s.model, interactive, log)?;
         s.log_setup(log, n_ctx_train, add_bos, !params.system_prompt.is_empty())?;
         Ok(s)
     }
@@ -269,4 +272,40 @@ impl<'p> Session<'p> {
         }
         Ok(())
     }
+}
+
+/// Speculative decoding for `--model-draft`: the draft model loaded, its vocabulary
+/// checked against the target's, and a context like the target's. `None` without the
+/// flag, and in interactive mode (logged). Errors: the draft model cannot be loaded,
+/// its context made, or its vocabulary differs.
+fn speculation(
+    params: &Params,
+    model: &llama::Model,
+    interactive: bool,
+    log: &mut dyn Write,
+) -> Result<Option<super::speculate::Speculation>> {
+    let Some(path) = &params.model_draft else {
+        return Ok(None);
+    };
+    if interactive {
+        let _ = writeln!(
+            log,
+            "main: speculative decoding is off in interactive mode (a turn may end inside a draft); use -no-cnv for plain generation"
+        );
+        return Ok(None);
+    }
+    let p = &params.common;
+    let (draft, _) = load::load(path, p.model_params(), log)?;
+    llama::speculative::check_vocab_compat(&model.vocab, &draft.vocab)
+        .map_err(crate::common::error::CliError::Usage)?;
+    let ctx = load::context(&draft, p, log)?;
+    let _ = writeln!(
+        log,
+        "main: speculative decoding with a draft model: n_max = {}, n_min = {}, p_min = {:.2}",
+        params.draft.n_max, params.draft.n_min, params.draft.p_min
+    );
+    Ok(Some(super::speculate::Speculation::new(
+        llama::speculative::DraftModel::new(ctx),
+        params.draft,
+    )))
 }

@@ -18,6 +18,9 @@ use crate::common::error::{CliError, Result};
 impl Session<'_> {
     /// Decodes the queued tokens, making room first ([`Window::evaluate`]).
     pub fn evaluate_pending(&mut self, log: &mut dyn Write) -> Result<Flow> {
+        if let Some(flow) = self.speculate_pending(log)? {
+            return Ok(flow);
+        }
         self.window
             .evaluate(&mut self.ctx, &mut self.pending, self.p, log)
     }
@@ -26,6 +29,7 @@ impl Session<'_> {
 impl Session<'_> {
     /// Queues input tokens (at most a batch) for evaluation.
     pub fn queue_input(&mut self) {
+        self.last_sampled = false;
         self.input.queue(&mut self.pending, &mut self.sampling);
     }
 }
@@ -34,7 +38,12 @@ impl Session<'_> {
     /// Samples the next token from the last logits and queues it; in a conversation
     /// its text joins the reply. Errors as [`Sampling::next`].
     pub fn sample(&mut self) -> Result<()> {
-        let id = self.sampling.next(&self.ctx)?;
+        // A token verified with a draft comes first.
+        let id = match self.spec.as_mut().and_then(|s| s.verified.pop_front()) {
+            Some(id) => id,
+            None => self.sampling.next(&self.ctx)?,
+        };
+        self.last_sampled = true;
         if !self.turns.waiting_for_first_input && self.turns.chat.is_some() {
             let piece = (!self.model.vocab.is_eog(id)).then(|| self.piece(id, false));
             if let Some(c) = self.turns.chat.as_mut() {
@@ -77,6 +86,9 @@ impl Session<'_> {
         write!(out, "\n\n").map_err(&io)?;
         out.flush().map_err(&io)?;
         output::print_profile(log, &mut self.ctx);
+        if let Some(spec) = &self.spec {
+            spec.print_stats(log);
+        }
         output::print_timings(log, &self.ctx, self.t_load, &self.sampling.timer, start);
         Ok(())
     }
