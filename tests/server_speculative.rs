@@ -67,7 +67,7 @@ fn check_server(args: &[&str], expect_accepts: bool) {
         .map(|p| plain.post("/completion", &body(p, 48)).1)
         .collect();
     plain.shutdown();
-    let mut a = vec!["-np", "4", "-c", "2048"];
+    let mut a = vec!["-np", "4", "-c", "2048", "--metrics"];
     let args: Vec<String> = args.iter().map(|s| s.replace("@M", &m)).collect();
     a.extend(args.iter().map(|s| s.as_str()));
     let s = TestServer::start(&model, &a);
@@ -82,6 +82,12 @@ fn check_server(args: &[&str], expect_accepts: bool) {
         assert!(v["timings"]["draft_n_accepted"].as_u64() <= v["timings"]["draft_n"].as_u64());
     }
     assert!(drafted > 0, "nothing was drafted");
+    let (_, metrics) = s.get("/metrics", &[]);
+    let counted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("llamacpp:spec_decode_num_draft_tokens_total "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert_eq!(counted, Some(drafted as f64), "{metrics}");
     if expect_accepts {
         assert!(
             accepted * 10 >= drafted * 9,

@@ -10,7 +10,8 @@ batches give the same tokens and the same counts.
 
 Models: files of ../shared (@S), the real Gemma 3 270M (@R), or small random models that
 gen-model writes (`gen-model ARGS --seed N`): a draft is the target's weights quantized
-(same seed, another type: most drafts accepted) or another seed (few accepted).
+(same seed, another type: most drafts accepted), another seed (few accepted), or a
+smaller model of the same vocabulary (2 layers, width 64).
 
 llama.cpp's logger drops the end of stdout at exit; logflush.c (scripts/embedding_cli) is
 preloaded to wait for it.
@@ -62,6 +63,13 @@ for arch, args in ARCHS.items():
                   ["-n", "40", "--temp", "0", "-t", "2", "--spec-draft-n-max", "4"], STORY, 1))
     CASES.append((f"spec-{arch}-other-seed", "speculative", gen(args, 42, "q8_0"), gen(args, 7, "q8_0"),
                   ["-n", "24", "--temp", "0", "-t", "1", "--spec-draft-n-max", "3"], STORY, 1))
+    small = args + ["--layers", "2", "--embd", "64", "--heads", "2", "--kv-heads", "1", "--ff", "128"]
+    if arch == "gemma3":
+        small += ["--swa-pattern", "2"]
+    if arch == "qwen3moe":
+        small += ["--expert-ff", "64"]
+    CASES.append((f"spec-{arch}-small-draft", "speculative", gen(args, 42, "q8_0"), gen(small, 5, "q8_0"),
+                  ["-n", "32", "--temp", "0", "-t", "2", "--spec-draft-n-max", "5"], STORY, 1))
     CASES.append((f"lookup-{arch}", "lookup", gen(args, 42, "q8_0"), None,
                   ["-n", "40", "--temp", "0", "-t", "2", "--spec-draft-n-max", "6"], STORY, 1))
 CASES += [

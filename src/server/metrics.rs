@@ -26,6 +26,12 @@ pub struct Metrics {
     pub n_requests: u64,
     /// Requests cancelled by a client that went away.
     pub n_cancelled: u64,
+    /// Speculative decoding: draft tokens proposed.
+    pub n_draft_tokens: u64,
+    /// Speculative decoding: draft tokens accepted.
+    pub n_draft_accepted: u64,
+    /// Speculative decoding: verification steps (decodes of a draft).
+    pub n_draft_steps: u64,
 }
 
 /// A moment's view of the engine for `/metrics`.
@@ -83,6 +89,21 @@ impl MetricsSnapshot {
                 "n_tokens_max",
                 "Largest observed sequence length (prompt + generation)",
                 m.n_tokens_max as f64,
+            ),
+            (
+                "spec_decode_num_draft_tokens_total",
+                "Speculative: Total draft tokens generated",
+                m.n_draft_tokens as f64,
+            ),
+            (
+                "spec_decode_num_accepted_tokens_total",
+                "Speculative: Total draft tokens accepted by the target model",
+                m.n_draft_accepted as f64,
+            ),
+            (
+                "spec_decode_num_drafts_total",
+                "Speculative: Total speculative decoding verification steps",
+                m.n_draft_steps as f64,
             ),
             (
                 "requests_total",

@@ -40,6 +40,9 @@ impl Engine {
             fin.stop.name()
         );
         self.metrics.n_predicted += fin.n_decoded as u64;
+        self.metrics.n_draft_tokens += job.spec.n_drafted as u64;
+        self.metrics.n_draft_accepted += job.spec.n_accepted as u64;
+        self.metrics.n_draft_steps += job.spec.n_steps as u64;
         self.metrics.n_requests += 1;
         let _ = job.send(Event::Final(Box::new(fin)));
         slot.t_last_used = Some(std::time::Instant::now());

@@ -45,6 +45,8 @@ pub struct JobSpec {
     pub n_drafted: usize,
     /// See `n_drafted`.
     pub n_accepted: usize,
+    /// Verification steps (decodes with a draft).
+    pub n_steps: usize,
 }
 
 impl Engine {
@@ -148,6 +150,7 @@ impl Engine {
             break;
         }
         job.spec.n_accepted += accepted;
+        job.spec.n_steps += 1;
         // Drop the rejected draft tokens' cells.
         let n_rejected = draft.len() - accepted;
         if n_rejected > 0 {
