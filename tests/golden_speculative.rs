@@ -31,7 +31,7 @@ fn run_program(program: &str, args: &[String]) -> (i32, Vec<u8>, String) {
 }
 
 /// `key = N` from a program's closing statistics.
-fn stat(log: &str, key: &str) -> Option<u64> {
+fn stat_of(log: &str, key: &str) -> Option<u64> {
     log.lines().find_map(|l| {
         let (k, v) = l.split_once('=')?;
         (k.trim() == key).then(|| v.trim().parse().ok())?
@@ -95,9 +95,22 @@ fn check_cases(filter: impl Fn(&str) -> bool) -> usize {
         }
         let cache = dir.join(format!("{name}.lcd"));
         let _ = std::fs::remove_file(&cache);
+        let stat = dir.join(format!("{name}.lcs"));
+        if let Some(corpus) = case["corpus"].as_str() {
+            // Our llama-lookup-create writes llama.cpp's bytes.
+            lookup_create(&target, corpus, &stat);
+            let want = hex(case["lcs_hex"].as_str().expect("lcs_hex"));
+            assert!(
+                std::fs::read(&stat).expect("static cache") == want,
+                "{name}: static cache bytes differ"
+            );
+        }
         for a in case["args"].as_array().expect("args") {
             let a = a.as_str().expect("arg");
-            args.push(a.replace("@CACHE", &cache.display().to_string()));
+            args.push(
+                a.replace("@CACHE", &cache.display().to_string())
+                    .replace("@STATIC", &stat.display().to_string()),
+            );
         }
         args.extend([
             "-p".to_string(),
@@ -115,12 +128,44 @@ fn check_cases(filter: impl Fn(&str) -> bool) -> usize {
                 String::from_utf8_lossy(&want_out)
             );
             for key in ["n_predict", "n_drafted", "n_accept"] {
-                assert_eq!(stat(&log, key), want[key].as_u64(), "{name} run {r}: {key}");
+                assert_eq!(
+                    stat_of(&log, key),
+                    want[key].as_u64(),
+                    "{name} run {r}: {key}"
+                );
+            }
+            if let Some(lcd) = want["lcd_hex"].as_str() {
+                let got = std::fs::read(&cache).expect("dynamic cache");
+                assert!(
+                    got == hex(lcd),
+                    "{name} run {r}: dynamic cache bytes differ"
+                );
             }
         }
         n += 1;
     }
     n
+}
+
+/// Our llama-lookup-create: the static cache of `corpus` (tokenized by `model`) into
+/// `out`.
+fn lookup_create(model: &Path, corpus: &str, out: &Path) {
+    let args: Vec<String> = vec![
+        "-m".into(),
+        model.display().to_string(),
+        "-p".into(),
+        corpus.into(),
+        "-lcs".into(),
+        out.display().to_string(),
+    ];
+    let (mut stdout, mut log) = (Vec::new(), Vec::new());
+    let code = llamars::cli::speculative::lookup_create::main_with(
+        &args,
+        &mut std::io::empty(),
+        &mut stdout,
+        &mut log,
+    );
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&log));
 }
 
 fn hex(s: &str) -> Vec<u8> {
@@ -174,10 +219,10 @@ fn sampled_self_speculation_accepts_every_proposal() {
     .collect();
     let (code, out, log) = run_program("speculative", &args);
     assert_eq!(code, 0, "{log}");
-    let drafted = stat(&log, "n_drafted").expect("n_drafted");
+    let drafted = stat_of(&log, "n_drafted").expect("n_drafted");
     assert!(drafted > 0);
     // p_target(x) / p_draft(x) = 1 for every proposal.
-    assert_eq!(stat(&log, "n_accept"), Some(drafted), "{log}");
+    assert_eq!(stat_of(&log, "n_accept"), Some(drafted), "{log}");
     // The same seed gives the same text.
     let (_, again, _) = run_program("speculative", &args);
     assert_eq!(out, again);
@@ -251,7 +296,7 @@ fn a_full_context_ends_generation_cleanly() {
         assert_eq!(code, 0, "{program}: {log}");
         assert!(log.contains("context full"), "{program}: {log}");
         assert!(
-            stat(&log, "n_predict").expect("n_predict") > 30,
+            stat_of(&log, "n_predict").expect("n_predict") > 30,
             "{program}: {log}"
         );
         assert!(!out.is_empty());
@@ -337,4 +382,60 @@ fn llama_cli_with_a_draft_prints_the_plain_text() {
         log.contains("speculative decoding is off in interactive mode"),
         "{log}"
     );
+}
+
+#[test]
+fn lookup_merge_writes_llama_cpps_bytes() {
+    let Some(m) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let g = goldens();
+    let merge = &g["merge"];
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("speculative-merge");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut args: Vec<String> = Vec::new();
+    for (k, corpus) in merge["corpora"]
+        .as_array()
+        .expect("corpora")
+        .iter()
+        .enumerate()
+    {
+        let part = dir.join(format!("part-{k}.lcs"));
+        lookup_create(&m, corpus.as_str().expect("corpus"), &part);
+        args.push(part.display().to_string());
+    }
+    let merged = dir.join("merged.lcs");
+    args.push(merged.display().to_string());
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let code = llamars::cli::speculative::lookup_merge::main_with(
+        &args,
+        &mut std::io::empty(),
+        &mut out,
+        &mut log,
+    );
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&log));
+    assert!(
+        std::fs::read(&merged).expect("merged") == hex(merge["merged_hex"].as_str().expect("hex"))
+    );
+    // Bad input: no output file, a flag, a truncated cache.
+    let run = |a: &[&str]| {
+        let (mut out, mut log) = (Vec::new(), Vec::new());
+        let code = llamars::cli::speculative::lookup_merge::main_with(
+            a,
+            &mut std::io::empty(),
+            &mut out,
+            &mut log,
+        );
+        (code, String::from_utf8_lossy(&log).into_owned())
+    };
+    assert_eq!(run(&["only-one.lcs"]).0, 1);
+    assert!(run(&["-x", "a", "b"]).1.contains("-x"));
+    let bad = dir.join("bad.lcs");
+    std::fs::write(&bad, [0u8; 10]).expect("write");
+    let (code, log) = run(&[
+        bad.to_str().expect("path"),
+        dir.join("o.lcs").to_str().expect("path"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(log.contains("n-gram cache"), "{log}");
 }

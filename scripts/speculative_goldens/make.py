@@ -37,6 +37,12 @@ STORY = ("Once upon a time, there was a little girl named Lily. She loved to pla
 EDIT = ("Repeat this text exactly: The quick brown fox jumps over the lazy dog. The dog "
         "sleeps under the old oak tree while the fox runs home.\nRepeated: The quick brown fox")
 
+# The corpus of the static cache case (llama-lookup-create -p CORPUS).
+CORPUS = " ".join([STORY, EDIT, STORY, "Once upon a time, there was a big dog named Max. Max loved to run."] * 3)
+
+# The corpora of the merge check (llama-lookup-merge of their static caches).
+MERGE_CORPORA = [CORPUS, " ".join([EDIT, "The dog ran to the park. The dog ran home."] * 4)]
+
 # Decoder architectures, each as gen-model arguments.
 ARCHS = {
     "llama": ["--arch", "llama"],
@@ -86,6 +92,9 @@ CASES += [
     # A dynamic cache written by the first run and read by the second.
     ("lookup-stories-lcd", "lookup", shared("stories260K.gguf"), None,
      ["-n", "120", "--temp", "0", "-t", "2", "--spec-draft-n-max", "5", "-lcd", "@CACHE"], STORY, 2),
+    # A static cache of a corpus, made by llama-lookup-create (ours in the test).
+    ("lookup-stories-lcs", "lookup", shared("stories260K.gguf"), None,
+     ["-n", "120", "--temp", "0", "-t", "2", "--spec-draft-n-max", "6", "-lcs", "@STATIC"], "Once upon a time", 1),
     ("lookup-real-gemma3", "lookup", {"path": "@R"}, None,
      ["-n", "64", "--temp", "0", "-t", "2", "--spec-draft-n-max", "8"], EDIT, 1),
     ("spec-real-gemma3-self", "speculative", {"path": "@R"}, {"path": "@R"},
@@ -125,7 +134,11 @@ def main():
         if draft:
             argv += ["-md", model_path(draft, tmp, gen_bin)]
         cache = os.path.join(tmp, name + ".lcd")
-        argv += [a.replace("@CACHE", cache) for a in args] + ["-p", prompt]
+        static = os.path.join(tmp, name + ".lcs")
+        if any("@STATIC" in a for a in args):
+            subprocess.run([os.path.join(BUILD, "bin", "llama-lookup-create"), "-m", argv[1],
+                            "-p", CORPUS, "-lcs", static], check=True, capture_output=True, env=env)
+        argv += [a.replace("@CACHE", cache).replace("@STATIC", static) for a in args] + ["-p", prompt]
         results = []
         for _ in range(runs):
             r = subprocess.run([os.path.join(BUILD, "bin", "llama-" + prog)] + argv,
@@ -134,16 +147,33 @@ def main():
             assert r.returncode == 0, f"{name}: {err[-2000:]}"
             results.append({
                 "stdout_hex": r.stdout.hex(),
+                # The dynamic cache as written after this run (llama.cpp's bytes).
+                "lcd_hex": open(cache, "rb").read().hex() if os.path.exists(cache) else None,
                 "n_predict": stat(err, "n_predict"),
                 "n_drafted": stat(err, "n_drafted"),
                 "n_accept": stat(err, "n_accept"),
             })
             print(name, results[-1]["n_predict"], results[-1]["n_drafted"], results[-1]["n_accept"], file=sys.stderr)
-        out.append({"name": name, "program": prog, "target": target, "draft": draft,
-                    "args": args, "prompt": prompt, "runs": results})
+        case = {"name": name, "program": prog, "target": target, "draft": draft,
+                "args": args, "prompt": prompt, "runs": results}
+        if any("@STATIC" in a for a in args):
+            case["corpus"] = CORPUS
+            case["lcs_hex"] = open(static, "rb").read().hex()
+        out.append(case)
+    # llama-lookup-merge of two static caches (corpora MERGE_CORPORA, stories260K).
+    parts = []
+    for k, corpus in enumerate(MERGE_CORPORA):
+        part = os.path.join(tmp, f"merge-{k}.lcs")
+        subprocess.run([os.path.join(BUILD, "bin", "llama-lookup-create"), "-m", SHARED + "/models/stories260K.gguf",
+                        "-p", corpus, "-lcs", part], check=True, capture_output=True, env=env)
+        parts.append(part)
+    merged = os.path.join(tmp, "merged.lcs")
+    subprocess.run([os.path.join(BUILD, "bin", "llama-lookup-merge")] + parts + [merged],
+                   check=True, capture_output=True, env=env)
+    merge = {"corpora": MERGE_CORPORA, "merged_hex": open(merged, "rb").read().hex()}
     dst = os.path.join(ROOT, "tests", "data", "speculative_goldens.json")
     with open(dst, "w") as f:
-        json.dump({"llama_cpp": "0c1e570 (AVX-512-emulating build)", "cases": out}, f, indent=1)
+        json.dump({"llama_cpp": "0c1e570 (AVX-512-emulating build)", "cases": out, "merge": merge}, f, indent=1)
     print("wrote", dst, len(out), "cases", file=sys.stderr)
 
 

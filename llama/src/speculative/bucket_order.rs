@@ -1,5 +1,5 @@
-//! The order in which GCC's `std::unordered_map<llama_token, int32_t>` (libstdc++, as
-//! llama.cpp is built on Linux) visits its entries, given the order they were inserted.
+//! The order in which GCC's `std::unordered_map` (libstdc++, as llama.cpp is built on
+//! Linux) visits its entries, given their hash codes and the order they were inserted.
 //!
 //! llama.cpp's n-gram drafting walks such maps and keeps the first of equally counted
 //! tokens, so which token it drafts on a tie is this order. Drafting the same tokens
@@ -19,7 +19,8 @@ const BUCKET_COUNTS: [usize; 16] = [
     13, 29, 59, 127, 257, 541, 1109, 2357, 5087, 10273, 20753, 42043, 85229, 172933, 351061, 712697,
 ];
 
-/// llama.cpp's `common_token_hash_function`: Fibonacci hashing of the token id.
+/// llama.cpp's `common_token_hash_function`: Fibonacci hashing of the token id (its
+/// n-gram hash XORs these; the maps of continuations use `std::hash<int>`, the id).
 pub(crate) fn token_hash(token: i32) -> u64 {
     (token as i64 as u64).wrapping_mul(11_400_714_819_323_198_485)
 }

@@ -40,6 +40,11 @@ const MIN_PERCENT_STRICT: [u32; NGRAM_MAX] = [75, 66, 66, 66];
 pub struct Ngram(pub [Token; NGRAM_MAX]);
 
 impl Ngram {
+    /// llama.cpp's `common_ngram_hash_function`: the token hashes XORed.
+    fn hash_code(&self) -> u64 {
+        self.0.iter().fold(0, |h, &t| h ^ token_hash(t))
+    }
+
     /// The n-gram of `tokens` (at most [`NGRAM_MAX`] of them).
     pub fn new(tokens: &[Token]) -> Ngram {
         let mut t = [TOKEN_NULL; NGRAM_MAX];
@@ -81,9 +86,10 @@ impl Continuations {
         self.tokens.is_empty()
     }
 
-    /// `(token, count)` in the order llama.cpp's map visits them.
+    /// `(token, count)` in the order llama.cpp's map visits them (a
+    /// `std::unordered_map<llama_token, int32_t>`: `std::hash<int>`, the id itself).
     pub fn iter(&self) -> impl Iterator<Item = (Token, i32)> + '_ {
-        let hashes: Vec<u64> = self.tokens.iter().map(|&(t, _)| token_hash(t)).collect();
+        let hashes: Vec<u64> = self.tokens.iter().map(|&(t, _)| t as i64 as u64).collect();
         iteration_order(&hashes)
             .into_iter()
             .map(move |i| self.tokens[i])
@@ -91,10 +97,12 @@ impl Continuations {
 }
 
 /// An n-gram cache: for each n-gram, the tokens that followed it (llama.cpp's
-/// `common_ngram_cache`).
+/// `common_ngram_cache`). The n-grams are kept in first-seen order too, so that a
+/// saved file lists them in the order llama.cpp's map would (byte-identical files).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NgramCache {
-    map: HashMap<Ngram, Continuations>,
+    index: HashMap<Ngram, usize>,
+    entries: Vec<(Ngram, Continuations)>,
 }
 
 impl NgramCache {
@@ -105,17 +113,48 @@ impl NgramCache {
 
     /// Number of distinct n-grams.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 
     /// Whether the cache holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
     }
 
     /// What followed `ngram`, if it was seen.
     pub fn get(&self, ngram: &Ngram) -> Option<&Continuations> {
-        self.map.get(ngram)
+        self.index.get(ngram).map(|&i| &self.entries[i].1)
+    }
+
+    /// The continuations of `ngram`, added empty if it is new.
+    fn part_mut(&mut self, ngram: Ngram) -> &mut Continuations {
+        let i = match self.index.get(&ngram) {
+            Some(&i) => i,
+            None => {
+                self.insert(ngram, Continuations::default());
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[i].1
+    }
+
+    /// Adds a new n-gram last (a repeated one keeps its first place, as a map does).
+    fn insert(&mut self, ngram: Ngram, part: Continuations) {
+        match self.index.get(&ngram) {
+            Some(&i) => self.entries[i].1 = part,
+            None => {
+                self.index.insert(ngram, self.entries.len());
+                self.entries.push((ngram, part));
+            }
+        }
+    }
+
+    /// `(n-gram, continuations)` in the order llama.cpp's map visits them.
+    pub fn iter(&self) -> impl Iterator<Item = (&Ngram, &Continuations)> + '_ {
+        let hashes: Vec<u64> = self.entries.iter().map(|(n, _)| n.hash_code()).collect();
+        iteration_order(&hashes)
+            .into_iter()
+            .map(move |i| (&self.entries[i].0, &self.entries[i].1))
     }
 
     /// Counts the n-grams of lengths `ngram_min..=ngram_max` ending before each of the
@@ -127,19 +166,18 @@ impl NgramCache {
             let start = n.saturating_sub(n_new).max(size);
             for i in start..n {
                 let ngram = Ngram::new(&inp[i - size..i]);
-                self.map.entry(ngram).or_default().add(inp[i], 1);
+                self.part_mut(ngram).add(inp[i], 1);
             }
         }
     }
 
     /// Adds every count of `other` to this cache (llama.cpp's `common_ngram_cache_merge`).
     pub fn merge(&mut self, other: &NgramCache) {
-        for (ngram, part) in &other.map {
-            match self.map.get_mut(ngram) {
-                None => {
-                    self.map.insert(*ngram, part.clone());
-                }
-                Some(target) => {
+        for (ngram, part) in other.iter() {
+            match self.index.get(ngram) {
+                None => self.insert(*ngram, part.clone()),
+                Some(&i) => {
+                    let target = &mut self.entries[i].1;
                     for (token, count) in part.iter() {
                         target.add(token, count);
                     }
@@ -157,7 +195,7 @@ impl NgramCache {
             source,
         };
         let mut bytes = Vec::new();
-        for (ngram, part) in &self.map {
+        for (ngram, part) in self.iter() {
             for t in ngram.0 {
                 bytes.extend_from_slice(&t.to_le_bytes());
             }
@@ -209,7 +247,7 @@ impl NgramCache {
                 }
                 part.add(token, count);
             }
-            cache.map.insert(Ngram(t), part);
+            cache.insert(Ngram(t), part);
         }
         Ok(cache)
     }
@@ -385,7 +423,7 @@ mod tests {
         a.save(&path).unwrap();
         let b = NgramCache::load(&path).unwrap();
         assert_eq!(a.len(), b.len());
-        for (ngram, part) in &a.map {
+        for (ngram, part) in a.iter() {
             let got = b.get(ngram).unwrap();
             let want: Vec<_> = part.iter().collect();
             // Loaded in the saved (visiting) order: same counts per token.
@@ -395,7 +433,7 @@ mod tests {
         }
         let mut m = a.clone();
         m.merge(&b);
-        for (ngram, part) in &a.map {
+        for (ngram, part) in a.iter() {
             for (t, c) in part.iter() {
                 assert_eq!(m.get(ngram).unwrap().count(t), 2 * c);
             }

@@ -8,11 +8,14 @@
 //!   which the target verifies in one batch.
 //! - [`lookup`]: `llama-lookup`, prompt lookup decoding: drafts from the n-grams of
 //!   the prompt and the output so far (and optional n-gram cache files).
+//! - [`lookup_create`], [`lookup_merge`]: the tools that make those files.
 //!
 //! This module holds what both share: their flags, the prompt, and the report.
 
 pub mod draft;
 pub mod lookup;
+pub mod lookup_create;
+pub mod lookup_merge;
 
 use std::io::Write;
 use std::path::PathBuf;
