@@ -7,6 +7,7 @@ mod common;
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
 
+use llamars::cli::speculative::{draft, lookup, lookup_create, lookup_merge};
 use llamars::cli::{
     bench, completion, eval_callback, gen_model, gguf_dump, passkey, perplexity, simple, tokenize,
 };
@@ -34,8 +35,68 @@ const TOKENIZE: Main = tokenize::main_with::<OsString>;
 const DUMP: Main = gguf_dump::main_with::<OsString>;
 const EVAL: Main = eval_callback::main_with::<OsString>;
 const SIMPLE: Main = simple::main_with::<OsString>;
+const SPEC: Main = draft::main_with::<OsString>;
+const LOOKUP: Main = lookup::main_with::<OsString>;
+const CREATE: Main = lookup_create::main_with::<OsString>;
+const MERGE: Main = lookup_merge::main_with::<OsString>;
 
 const BAD: &[Case] = &[
+    // Speculative decoding.
+    (
+        "llama-speculative",
+        SPEC,
+        &[b"-m", b"t.gguf", b"-p", b"x"],
+        "error: --model-draft is required",
+    ),
+    (
+        "llama-speculative",
+        SPEC,
+        &[b"-m", b"t.gguf", b"-md", b"d.gguf", b"-np", b"3"],
+        "error: -np: 3 is out of range: tree drafts (-np > 1) are not implemented",
+    ),
+    (
+        "llama-speculative",
+        SPEC,
+        &[
+            b"-m",
+            b"t.gguf",
+            b"-md",
+            b"d.gguf",
+            b"--spec-draft-n-max",
+            b"-1",
+        ],
+        "error: --spec-draft-n-max: -1 is out of range",
+    ),
+    (
+        "llama-lookup",
+        LOOKUP,
+        &[b"-m", b"t.gguf", b"-md", b"d.gguf"],
+        "error: invalid argument: -md",
+    ),
+    (
+        "llama-lookup",
+        LOOKUP,
+        &[b"-m", b"t.gguf", b"-lcs"],
+        "error: -lcs needs a value",
+    ),
+    (
+        "llama-cli",
+        CLI,
+        &[b"--spec-draft-p-min", b"1.5"],
+        "error: --spec-draft-p-min: 1.5 is out of range",
+    ),
+    (
+        "llama-lookup-create",
+        CREATE,
+        &[b"-m", b"t.gguf", b"-p", b"x"],
+        "error: no output file given (-lcs FNAME)",
+    ),
+    (
+        "llama-lookup-merge",
+        MERGE,
+        &[b"only.lcs"],
+        "error: give at least one cache file to merge and the output file",
+    ),
     // The common flags (llama-cli, llama-perplexity, llama-passkey).
     (
         "llama-cli",
