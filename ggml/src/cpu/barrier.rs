@@ -4,11 +4,14 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-/// Spins before a waiting thread yields its time slice (about 100-200 µs on the
-/// 2-vCPU EPYC of `docs/executor.md`).
-pub(crate) const SPINS: u32 = 4_096;
-/// Yields before it sleeps until released.
-pub(crate) const YIELDS: u32 = 16;
+/// Spins before a waiting thread starts yielding its time slice: a couple of
+/// microseconds, the wait at a node boundary when both threads have a core.
+pub(crate) const SPINS: u32 = 64;
+/// Yields before it sleeps until released (about 150 µs when nothing else wants the
+/// core). Yielding rather than spinning is what keeps a loaded machine working: a
+/// spinning waiter burns the time slice its partner, waiting for a core, needs
+/// (`docs/executor.md`, "Waiting").
+pub(crate) const YIELDS: u32 = 256;
 
 /// Where threads wait for a condition: spinning first, then yielding, then asleep on a
 /// condition variable. The sleep matters when the machine has more runnable threads

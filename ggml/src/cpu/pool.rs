@@ -2,7 +2,7 @@
 //! threads, the calling thread working as worker 0. A graph is published by bumping a
 //! counter; workers poll that counter for a while after each graph (so a decode loop
 //! that sends the next graph within about a millisecond never wakes anyone), then sleep
-//! until the next one.
+//! until the next one. Unlike ggml's pure spinning, the poll mostly yields.
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
@@ -12,11 +12,14 @@ use std::thread::JoinHandle;
 
 use super::barrier::{Park, SPINS, YIELDS};
 
-/// Checks of the graph counter a worker makes after finishing a graph before it
-/// yields, then sleeps: about 1-1.5 ms on the 2-vCPU EPYC of `docs/executor.md`, longer
-/// than a tiny model's whole token (about 150 µs), so the workers of a decode loop stay
-/// awake between tokens.
-const POLL_SPINS: u32 = 1 << 15;
+/// Checks of the graph counter a worker spins through after finishing a graph (about
+/// 30 µs), then ...
+const POLL_SPINS: u32 = 1_024;
+/// ... yields between checks (about 1.2 ms when nothing else wants the core, longer
+/// than a tiny model's whole token, about 150 µs), then sleeps: the workers of a decode
+/// loop are awake when the next graph comes, as ggml's polling threads are, without
+/// taking a loaded machine's cores from the threads that have work.
+const POLL_YIELDS: u32 = 2_048;
 
 /// The caller's job for one graph, which worker `ith` runs as `job(ith)`.
 struct Job<'a>(&'a (dyn Fn(usize) + Sync + 'a));
@@ -116,7 +119,7 @@ impl Drop for Pool {
 fn worker(s: &Shared, ith: usize) {
     let mut seen = 0usize;
     loop {
-        s.work.wait_until(POLL_SPINS, YIELDS, || {
+        s.work.wait_until(POLL_SPINS, POLL_YIELDS, || {
             s.graph.load(Ordering::SeqCst) != seen || s.stop.load(Ordering::SeqCst)
         });
         if s.stop.load(Ordering::SeqCst) {
