@@ -1,7 +1,8 @@
-//! The pool choice behind `Executor`: our default (one rayon `broadcast` per graph and
-//! our spinning barrier between nodes) against a fork-join per node (one `broadcast`
-//! per node) and against spawning `std::thread::scope` threads per graph, on a
-//! decode-like graph of ~500 tiny nodes and on a graph of a few big ones.
+//! The pool choice behind `Executor`: our default (our own persistent pool, ggml's
+//! threadpool, with our barrier between nodes) against one rayon `broadcast` per graph
+//! with the same barrier, a fork-join per node (one `broadcast` per node) and spawning
+//! `std::thread::scope` threads per graph, on a decode-like graph of ~500 tiny nodes
+//! and on a graph of a few big ones.
 //! `docs/executor.md` has the numbers. Criterion runs one variant after the other; on
 //! a machine shared with other work, `benches/executor_interleaved.rs` is the fairer
 //! comparison.
@@ -31,6 +32,7 @@ fn dispatch(c: &mut Criterion) {
             b.iter(|| one.compute(&ctx, &g).unwrap())
         });
         for (label, d) in [
+            ("own pool + barrier", Dispatch::Pool),
             ("broadcast per graph + barrier", Dispatch::Broadcast),
             ("broadcast per node", Dispatch::BroadcastPerNode),
             ("thread::scope per graph + barrier", Dispatch::ScopedThreads),

@@ -13,8 +13,9 @@ use ggml::{Dispatch, Executor};
 
 mod common;
 
-const VARIANTS: [(&str, usize, Dispatch); 4] = [
-    ("1 thread", 1, Dispatch::Broadcast),
+const VARIANTS: [(&str, usize, Dispatch); 5] = [
+    ("1 thread", 1, Dispatch::Pool),
+    ("2t own pool + barrier", 2, Dispatch::Pool),
     ("2t broadcast per graph + barrier", 2, Dispatch::Broadcast),
     ("2t broadcast per node", 2, Dispatch::BroadcastPerNode),
     (

@@ -69,6 +69,15 @@ fn block(ctx: &mut Context, n_tok: usize) -> Vec<TensorId> {
     vec![ctx.add(x, m)]
 }
 
+/// [`block`] over `n_tok` tokens as a graph, and its output.
+fn block_graph(n_tok: usize) -> (Context, Graph, TensorId) {
+    let mut ctx = Context::new();
+    let out = block(&mut ctx, n_tok)[0];
+    let mut g = Graph::new();
+    g.build_forward_expand(&ctx, out);
+    (ctx, g, out)
+}
+
 #[test]
 fn block_is_thread_count_independent() {
     for n_tok in [1, 7, 33] {
@@ -80,10 +89,7 @@ fn block_is_thread_count_independent() {
 
 #[test]
 fn profiling_records_every_node() {
-    let mut ctx = Context::new();
-    let out = block(&mut ctx, 5)[0];
-    let mut g = Graph::new();
-    g.build_forward_expand(&ctx, out);
+    let (ctx, g, _) = block_graph(5);
     let mut exec = Executor::new(2).unwrap();
     exec.set_profiling(true);
     exec.compute(&ctx, &g).unwrap();
@@ -102,32 +108,72 @@ fn profiling_records_every_node() {
     assert_eq!(exec.take_profile().graphs, 0, "take_profile resets");
 }
 
-/// The three ways of starting workers compute the same bits.
+/// The bits of `out` after one computation of `g` by `exec`.
+fn bits_of(exec: &mut Executor, ctx: &Context, g: &Graph, out: TensorId) -> Vec<u32> {
+    exec.compute(ctx, g).unwrap();
+    ctx.get_f32(out)
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+/// The ways of starting workers compute the same bits.
 #[test]
 fn dispatch_modes_agree() {
-    let mut ctx = Context::new();
-    let out = block(&mut ctx, 9)[0];
-    let mut g = Graph::new();
-    g.build_forward_expand(&ctx, out);
+    let (ctx, g, out) = block_graph(9);
     let mut results = Vec::new();
     for dispatch in [
+        Dispatch::Pool,
         Dispatch::Broadcast,
         Dispatch::BroadcastPerNode,
         Dispatch::ScopedThreads,
     ] {
         for n_threads in [1, 3] {
             let mut exec = Executor::with_dispatch(n_threads, dispatch).unwrap();
-            exec.compute(&ctx, &g).unwrap();
-            let bits: Vec<u32> = ctx
-                .get_f32(out)
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect();
-            results.push((dispatch, n_threads, bits));
+            results.push((dispatch, n_threads, bits_of(&mut exec, &ctx, &g, out)));
         }
     }
     for (d, n, bits) in &results[1..] {
         assert!(bits == &results[0].2, "{d:?} with {n} threads differs");
     }
+}
+
+/// Graphs with pauses in between, long enough for the pool's workers to stop polling
+/// and sleep: each kickoff must wake them, and the bits stay one thread's.
+#[test]
+fn graphs_after_pauses_give_the_same_bits() {
+    let (ctx, g, out) = block_graph(9);
+    let want = bits_of(&mut Executor::new(1).unwrap(), &ctx, &g, out);
+    let mut exec = Executor::new(3).unwrap();
+    for round in 0..12 {
+        if round % 2 == 1 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(bits_of(&mut exec, &ctx, &g, out) == want, "round {round}");
+    }
+}
+
+/// More workers than cores: waiters at the barrier and between graphs must yield and
+/// sleep instead of taking the CPU from the workers they wait for.
+#[test]
+fn more_threads_than_cores_give_the_same_bits() {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let n_threads = (2 * cores + 1).min(33);
+    let (ctx, g, out) = block_graph(33);
+    let want = bits_of(&mut Executor::new(1).unwrap(), &ctx, &g, out);
+    let mut exec = Executor::new(n_threads).unwrap();
+    for round in 0..20 {
+        assert!(
+            bits_of(&mut exec, &ctx, &g, out) == want,
+            "{n_threads} threads, round {round}"
+        );
+    }
+}
+
+/// An executor moves between threads (the server hands contexts to its workers).
+#[test]
+fn executor_is_send() {
+    fn send<T: Send>(_: T) {}
+    send(Executor::new(2).unwrap());
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::barrier::Barrier;
-use super::dispatch::{self, Dispatch};
+use super::dispatch::{self, Dispatch, Workers};
 use super::kernels::{self, ComputeParams, ExecNode, TView};
 use super::profile::Profile;
 use crate::buffer::{Buffer, ComputeGuard};
@@ -19,9 +19,11 @@ use crate::tensor::{Tensor, TensorId, MAX_SRC};
 
 /// Runs graphs on a persistent pool of `n_threads` workers.
 ///
-/// The pool is a rayon pool used once per graph (`broadcast`); the per-node
-/// synchronisation is our own spinning barrier ([`Dispatch::Broadcast`]).
-/// `docs/executor.md` has the benchmark behind this choice. The work buffer and the
+/// The pool is our own ([`Dispatch::Pool`], after ggml's threadpool): `n_threads - 1`
+/// persistent threads that poll for the next graph a while before they sleep, the
+/// calling thread working as worker 0, and our barrier between nodes. The threads are
+/// stopped and joined when the executor is dropped. `docs/executor.md` has the
+/// benchmark behind this choice. The work buffer and the
 /// node table are kept between calls, so computing graphs of a steady shape allocates
 /// nothing.
 ///
@@ -40,7 +42,7 @@ use crate::tensor::{Tensor, TensorId, MAX_SRC};
 pub struct Executor {
     n_threads: usize,
     dispatch: Dispatch,
-    pool: Option<rayon::ThreadPool>,
+    workers: Workers,
     work: Option<Arc<Buffer>>,
     nodes: Vec<ExecNode>,
     profiling: bool,
@@ -63,24 +65,12 @@ impl Executor {
     /// for the benchmark behind the default). Errors as [`Executor::new`].
     pub fn with_dispatch(n_threads: usize, dispatch: Dispatch) -> Result<Self> {
         let n_threads = n_threads.max(1);
-        let pool = if n_threads > 1 && dispatch.uses_pool() {
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(n_threads)
-                    .thread_name(|i| format!("ggml-worker-{i}"))
-                    .build()
-                    .map_err(|e| {
-                        Error::Graph(format!("cannot start {n_threads} worker threads: {e}"))
-                    })?,
-            )
-        } else {
-            None
-        };
+        let workers = Workers::new(dispatch, n_threads)?;
         let profiling = std::env::var_os("GGML_PERF").is_some_and(|v| v != "0");
         Ok(Executor {
             n_threads,
             dispatch,
-            pool,
+            workers,
             work: None,
             nodes: Vec::new(),
             profiling,
@@ -243,7 +233,7 @@ impl Executor {
                     .extend(times);
             }
         };
-        dispatch::run(self.dispatch, self.pool.as_ref(), nth, nodes.len(), &work);
+        dispatch::run(self.dispatch, &mut self.workers, nth, nodes.len(), &work);
         guards.clear();
         guarded.clear();
         self.guards = guards;

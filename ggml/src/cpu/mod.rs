@@ -9,6 +9,7 @@ mod barrier;
 mod dispatch;
 mod executor;
 pub(crate) mod kernels;
+mod pool;
 mod profile;
 pub mod simd;
 pub mod traits;
