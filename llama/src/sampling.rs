@@ -95,14 +95,19 @@ impl Candidates {
     /// fails it at one comparison; a selection moves the whole array several times.
     fn keep_best(&mut self, k: usize, order: impl Fn(&TokenData, &TokenData) -> Ordering) {
         let mut heap: BinaryHeap<Ranked<_>> = BinaryHeap::with_capacity(k + 1);
-        for &d in &self.data {
-            if heap.len() < k {
-                heap.push(Ranked(d, &order));
-            } else if let Some(mut worst) = heap.peek_mut() {
-                if order(&d, &worst.0) == Ordering::Less {
-                    *worst = Ranked(d, &order);
-                }
+        let (first, rest) = self.data.split_at(k);
+        heap.extend(first.iter().map(|&d| Ranked(d, &order)));
+        // The heap's worst, copied out: most candidates fail against it at one float
+        // comparison, without touching the heap.
+        let mut bar = heap.peek().map_or(first[0], |w| w.0);
+        for &d in rest {
+            if d.logit < bar.logit || order(&d, &bar) != Ordering::Less {
+                continue;
             }
+            if let Some(mut worst) = heap.peek_mut() {
+                *worst = Ranked(d, &order);
+            }
+            bar = heap.peek().map_or(d, |w| w.0);
         }
         self.data.clear();
         self.data.extend(heap.into_iter().map(|r| r.0));
