@@ -108,7 +108,8 @@ proptest! {
         }
     }
 
-    /// The tinyBLAS_Q0 register tiles give the scalar dot product's bits per output.
+    /// The tinyBLAS_Q0 register tiles, of every width, give the scalar dot product's bits
+    /// per output.
     #[test]
     fn llamafile_tiles_equal_the_dot_product(ti in 0..llamafile_types().len(), nb in 1usize..=12, seed in any::<u64>()) {
         use ggml::cpu::traits::{GEMM_TILE_M as M, GEMM_TILE_N as N};
@@ -120,11 +121,14 @@ proptest! {
         let dot = gemm_dot_for(typ, SimdLevel::Scalar).expect("scalar");
         for level in available_levels() {
             let Some(tile) = gemm_tile_for(typ, level) else { continue };
-            let mut out = [[0f32; N]; M];
-            tile(n, &x, &y, &mut out);
-            for (i, row) in out.iter().enumerate() {
-                for (j, v) in row.iter().enumerate() {
-                    prop_assert_eq!(v.to_bits(), dot(n, x[i], y[j]).to_bits(), "{} {} ({}, {})", typ, level.name(), i, j);
+            // Every width: whole tiles and the narrow ones at a batch's edge.
+            for width in 1..=N {
+                let mut out = [[0f32; N]; M];
+                tile(n, &x, &y[..width], &mut out);
+                for (i, row) in out.iter().enumerate() {
+                    for (j, v) in row.iter().enumerate().take(width) {
+                        prop_assert_eq!(v.to_bits(), dot(n, x[i], y[j]).to_bits(), "{} {} ({}, {}) of width {}", typ, level.name(), i, j, width);
+                    }
                 }
             }
         }

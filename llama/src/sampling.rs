@@ -18,7 +18,8 @@
 //! Twister with libstdc++'s `uniform_real_distribution<double>`), so that a seeded run
 //! picks the same tokens as llama.cpp when the logits agree.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::batch::Token;
@@ -76,7 +77,9 @@ impl Candidates {
         if !self.sorted {
             let order =
                 |a: &TokenData, b: &TokenData| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id));
-            if k > 0 && k < self.data.len() {
+            if k > 0 && k <= HEAP_TOP_K && k * 64 < self.data.len() {
+                self.keep_best(k, order);
+            } else if k > 0 && k < self.data.len() {
                 self.data.select_nth_unstable_by(k - 1, order);
                 self.data.truncate(k);
             }
@@ -84,6 +87,30 @@ impl Candidates {
             self.sorted = true;
         }
         self.data.truncate(k);
+    }
+
+    /// Keeps the `k` candidates first in `order` (a total order, so the same set as a
+    /// selection gives), in no particular order: one pass with a heap of the `k` best so
+    /// far, whose worst is the bar a candidate must pass. Most of a large vocabulary
+    /// fails it at one comparison; a selection moves the whole array several times.
+    fn keep_best(&mut self, k: usize, order: impl Fn(&TokenData, &TokenData) -> Ordering) {
+        let mut heap: BinaryHeap<Ranked<_>> = BinaryHeap::with_capacity(k + 1);
+        let (first, rest) = self.data.split_at(k);
+        heap.extend(first.iter().map(|&d| Ranked(d, &order)));
+        // The heap's worst, copied out: most candidates fail against it at one float
+        // comparison, without touching the heap.
+        let mut bar = heap.peek().map_or(first[0], |w| w.0);
+        for &d in rest {
+            if d.logit < bar.logit || order(&d, &bar) != Ordering::Less {
+                continue;
+            }
+            if let Some(mut worst) = heap.peek_mut() {
+                *worst = Ranked(d, &order);
+            }
+            bar = heap.peek().map_or(d, |w| w.0);
+        }
+        self.data.clear();
+        self.data.extend(heap.into_iter().map(|r| r.0));
     }
 
     /// Sets `p` to the softmax of the logits (after sorting when `sort`).
@@ -107,6 +134,34 @@ impl Candidates {
         }
     }
 }
+
+/// Top-k counts up to which [`Candidates`] select with a heap (when the list is much
+/// longer than `k`); larger ones take a selection.
+const HEAP_TOP_K: usize = 128;
+
+/// A candidate in a max-heap whose top is the worst kept: ordered by the sampling
+/// order it carries (later in it is greater).
+struct Ranked<'a, F>(TokenData, &'a F);
+
+impl<F: Fn(&TokenData, &TokenData) -> Ordering> Ord for Ranked<'_, F> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.1)(&self.0, &other.0)
+    }
+}
+
+impl<F: Fn(&TokenData, &TokenData) -> Ordering> PartialOrd for Ranked<'_, F> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<F: Fn(&TokenData, &TokenData) -> Ordering> PartialEq for Ranked<'_, F> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl<F: Fn(&TokenData, &TokenData) -> Ordering> Eq for Ranked<'_, F> {}
 
 /// One step of a sampling chain.
 pub trait Sampler: Send {
@@ -940,9 +995,28 @@ mod tests {
     #[test]
     fn top_k_selection_equals_a_full_sort() {
         let mut r = Mt19937::new(7);
-        for &(n, k) in &[(1000usize, 40i32), (50, 50), (50, 80), (3000, 1), (10, 0)] {
+        // The heap (k of 128 or less, n above 64 k) and the selection, on random and on
+        // rising logits (each candidate beats the heap's worst).
+        let cases = [
+            (1000usize, 40i32),
+            (50, 50),
+            (50, 80),
+            (3000, 1),
+            (10, 0),
+            (9000, 128),
+            (9000, 129),
+        ];
+        for (&(n, k), rising) in cases.iter().flat_map(|c| [(c, false), (c, true)]) {
             // Few distinct values, so that ties are common.
-            let logits: Vec<f32> = (0..n).map(|_| (r.next_u32() % 37) as f32 / 4.0).collect();
+            let logits: Vec<f32> = (0..n)
+                .map(|i| {
+                    if rising {
+                        i as f32 / 8.0
+                    } else {
+                        (r.next_u32() % 37) as f32 / 4.0
+                    }
+                })
+                .collect();
             let mut cur = Candidates::default();
             cur.reset_from(&logits);
             TopK(k).apply(&mut cur);

@@ -17,13 +17,15 @@ pub const GEMM_TILE_M: usize = 4;
 pub const GEMM_TILE_N: usize = 4;
 
 /// A register tile of a [`GemmDot`]: `out[i][j]` is `dot(n, x[i], y[j])`, bit for bit,
-/// for [`GEMM_TILE_M`] weight rows and [`GEMM_TILE_N`] activation rows, with each
-/// block loaded once and the outputs' sums running side by side. Panics on rows
-/// shorter than `n` elements.
+/// for [`GEMM_TILE_M`] weight rows and 1 to [`GEMM_TILE_N`] activation rows
+/// (`y.len()`; columns `j >= y.len()` of `out` are left alone), with each block loaded
+/// once and the outputs' sums running side by side, as tinyBLAS's `gemm<RM, RN>`
+/// tiles do for the narrow edges of a batch. Panics on rows shorter than `n` elements
+/// or on more than [`GEMM_TILE_N`] (or no) activation rows.
 pub type GemmTileFn = fn(
     n: usize,
     x: &[&[u8]; GEMM_TILE_M],
-    y: &[&[u8]; GEMM_TILE_N],
+    y: &[&[u8]],
     out: &mut [[f32; GEMM_TILE_N]; GEMM_TILE_M],
 );
 

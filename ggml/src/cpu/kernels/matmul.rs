@@ -128,8 +128,9 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
 }
 
 /// The loop of [`forward`] for 2-D weights with a tile kernel: blocks of rows as there,
-/// each block in register tiles of `GEMM_TILE_M × GEMM_TILE_N` outputs, its edges
-/// with `dot` (the tile's arithmetic per output). `y(ir1)` is src1 row `ir1` in the
+/// each block in register tiles of `GEMM_TILE_M × GEMM_TILE_N` outputs (narrower at
+/// the last activation rows), the weight rows past the last whole tile with `dot`
+/// (the tile's arithmetic per output). `y(ir1)` is src1 row `ir1` in the
 /// weight's `vec_dot_type`.
 fn forward_tiled<'a>(
     s0: &TView,
@@ -147,12 +148,18 @@ fn forward_tiled<'a>(
     // SAFETY: src0 is 2-D with dense rows (checked when the node was built) and only
     // read.
     let x = |ir0: usize| unsafe { s0.row_bytes(ir0, 0, 0) };
-    // `at` is `s1.row_index(ir1)`, worked out once per src1 row rather than per output.
-    let put_at = |ir0: usize, (i11, i12, i13): (usize, usize, usize), v: f32| {
-        // SAFETY: dst element (ir0, ir1) is inside dst and belongs to this thread alone.
-        unsafe { *(dst.elem_ptr(ir0, i11, i12, i13) as *mut f32) = v };
+    // The dst row of src1 row `ir1`, worked out once per tile of src1 rows rather than
+    // per output (dst rows are dense f32).
+    let dst_row = |ir1: usize| {
+        let (i11, i12, i13) = s1.row_index(ir1);
+        // SAFETY: src1 row `ir1` has a dst row (dst is `[ne01, ne11, ne12, ne13]`).
+        unsafe { dst.elem_ptr(0, i11, i12, i13) as *mut f32 }
     };
-    let put = |ir0: usize, ir1: usize, v: f32| put_at(ir0, s1.row_index(ir1), v);
+    let put_at = |ir0: usize, row: *mut f32, v: f32| {
+        // SAFETY: `row` is a dst row (of `ne0 > ir0` elements); its elements in this
+        // thread's range0 belong to this thread alone.
+        unsafe { *row.add(ir0) = v };
+    };
     let mut out = [[0f32; N]; M];
     // Weight blocks outside: each block of weight rows is read from memory once and
     // stays in L1 while every src1 row (from L2) runs through it.
@@ -160,30 +167,30 @@ fn forward_tiled<'a>(
         let end0 = (iir0 + BLCK_0).min(range0.end);
         for iir1 in range1.clone().step_by(BLCK_1_TILED) {
             let end1 = (iir1 + BLCK_1_TILED).min(range1.end);
-            let mut ir1 = iir1;
-            while ir1 + N <= end1 {
-                let ys: [&[u8]; N] = std::array::from_fn(|j| y(ir1 + j));
-                let at: [_; N] = std::array::from_fn(|j| s1.row_index(ir1 + j));
+            // Whole tiles of N activation rows, then one narrower tile for the rest
+            // (tinyBLAS's `gemm<4, 3>`, `gemm<4, 2>`, `gemm<4, 1>` edges).
+            for ir1 in (iir1..end1).step_by(N) {
+                let nj = N.min(end1 - ir1);
+                let mut ys: [&[u8]; N] = [&[]; N];
+                let mut at = [std::ptr::null_mut(); N];
+                for ((ys, at), r1) in ys.iter_mut().zip(&mut at).zip(ir1..ir1 + nj) {
+                    (*ys, *at) = (y(r1), dst_row(r1));
+                }
+                let (ys, at) = (&ys[..nj], &at[..nj]);
                 let mut ir0 = iir0;
                 while ir0 + M <= end0 {
-                    tile(n, &std::array::from_fn(|i| x(ir0 + i)), &ys, &mut out);
+                    tile(n, &std::array::from_fn(|i| x(ir0 + i)), ys, &mut out);
                     for (i, row) in out.iter().enumerate() {
-                        for (&v, &at) in row.iter().zip(&at) {
+                        for (&v, &at) in row.iter().zip(at) {
                             put_at(ir0 + i, at, v);
                         }
                     }
                     ir0 += M;
                 }
                 for r0 in ir0..end0 {
-                    for (j, ys) in ys.iter().enumerate() {
-                        put(r0, ir1 + j, dot(n, x(r0), ys));
+                    for (&ys, &at) in ys.iter().zip(at) {
+                        put_at(r0, at, dot(n, x(r0), ys));
                     }
-                }
-                ir1 += N;
-            }
-            for r1 in ir1..end1 {
-                for r0 in iir0..end0 {
-                    put(r0, r1, dot(n, x(r0), y(r1)));
                 }
             }
         }

@@ -351,27 +351,55 @@ unsafe fn f16_splat8(p: *const u8) -> __m256 {
     unsafe { _mm256_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned())) }
 }
 
-/// A `GemmTileFn` for [`x_q8_0_tile`] on weights `$x`, like `entry!`.
+/// A `GemmTileFn` for [`x_q8_0_tile`] on weights `$x`, like `entry!`: the activation
+/// rows in register tiles of at most `$w` (one instantiation per width), `$w` as
+/// tinyBLAS_Q0 picks it: 2 where the CPU has 16 vector registers (AVX2: a 4 × 4 tile's
+/// 16 accumulators would spill), 4 with AVX-512's 32.
 macro_rules! tile_entry {
-    ($x:ty, $vnni:literal, $feat:literal) => {{
+    ($x:ty, $vnni:literal, $w:literal, $feat:literal) => {{
         use crate::cpu::traits::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+        /// Columns `j0 .. j0 + J` of `out`.
+        ///
         /// # Safety
         /// Every row of `x` and `y` holds `nb` blocks; the CPU has the features.
         #[target_feature(enable = $feat)]
-        unsafe fn k(nb: usize, x: [*const u8; M], y: [*const u8; N], out: &mut [[f32; N]; M]) {
+        unsafe fn k<const J: usize>(
+            nb: usize,
+            x: [*const u8; M],
+            y: [*const u8; J],
+            j0: usize,
+            out: &mut [[f32; N]; M],
+        ) {
+            let mut o = [[0f32; J]; M];
             // SAFETY: `k`'s contract, upheld by the closure below.
-            unsafe { crate::quants::dot::avx2::x_q8_0_tile::<$x, $vnni, M, N>(nb, x, y, out) }
+            unsafe { crate::quants::dot::avx2::x_q8_0_tile::<$x, $vnni, M, J>(nb, x, y, &mut o) }
+            for (out, o) in out.iter_mut().zip(o) {
+                out[j0..j0 + J].copy_from_slice(&o);
+            }
         }
-        (|n: usize, x: &[&[u8]; M], y: &[&[u8]; N], out: &mut [[f32; N]; M]| {
+        (|n: usize, x: &[&[u8]; M], y: &[&[u8]], out: &mut [[f32; N]; M]| {
             let nb = n / <$x as Block>::BLCK;
             assert!(
-                x.iter().all(|x| x.len() >= nb * <$x as Block>::SIZE)
+                (1..=N).contains(&y.len())
+                    && x.iter().all(|x| x.len() >= nb * <$x as Block>::SIZE)
                     && y.iter().all(|y| y.len() >= nb * <BlockQ8_0 as Block>::SIZE),
-                "gemm tile: rows shorter than {n} elements"
+                "gemm tile: {} activation rows (1 to {N}) or rows shorter than {n} elements",
+                y.len()
             );
-            // SAFETY: every row holds `nb` blocks (checked above); this function is only
-            // handed out after the CPU features of `k` were detected.
-            unsafe { k(nb, x.map(<[u8]>::as_ptr), y.map(<[u8]>::as_ptr), out) }
+            let x = x.map(<[u8]>::as_ptr);
+            for (c, y) in y.chunks($w).enumerate() {
+                let (j0, p) = (c * $w, |j: usize| y[j].as_ptr());
+                // SAFETY: every row holds `nb` blocks (checked above); this function is
+                // only handed out after the CPU features of `k` were detected.
+                unsafe {
+                    match y.len() {
+                        1 => k::<1>(nb, x, [p(0)], j0, out),
+                        2 => k::<2>(nb, x, [p(0), p(1)], j0, out),
+                        3 => k::<3>(nb, x, [p(0), p(1), p(2)], j0, out),
+                        _ => k::<4>(nb, x, [p(0), p(1), p(2), p(3)], j0, out),
+                    }
+                }
+            }
         }) as crate::cpu::traits::GemmTileFn
     }};
 }
@@ -385,28 +413,32 @@ pub(super) unsafe fn gemm_tile_kernel<const VNNI: bool>(
     typ: GgmlType,
 ) -> Option<crate::cpu::traits::GemmTileFn> {
     Some(match (typ, VNNI) {
-        (GgmlType::Q4_0, false) => tile_entry!(BlockQ4_0, false, "avx2,fma,f16c"),
-        (GgmlType::Q5_0, false) => tile_entry!(BlockQ5_0, false, "avx2,fma,f16c"),
-        (GgmlType::Q8_0, false) => tile_entry!(BlockQ8_0, false, "avx2,fma,f16c"),
-        (GgmlType::IQ4_NL, false) => tile_entry!(BlockIq4Nl, false, "avx2,fma,f16c"),
+        (GgmlType::Q4_0, false) => tile_entry!(BlockQ4_0, false, 2, "avx2,fma,f16c"),
+        (GgmlType::Q5_0, false) => tile_entry!(BlockQ5_0, false, 2, "avx2,fma,f16c"),
+        (GgmlType::Q8_0, false) => tile_entry!(BlockQ8_0, false, 2, "avx2,fma,f16c"),
+        (GgmlType::IQ4_NL, false) => tile_entry!(BlockIq4Nl, false, 2, "avx2,fma,f16c"),
         (GgmlType::Q4_0, true) => tile_entry!(
             BlockQ4_0,
             true,
+            4,
             "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
         ),
         (GgmlType::Q5_0, true) => tile_entry!(
             BlockQ5_0,
             true,
+            4,
             "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
         ),
         (GgmlType::Q8_0, true) => tile_entry!(
             BlockQ8_0,
             true,
+            4,
             "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
         ),
         (GgmlType::IQ4_NL, true) => tile_entry!(
             BlockIq4Nl,
             true,
+            4,
             "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
         ),
         _ => return None,
