@@ -6,7 +6,7 @@
 //! and share per n-gram length, the context cache before the dynamic one, each
 //! validated by the static one. Among equally counted tokens llama.cpp keeps the
 //! first its hash map visits, so the tokens of each n-gram are kept in insertion order
-//! and visited in libstdc++'s order ([`super::bucket_order`]).
+//! and visited in libstdc++'s order (`bucket_order.rs`).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -35,7 +35,7 @@ const MIN_PERCENT_LAX: [u32; NGRAM_MAX] = [66, 50, 50, 50];
 const MIN_SAMPLE_SIZE_STRICT: [u32; NGRAM_MAX] = [4, 3, 2, 2];
 const MIN_PERCENT_STRICT: [u32; NGRAM_MAX] = [75, 66, 66, 66];
 
-/// Up to [`NGRAM_MAX`] tokens, the rest [`TOKEN_NULL`].
+/// Up to [`NGRAM_MAX`] tokens, the rest -1 (llama.cpp's `LLAMA_TOKEN_NULL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Ngram(pub [Token; NGRAM_MAX]);
 
