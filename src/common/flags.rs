@@ -67,6 +67,14 @@ fn count_or_minus_one(v: Value<'_>, meaning: &str) -> Result<i32, ValueError> {
     v.num_in(-1, i32::MAX, &format!("must be >= 0, or -1 for {meaning}"))
 }
 
+/// The options of `opts` that have one of `names` (for a program that takes only
+/// some of the common flags: the others are then refused as unknown).
+pub fn named<P>(opts: Vec<Opt<P>>, names: &[&str]) -> Vec<Opt<P>> {
+    opts.into_iter()
+        .filter(|o| o.names.iter().any(|n| names.contains(n)))
+        .collect()
+}
+
 /// The flags every program accepts (model, prompt, context, sampling).
 pub fn common_opts<P: AsMut<CommonParams>>() -> Vec<Opt<P>> {
     vec![

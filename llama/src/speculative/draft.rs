@@ -55,10 +55,6 @@ pub struct DraftModel {
     cached: Vec<Vec<Token>>,
     chain: SamplerChain,
     batch: Batch,
-    /// Drafts made and tokens drafted, for statistics.
-    pub n_drafts: u64,
-    /// Tokens proposed over all drafts.
-    pub n_drafted: u64,
 }
 
 impl DraftModel {
@@ -73,8 +69,6 @@ impl DraftModel {
             // the draft takes the most likely token).
             chain: SamplerChain::new().with(TopK(10)).with(Dist::new(0)),
             batch: Batch::new(),
-            n_drafts: 0,
-            n_drafted: 0,
         }
     }
 
@@ -179,8 +173,6 @@ impl DraftModel {
             }
             next = best.id;
         }
-        self.n_drafts += 1;
-        self.n_drafted += out.len() as u64;
         if out.len() < params.n_min {
             out.clear();
         }

@@ -21,7 +21,7 @@ use llama::{EmbdNorm, LlamaContext, PoolingType};
 
 use crate::common::args::Opt;
 use crate::common::error::{CliError, Result, ValueError};
-use crate::common::flags::common_opts;
+use crate::common::flags::{common_opts, named};
 use crate::common::load;
 use crate::common::params::CommonParams;
 use crate::common::program::{entry_points, Program, Streams};
@@ -118,10 +118,7 @@ fn separator(v: crate::common::args::Value<'_>) -> Result<Vec<u8>, ValueError> {
 /// The options this program accepts: the common ones that apply, and the embedding
 /// ones.
 pub fn options() -> Vec<Opt<Params>> {
-    let mut opts: Vec<Opt<Params>> = common_opts()
-        .into_iter()
-        .filter(|o| o.names.iter().any(|n| COMMON_FLAGS.contains(n)))
-        .collect();
+    let mut opts: Vec<Opt<Params>> = named(common_opts(), COMMON_FLAGS);
     // -ub is recorded so that overriding it can be said (see `Embedding::finish`).
     for o in &mut opts {
         if o.names.contains(&"-ub") {

@@ -15,7 +15,9 @@ use llama::speculative::check_vocab_compat;
 use llama::speculative::draft::top_candidate;
 use llama::{Batch, MemoryOps, Token};
 
-use super::{decode_prompt, options, piece, prompt_tokens, Params, Stats};
+use super::{
+    check_prompt, decode_prompt, options, piece, print_prompt, tokenize_prompt, Params, Stats,
+};
 use crate::cli::output::{emit, print_profile, print_timings, SampleTimer};
 use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
@@ -77,7 +79,9 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
     let mut ctx_dft = load::context(&model_dft, c, log)?;
     check_vocab_compat(&model_tgt.vocab, &model_dft.vocab).map_err(CliError::Usage)?;
 
-    let inp = prompt_tokens(&ctx_tgt, c, out)?;
+    let inp = tokenize_prompt(&ctx_tgt, c);
+    check_prompt(&ctx_tgt, &inp)?;
+    print_prompt(&model_tgt, &inp, out)?;
     let mut stats = Stats {
         n_input: inp.len(),
         n_draft: p.draft.n_max,

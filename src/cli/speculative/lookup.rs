@@ -11,7 +11,9 @@ use llama::speculative::ngram_cache::{NGRAM_MAX, NGRAM_MIN};
 use llama::speculative::{NgramCache, NgramCaches};
 use llama::{Batch, MemoryOps, Token};
 
-use super::{decode_prompt, options, piece, prompt_tokens, Params, Stats};
+use super::{
+    check_prompt, decode_prompt, options, piece, print_prompt, tokenize_prompt, Params, Stats,
+};
 use crate::cli::output::{emit, print_profile, print_timings, SampleTimer};
 use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
@@ -55,13 +57,7 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
     let mut ctx = load::context(&model, c, log)?;
     let n_draft = p.draft.n_max;
 
-    let mut inp = ctx.tokenize(
-        &c.prompt,
-        llama::TokenizeOptions {
-            add_special: true,
-            parse_special: true,
-        },
-    );
+    let mut inp = tokenize_prompt(&ctx, c);
     let mut caches = NgramCaches::default();
     let mut t_draft_flat = Duration::ZERO;
     let mut t_draft = Duration::ZERO;
@@ -84,8 +80,8 @@ pub fn run(p: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<()> {
         }
         t_draft_flat += t0.elapsed();
     }
-    let printed = prompt_tokens(&ctx, c, out)?;
-    debug_assert_eq!(printed, inp);
+    check_prompt(&ctx, &inp)?;
+    print_prompt(&model, &inp, out)?;
     let mut stats = Stats {
         n_input: inp.len(),
         n_draft,

@@ -10,7 +10,7 @@ use llama::TokenizeOptions;
 
 use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
-use crate::common::flags::common_opts;
+use crate::common::flags::{common_opts, named};
 use crate::common::params::CommonParams;
 use crate::common::program::{entry_points, Program, Streams};
 
@@ -38,10 +38,7 @@ impl Program for LookupCreate {
     const ABOUT: &'static str = "Writes a static n-gram cache of a corpus for llama-lookup -lcs (llama.cpp's llama-lookup-create).\n\nexample: llama-lookup-create -m model.gguf -f corpus.txt -lcs corpus.lcs";
 
     fn options() -> Vec<Opt<CreateParams>> {
-        let mut opts: Vec<Opt<CreateParams>> = common_opts()
-            .into_iter()
-            .filter(|o| o.names.iter().any(|n| ["-m", "-p", "-f"].contains(n)))
-            .collect();
+        let mut opts: Vec<Opt<CreateParams>> = named(common_opts(), &["-m", "-p", "-f"]);
         opts.push(Opt::value(
             &["-lcs", "--lookup-cache-static"],
             "FNAME",

@@ -26,7 +26,7 @@ use llama::{Batch, LlamaContext, Model, Token, TokenizeOptions};
 use crate::cli::output::emit;
 use crate::common::args::Opt;
 use crate::common::error::{CliError, Result};
-use crate::common::flags::{common_opts, draft_opts};
+use crate::common::flags::{common_opts, draft_opts, named};
 use crate::common::params::CommonParams;
 
 /// The parameters of both programs.
@@ -111,16 +111,9 @@ const COMMON_FLAGS: &[&str] = &[
 /// The flags of both programs: the common ones that apply, the draft length, `-np`,
 /// and with `draft_model` `-md`, else the n-gram cache files.
 pub fn options(draft_model: bool) -> Vec<Opt<Params>> {
-    let mut opts: Vec<Opt<Params>> = common_opts()
-        .into_iter()
-        .filter(|o| o.names.iter().any(|n| COMMON_FLAGS.contains(n)))
-        .collect();
+    let mut opts: Vec<Opt<Params>> = named(common_opts(), COMMON_FLAGS);
     // The draft length; the other draft flags are the server's.
-    opts.extend(
-        draft_opts::<Params>()
-            .into_iter()
-            .filter(|o| o.names.contains(&"--spec-draft-n-max")),
-    );
+    opts.extend(named(draft_opts(), &["--spec-draft-n-max"]));
     opts.push(Opt::value(
         &["-np", "--parallel"],
         "N",
@@ -173,17 +166,19 @@ fn piece(model: &Model, t: Token) -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// Tokenizes the prompt (special tokens parsed, BOS added as the model wants),
-/// refuses one that leaves fewer than 4 cells of the context, and prints it after two
-/// line feeds as llama.cpp does. Errors: an empty or too long prompt, or writing.
-fn prompt_tokens(ctx: &LlamaContext, p: &CommonParams, out: &mut dyn Write) -> Result<Vec<Token>> {
-    let inp = ctx.tokenize(
+/// Tokenizes the prompt: special tokens parsed, BOS added as the model wants.
+fn tokenize_prompt(ctx: &LlamaContext, p: &CommonParams) -> Vec<Token> {
+    ctx.tokenize(
         &p.prompt,
         TokenizeOptions {
             add_special: true,
             parse_special: true,
         },
-    );
+    )
+}
+
+/// Refuses a prompt that leaves fewer than 4 cells of the context, or none at all.
+fn check_prompt(ctx: &LlamaContext, inp: &[Token]) -> Result<()> {
     let max = ctx.n_ctx() as usize - 4.min(ctx.n_ctx() as usize);
     if inp.len() > max {
         return Err(CliError::Input(format!(
@@ -194,12 +189,18 @@ fn prompt_tokens(ctx: &LlamaContext, p: &CommonParams, out: &mut dyn Write) -> R
     if inp.is_empty() {
         return Err(CliError::Input("the prompt is empty".into()));
     }
+    Ok(())
+}
+
+/// Prints the prompt's tokens after two line feeds, as llama.cpp does. Errors:
+/// writing.
+fn print_prompt(model: &Model, inp: &[Token], out: &mut dyn Write) -> Result<()> {
     let w = CliError::io("writing output");
     out.write_all(b"\n\n").map_err(&w)?;
-    for &t in &inp {
-        emit(out, &piece(ctx.model(), t)).map_err(&w)?;
+    for &t in inp {
+        emit(out, &piece(model, t)).map_err(&w)?;
     }
-    Ok(inp)
+    Ok(())
 }
 
 /// Decodes the prompt as llama.cpp's programs do: all but the last token, then the

@@ -37,9 +37,9 @@ pub struct Speculation {
 pub struct JobSpec {
     /// The draft in the step's batch, after the slot's sampled token.
     pub draft: Vec<Token>,
-    /// The n-gram cache of the prompt and output (n-gram drafts), and how many of
-    /// those tokens it has counted.
-    pub ngrams: Option<(NgramCaches, usize)>,
+    /// The n-gram cache of the prompt and output (n-gram drafts), and those tokens
+    /// as far as it has counted them.
+    pub ngrams: Option<(NgramCaches, Vec<Token>)>,
     /// Draft tokens proposed and accepted over the job (`timings.draft_n`,
     /// `timings.draft_n_accepted`).
     pub n_drafted: usize,
@@ -88,20 +88,23 @@ impl Engine {
                 }
             },
             DraftSource::Ngram => {
-                let (caches, counted) = job.spec.ngrams.get_or_insert_with(Default::default);
-                // The prompt and every generated token (the last is `tok`).
-                let mut inp = job.task.prompt.clone();
-                inp.extend_from_slice(&job.tokens);
-                let n_new = inp.len() - *counted;
+                let (caches, inp) = job.spec.ngrams.get_or_insert_with(Default::default);
+                // The prompt and every generated token (the last is `tok`): the new
+                // ones appended, then counted.
+                let counted = inp.len();
+                if counted == 0 {
+                    inp.extend_from_slice(&job.task.prompt);
+                }
+                let n_generated_seen = inp.len() - job.task.prompt.len();
+                inp.extend_from_slice(&job.tokens[n_generated_seen..]);
                 caches.context.update(
                     llama::speculative::ngram_cache::NGRAM_MIN,
                     llama::speculative::ngram_cache::NGRAM_MAX,
-                    &inp,
-                    n_new,
+                    inp,
+                    inp.len() - counted,
                 );
-                *counted = inp.len();
                 let mut d = vec![tok];
-                caches.draft(&inp, &mut d, p.n_max.min(n_max));
+                caches.draft(inp, &mut d, p.n_max.min(n_max));
                 d.remove(0);
                 if d.len() < p.n_min {
                     d.clear();
