@@ -405,6 +405,14 @@ proptest! {
         n_threads in st::n_threads(),
     ) {
         let b = Block { n_embd, n_ff, n_expert, n_used, n_tokens };
-        check(|ctx| vec![moe_ffn(ctx, &b, seed, wtype)], n_threads, Tolerance::F32)?;
+        // With f16 experts the SwiGLU output is rounded to f16 before the down
+        // projection: from f32 here, from f64 in the reference. A value next to an f16
+        // midpoint rounds apart by one f16 step, which a small cancelling sum shows
+        // above 1e-7, so f16 blocks get llama.cpp's bar for `mul_mat_id` (5e-4).
+        let tol = match wtype {
+            GgmlType::F16 => Tolerance::nmse(5e-4),
+            _ => Tolerance::F32,
+        };
+        check(|ctx| vec![moe_ffn(ctx, &b, seed, wtype)], n_threads, tol)?;
     }
 }
