@@ -54,6 +54,8 @@ proptest! {
             prop_assert!(dot_ok(got, want, n, abs_sum), "{name} dot_f32 n={n}: {got} vs {want}");
             let (got, want) = ((k.dot_f16)(&xh, &yh), (s.dot_f16)(&xh, &yh));
             prop_assert!(dot_ok(got, want, n, abs_sum * 1.01), "{name} dot_f16 n={n}: {got} vs {want}");
+            // Below 64 halves the whole row is ggml's leftover loop: the same bits.
+            prop_assert!(n >= 64 || got.to_bits() == want.to_bits(), "{name} dot_f16 tail n={n}: {got} vs {want}");
             let (got, want) = ((k.dot_bf16)(&xb, &yb), (s.dot_bf16)(&xb, &yb));
             prop_assert!(dot_ok(got, want, n, abs_sum * 1.02), "{name} dot_bf16 n={n}: {got} vs {want}");
         }

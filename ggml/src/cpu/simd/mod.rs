@@ -86,6 +86,9 @@ pub struct VecKernels {
     pub dot_f32: fn(x: &[f32], y: &[f32]) -> f32,
     /// `sum(x[i] * y[i])` of f16 rows as `ggml_vec_dot_f16` (AVX-512 build; leftovers in f64).
     pub dot_f16: fn(x: &[f16], y: &[f16]) -> f32,
+    /// Four [`VecKernels::dot_f16`]s of the rows `x[r]` with one `y`, the same bits as
+    /// four calls: short rows (all leftovers) run their four f64 chains side by side.
+    pub dot_f16_x4: fn(x: [&[f16]; 4], y: &[f16]) -> [f32; 4],
     /// `sum(x[i] * y[i])` of bf16 rows as `ggml_vec_dot_bf16` with AVX-512 BF16
     /// (pairwise `vdpbf16ps` accumulators over steps of 64, leftovers in f64).
     pub dot_bf16: fn(x: &[bf16], y: &[bf16]) -> f32,

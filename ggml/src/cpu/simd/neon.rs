@@ -11,6 +11,7 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     // are the same bits on every machine.
     dot_f32: scalar::dot_f32,
     dot_f16: scalar::dot_f16,
+    dot_f16_x4: scalar::dot_f16_x4,
     dot_bf16: scalar::dot_bf16,
     gemm_dot_f32: scalar::gemm_dot_f32,
     gemm_dot_f16: scalar::gemm_dot_f16,

@@ -8,6 +8,7 @@ pub(super) static KERNELS: VecKernels = VecKernels {
     level: SimdLevel::Scalar,
     dot_f32,
     dot_f16,
+    dot_f16_x4,
     dot_bf16,
     gemm_dot_f32,
     gemm_dot_f16,
@@ -41,6 +42,11 @@ pub(super) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
         |i| y[i],
         |s, np| super::vec_dot_f32_tail(s as f32, x, y, np),
     )
+}
+
+/// Four [`dot_f16`]s with one `y`.
+pub(super) fn dot_f16_x4(x: [&[f16]; 4], y: &[f16]) -> [f32; 4] {
+    x.map(|x| dot_f16(x, y))
 }
 
 /// ggml_vec_dot_f16 (AVX-512 build, leftovers in f64).

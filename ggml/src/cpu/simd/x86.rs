@@ -30,6 +30,10 @@ pub(super) static AVX2: VecKernels = VecKernels {
         // SAFETY: as above.
         unsafe { avx2::dot_f16(x, y) }
     },
+    dot_f16_x4: |x, y| {
+        // SAFETY: as above.
+        unsafe { avx2::dot_f16_x4(x, y) }
+    },
     dot_bf16: |x, y| {
         // SAFETY: as above.
         unsafe { dot_bf16_avx2(x, y) }
@@ -103,6 +107,10 @@ pub(super) static AVX512: VecKernels = VecKernels {
     dot_f16: |x, y| {
         // SAFETY: as above.
         unsafe { avx512::dot_f16(x, y) }
+    },
+    dot_f16_x4: |x, y| {
+        // SAFETY: as above.
+        unsafe { avx512::dot_f16_x4(x, y) }
     },
     dot_bf16: |x, y| {
         // SAFETY: as above.
@@ -258,6 +266,19 @@ macro_rules! width_kernels {
             pub(super) unsafe fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
                 // SAFETY: this fn's contract: the features the body needs.
                 unsafe { width::vec_order_dot::<$sixteen, f16, $prefetch>(x, y, width::tail_f16) }
+            }
+
+            /// # Safety
+            /// The CPU has the features this function enables.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn dot_f16_x4(x: [&[f16]; 4], y: &[f16]) -> [f32; 4] {
+                if y.len() < 64 && x.iter().all(|x| x.len() == y.len()) {
+                    // SAFETY: this fn's contract: the features the body needs.
+                    unsafe { width::short_dot_f16_x4(x, y) }
+                } else {
+                    // SAFETY: as above.
+                    x.map(|x| unsafe { dot_f16(x, y) })
+                }
             }
 
             /// # Safety

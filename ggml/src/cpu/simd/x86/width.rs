@@ -161,8 +161,12 @@ pub(super) unsafe fn vec_order_dot<S: Sixteen, T: Elem, const PREFETCH: bool>(
     // slices (the loop bounds); a prefetch never faults, so any address does.
     unsafe {
         let n = x.len().min(y.len());
-        let (xp, yp) = (x.as_ptr(), y.as_ptr());
         let np = n & !63;
+        if np == 0 {
+            // A short row is all leftovers (the empty sum is +0 either way).
+            return tail(0.0, x, y, 0);
+        }
+        let (xp, yp) = (x.as_ptr(), y.as_ptr());
         let mut acc = [S::zero(); 4];
         let ahead = ROW_PREFETCH_BYTES / std::mem::size_of::<T>();
         let mut i = 0;
@@ -214,45 +218,112 @@ pub(super) fn tail_f32(s: f32, x: &[f32], y: &[f32], np: usize) -> f32 {
 /// conversion was a third of a tiny model's decode.
 pub(super) fn tail_f16(s: f32, x: &[f16], y: &[f16], np: usize) -> f32 {
     let n = x.len().min(y.len());
-    let mut s = s as f64;
-    let mut i = np;
-    if std::arch::is_x86_feature_detected!("f16c") {
-        let (mut xf, mut yf) = ([0f32; 8], [0f32; 8]);
-        while i < n {
-            let k = (n - i).min(8);
-            // SAFETY: the CPU has F16C (checked above); the slices hold `k` <= 8 halves.
-            unsafe {
-                halves_to_f32(&x[i..i + k], &mut xf);
-                halves_to_f32(&y[i..i + k], &mut yf);
-            }
-            for j in 0..k {
-                s += (xf[j] * yf[j]) as f64;
-            }
-            i += k;
-        }
-        return s as f32;
+    if np < n && std::arch::is_x86_feature_detected!("f16c") {
+        // SAFETY: the CPU has F16C (checked above).
+        return unsafe { tail_f16_f16c(s, &x[np..n], &y[np..n]) };
     }
-    for j in i..n {
+    let mut s = s as f64;
+    for j in np..n {
         s += (x[j].to_f32() * y[j].to_f32()) as f64;
     }
     s as f32
 }
 
-/// Up to 8 halves of `src` as floats in `dst` (the rest of `dst` zero).
+/// Four `ggml_vec_dot_f16`s of rows `x[r]` of `y.len() < 64` halves with `y`: all
+/// leftovers, so each is [`tail_f16`]'s chain of f64 additions in order, and the four
+/// chains run side by side (one chain waits on each addition's latency).
 ///
 /// # Safety
-/// The CPU has F16C; `src.len() <= 8`.
+/// The CPU has F16C (and so AVX); every `x[r]` holds at least `y.len()` halves.
+#[inline(always)]
+pub(super) unsafe fn short_dot_f16_x4(x: [&[f16]; 4], y: &[f16]) -> [f32; 4] {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
+    use std::arch::x86_64::{__m256, _mm256_cvtph_ps, _mm256_mul_ps, _mm256_storeu_ps};
+    /// Halves `i..i + 8` of `row` as floats, zeros past `n`.
+    ///
+    /// # Safety
+    /// F16C is enabled; `row` holds at least `n` halves.
+    #[inline(always)]
+    unsafe fn load8(row: &[f16], i: usize, n: usize) -> __m256 {
+        let mut pad = [0u16; 8];
+        let p = if i + 8 <= n {
+            row[i..].as_ptr() as *const __m128i
+        } else {
+            for (b, h) in pad.iter_mut().zip(&row[i..n]) {
+                *b = h.to_bits();
+            }
+            pad.as_ptr() as *const __m128i
+        };
+        // SAFETY: `p` points at 8 halves (16 bytes) inside `row` or `pad`; F16C is
+        // enabled (this fn's contract).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p)) }
+    }
+    let n = y.len();
+    let mut s = [0f64; 4];
+    let mut prods = [[0f32; 8]; 4];
+    let mut i = 0;
+    while i < n {
+        // SAFETY: F16C is enabled and every row holds `n` halves (this fn's contract);
+        // each store writes the 8 floats of `prods[r]`.
+        unsafe {
+            let yv = load8(y, i, n);
+            for (r, p) in prods.iter_mut().enumerate() {
+                _mm256_storeu_ps(p.as_mut_ptr(), _mm256_mul_ps(load8(x[r], i, n), yv));
+            }
+        }
+        for j in 0..(n - i).min(8) {
+            for (s, p) in s.iter_mut().zip(&prods) {
+                *s += p[j] as f64;
+            }
+        }
+        i += 8;
+    }
+    s.map(|s| s as f32)
+}
+
+/// [`tail_f16`] with F16C: 8 halves of each row converted and multiplied at once (a
+/// product of two halves is exact in f32, as one at a time), the products added in
+/// f64 in order.
+///
+/// # Safety
+/// The CPU has F16C (and so AVX).
 #[target_feature(enable = "avx,f16c")]
-unsafe fn halves_to_f32(src: &[f16], dst: &mut [f32; 8]) {
-    use std::arch::x86_64::{_mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
-    let mut bits = [0u16; 8];
-    for (b, h) in bits.iter_mut().zip(src) {
-        *b = h.to_bits();
+unsafe fn tail_f16_f16c(s: f32, x: &[f16], y: &[f16]) -> f32 {
+    use std::arch::x86_64::_mm_loadu_si128;
+    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_mul_ps, _mm256_storeu_ps};
+    let n = x.len().min(y.len());
+    let mut s = s as f64;
+    let mut prods = [0f32; 8];
+    let mut i = 0;
+    while i < n {
+        let k = (n - i).min(8);
+        let (mut xb, mut yb) = ([0u16; 8], [0u16; 8]);
+        let (xp, yp) = if k == 8 {
+            (
+                x[i..].as_ptr() as *const __m128i,
+                y[i..].as_ptr() as *const __m128i,
+            )
+        } else {
+            for j in 0..k {
+                xb[j] = x[i + j].to_bits();
+                yb[j] = y[i + j].to_bits();
+            }
+            (xb.as_ptr() as *const __m128i, yb.as_ptr() as *const __m128i)
+        };
+        // SAFETY: F16C and AVX are enabled (this fn's contract); `xp` and `yp` point
+        // at 8 halves (16 bytes) inside the rows or the padded copies, and `prods`
+        // holds 8 floats.
+        unsafe {
+            let p = _mm256_mul_ps(
+                _mm256_cvtph_ps(_mm_loadu_si128(xp)),
+                _mm256_cvtph_ps(_mm_loadu_si128(yp)),
+            );
+            _mm256_storeu_ps(prods.as_mut_ptr(), p);
+        }
+        for &p in &prods[..k] {
+            s += p as f64;
+        }
+        i += k;
     }
-    // SAFETY: F16C and AVX are enabled (this fn's contract); `bits` and `dst` are 8
-    // elements, the 16 and 32 bytes loaded and stored.
-    unsafe {
-        let v = _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const _));
-        _mm256_storeu_ps(dst.as_mut_ptr(), v);
-    }
+    s as f32
 }
