@@ -54,6 +54,13 @@ proptest! {
             prop_assert!(dot_ok(got, want, n, abs_sum), "{name} dot_f32 n={n}: {got} vs {want}");
             let (got, want) = ((k.dot_f16)(&xh, &yh), (s.dot_f16)(&xh, &yh));
             prop_assert!(dot_ok(got, want, n, abs_sum * 1.01), "{name} dot_f16 n={n}: {got} vs {want}");
+            // Four rows at once: the bits of four single dot products.
+            let rows: Vec<Vec<f16>> = (0..4).map(|r| xh.iter().cycle().skip(r).take(n).copied().collect()).collect();
+            let four = (k.dot_f16_x4)([&rows[0], &rows[1], &rows[2], &rows[3]], &yh);
+            for (r, row) in rows.iter().enumerate() {
+                let one = (k.dot_f16)(row, &yh);
+                prop_assert!(four[r].to_bits() == one.to_bits(), "{name} dot_f16_x4 row {r} n={n}: {} vs {one}", four[r]);
+            }
             // Below 64 halves the whole row is ggml's leftover loop: the same bits.
             prop_assert!(n >= 64 || got.to_bits() == want.to_bits(), "{name} dot_f16 tail n={n}: {got} vs {want}");
             let (got, want) = ((k.dot_bf16)(&xb, &yb), (s.dot_bf16)(&xb, &yb));
