@@ -79,6 +79,7 @@ pub mod graph;
 mod init;
 pub mod op;
 mod ops;
+pub mod opt;
 pub mod quants;
 pub mod random;
 pub mod repack;
