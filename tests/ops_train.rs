@@ -306,3 +306,129 @@ fn invalid_sources_are_typed_errors() {
     ctx.try_opt_step_adamw(w, a, a, a, p7).unwrap();
     ctx.try_opt_step_sgd(w, a, p2).unwrap();
 }
+
+/// A forward op of `x` whose gradient op is under test; the op's other sources are made
+/// from `seed` (the same each time).
+#[derive(Clone, Copy, Debug)]
+enum Forward {
+    RmsNorm(f32),
+    Norm(f32),
+    SoftMax(f32),
+    /// The loss against labels whose rows sum to 1 (where ggml's gradient is exact).
+    CrossEntropy,
+    Rope(RopeParams),
+}
+
+impl Forward {
+    fn build(self, ctx: &mut Context, x: TensorId, seed: u64) -> TensorId {
+        let ne = ctx.tensor(x).ne;
+        match self {
+            Forward::RmsNorm(eps) => ctx.rms_norm(x, eps),
+            Forward::Norm(eps) => ctx.norm(x, eps),
+            Forward::SoftMax(scale) => {
+                let p = ggml::SoftMaxParams {
+                    scale,
+                    max_bias: 0.0,
+                };
+                ctx.soft_max_ext(x, None, p)
+            }
+            Forward::CrossEntropy => {
+                let t = ctx.new_tensor(GgmlType::F32, &ne);
+                Fill::uniform(seed, 0.0, 1.0).apply(ctx, t).unwrap();
+                let mut v = ctx.get_f32(t).unwrap();
+                for row in v.chunks_mut(ne[0]) {
+                    let s: f32 = row.iter().sum();
+                    row.iter_mut().for_each(|x| *x /= s);
+                }
+                ctx.set_f32(t, &v).unwrap();
+                ctx.set_name(t, "labels");
+                ctx.cross_entropy_loss(x, t)
+            }
+            Forward::Rope(p) => {
+                let (pos, _) = rope_sources(ctx, ne, &p, false, seed);
+                ctx.rope_ext(x, pos, None, p)
+            }
+        }
+    }
+
+    /// The gradient op, from the output's gradient `dy`, the input `x` and the output
+    /// `y`.
+    fn back(self, ctx: &mut Context, dy: TensorId, x: TensorId, y: TensorId) -> TensorId {
+        match self {
+            Forward::RmsNorm(eps) => ctx.rms_norm_back(dy, x, eps),
+            Forward::Norm(eps) => ctx.norm_back(dy, x, eps),
+            Forward::SoftMax(scale) => ctx.soft_max_ext_back(dy, y, scale, 0.0),
+            Forward::CrossEntropy => {
+                let t = ctx.tensor(y).src[1].unwrap();
+                ctx.cross_entropy_loss_back(dy, x, t)
+            }
+            Forward::Rope(p) => {
+                let pos = ctx.tensor(y).src[1].unwrap();
+                ctx.rope_ext_back(dy, pos, None, p)
+            }
+        }
+    }
+}
+
+fn forward_case() -> impl Strategy<Value = ([usize; 4], Forward)> {
+    let rope = st::rope_shape_params()
+        .prop_map(|(ne, p)| (ne, Forward::Rope(p)))
+        .boxed();
+    let rows = st::shape([12, 3, 2, 1])
+        .prop_flat_map(|ne| {
+            let norms = norm_eps(ne[0])
+                .prop_flat_map(|eps| select(vec![Forward::RmsNorm(eps), Forward::Norm(eps)]));
+            let other = select(vec![
+                Forward::SoftMax(1.0),
+                Forward::SoftMax(0.5),
+                Forward::CrossEntropy,
+            ]);
+            (Just(ne), prop_oneof![norms, other])
+        })
+        .boxed();
+    prop_oneof![1 => rope, 4 => rows]
+}
+
+proptest! {
+    #![proptest_config(config(48))]
+
+    /// Each gradient op is the gradient of its forward op: `sum(dy * f(x))` changes
+    /// with `x[j]` by `back(dy)[j]`, measured by central differences of the f64
+    /// reference of the forward op (steps of about 1e-3 taken exactly as the f32
+    /// inputs hold them, so the differences are within about 1e-6 of the derivative;
+    /// the gradient op's f32 error adds about 1e-7).
+    #[test]
+    fn gradients_match_finite_differences(
+        (ne, fwd) in forward_case(),
+        seed in st::seed(),
+        n_threads in st::n_threads(),
+    ) {
+        let x0 = Fill::uniform(seed, -2.0, 2.0).values(ne.iter().product());
+        // The gradient op on x0, computed by the kernels.
+        let outs = ggml::testing::run(&|ctx: &mut Context| {
+            let x = ctx.new_tensor_from_f32(GgmlType::F32, &ne, &x0).unwrap();
+            let y = fwd.build(ctx, x, seed ^ 1);
+            let dy = ctx.new_tensor(GgmlType::F32, &ctx.tensor(y).ne.clone());
+            Fill::uniform(seed ^ 2, -1.0, 1.0).apply(ctx, dy).unwrap();
+            vec![fwd.back(ctx, dy, x, y), dy]
+        }, n_threads, false).unwrap();
+        let (grad, dy) = (&outs[0].actual, &outs[1].actual);
+        // sum(dy * f(x)) by the reference.
+        let objective = |x: &[f32]| -> f64 {
+            let mut ctx = Context::new();
+            let xt = ctx.new_tensor_from_f32(GgmlType::F32, &ne, x).unwrap();
+            let y = fwd.build(&mut ctx, xt, seed ^ 1);
+            let g = ggml::testing::graph_of(&mut ctx, &[y]);
+            let r = ggml::testing::Reference::evaluate(&ctx, &g).unwrap();
+            r.get(y).unwrap().data.iter().zip(dy).map(|(v, &d)| v * f64::from(d)).sum()
+        };
+        let fd: Vec<f64> = (0..x0.len()).map(|j| {
+            let (mut up, mut down) = (x0.clone(), x0.clone());
+            up[j] += 1e-3;
+            down[j] -= 1e-3;
+            (objective(&up) - objective(&down)) / f64::from(up[j] - down[j])
+        }).collect();
+        let cmp = Comparison::new(grad, &fd, Tolerance::nmse(1e-8));
+        prop_assert!(cmp.ok, "{fwd:?} on {ne:?}: gradient op vs finite differences: {cmp}");
+    }
+}
