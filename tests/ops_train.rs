@@ -261,6 +261,34 @@ fn adamw_steps_update_the_parameter_in_place() {
     assert!((wv[0] - (1.0 - 0.2)).abs() < 1e-3, "{wv:?}");
 }
 
+/// AdamW writes its moments: a moment in read-only memory (a file mapping) is refused
+/// before anything runs, like a node's own memory would be.
+#[test]
+fn adamw_moments_must_be_writable() {
+    let path = std::env::temp_dir().join(format!("llamars-adamw-{}", std::process::id()));
+    std::fs::write(&path, [0u8; 8]).unwrap();
+    let mapped = ggml::Buffer::map_file(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut ctx = Context::new();
+    let w = ctx.new_tensor_1d(GgmlType::F32, 2);
+    ctx.set_param(w);
+    let g = ctx.new_tensor_1d(GgmlType::F32, 2);
+    let m = ctx.new_tensor_1d(GgmlType::F32, 2);
+    let data = ggml::DataRef {
+        buffer: mapped,
+        offset: 0,
+    };
+    let v = ctx.new_tensor_with_data(GgmlType::F32, &[2], data).unwrap();
+    ctx.set_name(v, "v");
+    let p = ctx.new_tensor_1d(GgmlType::F32, 7);
+    let step = ctx.opt_step_adamw(w, g, m, v, p);
+    let graph = ggml::testing::graph_of(&mut ctx, &[step]);
+    match ggml::compute(&ctx, &graph, 1) {
+        Err(Error::ReadOnly { name }) => assert_eq!(name, "v"),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Bad sources come back as `Error::InvalidOp` from the `try_` forms, and nothing is
 /// recorded.
 #[test]
