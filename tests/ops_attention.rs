@@ -5,7 +5,7 @@
 
 use ggml::testing::strategies::{self as st, LayoutKind};
 use ggml::testing::{check, config, new_index_tensor, Fill, Layout, Rng, Tolerance};
-use ggml::{Context, FlashAttnParams, GgmlType, RopeMode, RopeParams, SoftMaxParams, TensorId};
+use ggml::{Context, FlashAttnParams, GgmlType, RopeParams, SoftMaxParams, TensorId};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -147,52 +147,15 @@ struct RopeCase {
     inplace: bool,
 }
 
-fn rope_params(head_dim: usize) -> impl Strategy<Value = RopeParams> {
-    (
-        1usize..=head_dim / 2,
-        select(vec![RopeMode::Normal, RopeMode::Neox]),
-        select(vec![10000.0f32, 1e6, 500.0]),
-        // (freq_scale, ext_factor, attn_factor, n_ctx_orig): plain, linear scaling, YaRN.
-        select(vec![
-            (1.0f32, 0.0f32, 1.0f32, 0usize),
-            (0.25, 0.0, 1.0, 4096),
-            (0.25, 1.0, 1.0, 4096),
-            (0.5, 0.5, 0.9, 2048),
-        ]),
-    )
-        .prop_map(
-            |(half, mode, base, (freq_scale, ext_factor, attn_factor, n_ctx_orig))| {
-                let mut p = RopeParams::new(2 * half, mode, base);
-                p.freq_scale = freq_scale;
-                p.ext_factor = ext_factor;
-                p.attn_factor = attn_factor;
-                p.n_ctx_orig = n_ctx_orig;
-                p
-            },
-        )
-}
-
 fn rope_case() -> impl Strategy<Value = RopeCase> {
-    (
-        (1usize..=20).prop_map(|h| 2 * h),
-        1usize..=4,
-        1usize..=5,
-        1usize..=2,
-    )
-        .prop_flat_map(|(d, heads, tokens, seqs)| {
-            (
-                Just([d, heads, tokens, seqs]),
-                rope_params(d),
-                any::<bool>(),
-                any::<bool>(),
-            )
-        })
-        .prop_map(|(ne, p, freq_factors, inplace)| RopeCase {
+    (st::rope_shape_params(), any::<bool>(), any::<bool>()).prop_map(
+        |((ne, p), freq_factors, inplace)| RopeCase {
             ne,
             p,
             freq_factors,
             inplace,
-        })
+        },
+    )
 }
 
 /// Positions for `n` tokens in `[-100, 400)`.

@@ -106,6 +106,11 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A data set whose parts do not fit together, or a batch it does not have
+    /// ([`crate::opt::Dataset`]).
+    #[error("dataset: {0}")]
+    Dataset(String),
+
     /// A malformed or hostile GGUF file.
     #[error(transparent)]
     Gguf(#[from] crate::gguf::GgufError),

@@ -50,6 +50,7 @@
 //! | matrix multiplication | `mul_mat`, `hadamard` |
 //! | rows by index | `get_rows`, `set_rows` |
 //! | attention | `soft_max`, `soft_max_ext` ([`SoftMaxParams`]), `rope_ext`, `rope_ext_inplace` ([`RopeParams`]), `diag_mask_inf`, `flash_attn_ext` ([`FlashAttnParams`]) |
+//! | training: losses, backward passes, optimizer steps | `cross_entropy_loss`, `cross_entropy_loss_back`, `soft_max_ext_back`, `rms_norm_back`, `norm_back`, `rope_ext_back`, `opt_step_adamw`, `opt_step_sgd` |
 //! | copies, conversions | `cpy`, `cont`, `cont_4d`, `cast`, `concat`, `repeat` |
 //! | views | `view_1d` .. `view_4d`, `view_tensor`, `reshape`, `reshape_1d` .. `_4d`, `permute`, `transpose` |
 //!
@@ -78,6 +79,7 @@ pub mod graph;
 mod init;
 pub mod op;
 mod ops;
+pub mod opt;
 pub mod quants;
 pub mod random;
 pub mod repack;

@@ -277,6 +277,38 @@ pub enum Op {
         /// Key ranges for one query against many keys (1 = no split).
         kv_split: u32,
     },
+
+    // Training: losses, backward passes, optimizer steps.
+    /// `-sum(src1 * log_softmax(src0)) / rows`: one f32 value.
+    CrossEntropyLoss,
+    /// `(softmax(src1) - src2) * src0 / rows`: src0 the loss's gradient (one value),
+    /// src1 the logits, src2 the labels.
+    CrossEntropyLossBack,
+    /// `scale * y * (dy - dot(dy, y))` per row: src0 = dy, src1 = y (the softmax's
+    /// output).
+    SoftMaxBack {
+        /// The forward softmax's factor on its input.
+        scale: f32,
+    },
+    /// The gradient of `rms_norm` (src0 = the output's gradient, src1 = its input).
+    RmsNormBack {
+        /// The forward op's epsilon.
+        eps: f32,
+    },
+    /// The gradient of `norm` (src0 = the output's gradient, src1 = its input).
+    NormBack {
+        /// The forward op's epsilon.
+        eps: f32,
+    },
+    /// The gradient of `rope_ext`: the rotation reversed (src1 = positions, src2 =
+    /// optional frequency factors).
+    RopeBack(RopeParams),
+    /// One AdamW step written into src0 (the parameter), src2 and src3 (the moments)
+    /// from the gradient src1 and the 7 hyper-parameters in src4; a view of src0.
+    OptStepAdamw,
+    /// One SGD step written into src0 from the gradient src1 and the 2
+    /// hyper-parameters in src2; a view of src0.
+    OptStepSgd,
 }
 
 impl Op {
@@ -326,6 +358,23 @@ impl Op {
             Op::Rope(_) => "ROPE",
             Op::DiagMaskInf { .. } => "DIAG_MASK_INF",
             Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
+            Op::CrossEntropyLoss => "CROSS_ENTROPY_LOSS",
+            Op::CrossEntropyLossBack => "CROSS_ENTROPY_LOSS_BACK",
+            Op::SoftMaxBack { .. } => "SOFT_MAX_BACK",
+            Op::RmsNormBack { .. } => "RMS_NORM_BACK",
+            Op::NormBack { .. } => "NORM_BACK",
+            Op::RopeBack(_) => "ROPE_BACK",
+            Op::OptStepAdamw => "OPT_STEP_ADAMW",
+            Op::OptStepSgd => "OPT_STEP_SGD",
+        }
+    }
+
+    /// The sources the node writes into besides its own memory (AdamW's moments):
+    /// they must be writable when the graph runs.
+    pub fn written_sources(&self) -> &'static [usize] {
+        match self {
+            Op::OptStepAdamw => &[2, 3],
+            _ => &[],
         }
     }
 

@@ -11,8 +11,8 @@ use crate::types::GgmlType;
 
 /// Number of dimensions every tensor has (unused ones are 1).
 pub const MAX_DIMS: usize = 4;
-/// Most sources an op takes.
-pub const MAX_SRC: usize = 4;
+/// Most sources an op takes (`opt_step_adamw` takes five).
+pub const MAX_SRC: usize = 5;
 
 /// A cheap handle to a tensor of one [`crate::Context`]: the context's id and an index
 /// into its arena.

@@ -164,6 +164,13 @@ impl Executor {
                 }
             }
             check_interleaved(ctx, id, &src)?;
+            for &k in t.op.written_sources() {
+                if let (Some(s), Some(v)) = (t.src[k], &src[k]) {
+                    if v.mapped {
+                        return Err(Error::ReadOnly { name: ctx.label(s) });
+                    }
+                }
+            }
             let node = ExecNode {
                 op: t.op,
                 dst,

@@ -136,39 +136,45 @@ impl Context {
         Ok(id)
     }
 
-    fn rope_impl(
+    /// `rope_ext`, or with `back` its gradient ([`Op::RopeBack`]): the same checks and
+    /// sources.
+    pub(super) fn rope_impl(
         &mut self,
         a: TensorId,
         pos: TensorId,
         freq_factors: Option<TensorId>,
         p: RopeParams,
-        inplace: bool,
+        (back, inplace): (bool, bool),
     ) -> Result<TensorId> {
-        const OP: &str = "rope";
+        let (op, op_name) = if back {
+            (Op::RopeBack(p), "rope_back")
+        } else {
+            (Op::Rope(p), "rope")
+        };
         let (ta, tp) = (self.tensor(a), self.tensor(pos));
         ensure!(
             matches!(ta.typ, GgmlType::F32 | GgmlType::F16),
-            OP,
+            op_name,
             "'{}' must be f32 or f16, is {}",
             self.label(a),
             ta.typ
         );
         ensure!(
             ta.nb[0] == ta.typ.type_size(),
-            OP,
+            op_name,
             "rows of '{}' must be dense",
             self.label(a)
         );
         ensure!(
             tp.typ == GgmlType::I32,
-            OP,
+            op_name,
             "positions '{}' must be i32, are {}",
             self.label(pos),
             tp.typ
         );
         ensure!(
             tp.ne[0] == ta.ne[2] && tp.ne[1] == 1 && tp.ne[2] == 1 && tp.ne[3] == 1,
-            OP,
+            op_name,
             "{} positions '{}' for {} tokens (dim 2 of '{}')",
             tp.nelements(),
             self.label(pos),
@@ -177,7 +183,7 @@ impl Context {
         );
         ensure!(
             p.n_dims.is_multiple_of(2) && p.n_dims <= ta.ne[0],
-            OP,
+            op_name,
             "n_dims {} must be even and <= {} (ne0 of '{}')",
             p.n_dims,
             ta.ne[0],
@@ -187,7 +193,7 @@ impl Context {
             let tf = self.tensor(f);
             ensure!(
                 tf.typ == GgmlType::F32 && tf.ne[0] >= p.n_dims / 2 && tf.is_contiguous(),
-                OP,
+                op_name,
                 "frequency factors '{}' must be f32 with at least n_dims/2 values",
                 self.label(f)
             );
@@ -198,7 +204,7 @@ impl Context {
             let (typ, ne) = (ta.typ, ta.ne);
             self.try_new_tensor(typ, &ne)?
         };
-        self.attach_opt(id, Op::Rope(p), &[Some(a), Some(pos), freq_factors]);
+        self.attach_opt(id, op, &[Some(a), Some(pos), freq_factors]);
         Ok(id)
     }
 
@@ -210,7 +216,7 @@ impl Context {
         freq_factors: Option<TensorId>,
         p: RopeParams,
     ) -> Result<TensorId> {
-        self.rope_impl(a, pos, freq_factors, p, false)
+        self.rope_impl(a, pos, freq_factors, p, (false, false))
     }
 
     /// [`Context::rope_ext_inplace`], returning [`crate::Error::InvalidOp`] instead of
@@ -222,7 +228,7 @@ impl Context {
         freq_factors: Option<TensorId>,
         p: RopeParams,
     ) -> Result<TensorId> {
-        self.rope_impl(a, pos, freq_factors, p, true)
+        self.rope_impl(a, pos, freq_factors, p, (false, true))
     }
 
     /// [`Context::diag_mask_inf`], returning [`crate::Error::InvalidOp`] instead of

@@ -18,6 +18,7 @@ mod matmul;
 mod norm;
 mod rows;
 mod sort;
+mod train;
 mod unary;
 mod view;
 

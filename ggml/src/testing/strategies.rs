@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 use super::layout::{Layout, IDENTITY};
+use crate::op::{RopeMode, RopeParams};
 use crate::tensor::MAX_DIMS;
 use crate::types::GgmlType;
 
@@ -154,4 +155,44 @@ pub fn layout(kind: LayoutKind) -> BoxedStrategy<Layout> {
 /// F32 or F16.
 pub fn float_type() -> impl Strategy<Value = GgmlType> + Clone {
     select(vec![GgmlType::F32, GgmlType::F16])
+}
+
+/// Rope parameters for rows of `head_dim` values: `n_dims` any even number up to
+/// `head_dim`, either pairing, three bases, and plain rope, linear scaling, YaRN, or
+/// YaRN with a magnitude scale.
+pub fn rope_params(head_dim: usize) -> impl Strategy<Value = RopeParams> {
+    (
+        1usize..=head_dim / 2,
+        select(vec![RopeMode::Normal, RopeMode::Neox]),
+        select(vec![10000.0f32, 1e6, 500.0]),
+        // (freq_scale, ext_factor, attn_factor, n_ctx_orig): plain, linear scaling, YaRN.
+        select(vec![
+            (1.0f32, 0.0f32, 1.0f32, 0usize),
+            (0.25, 0.0, 1.0, 4096),
+            (0.25, 1.0, 1.0, 4096),
+            (0.5, 0.5, 0.9, 2048),
+        ]),
+    )
+        .prop_map(
+            |(half, mode, base, (freq_scale, ext_factor, attn_factor, n_ctx_orig))| {
+                let mut p = RopeParams::new(2 * half, mode, base);
+                p.freq_scale = freq_scale;
+                p.ext_factor = ext_factor;
+                p.attn_factor = attn_factor;
+                p.n_ctx_orig = n_ctx_orig;
+                p
+            },
+        )
+}
+
+/// A rope input shape `[head_dim, heads, tokens, sequences]` (head_dim even, up to 40;
+/// up to 4 heads, 5 tokens, 2 sequences) with [`rope_params`] for it.
+pub fn rope_shape_params() -> impl Strategy<Value = ([usize; MAX_DIMS], RopeParams)> {
+    (
+        (1usize..=20).prop_map(|h| 2 * h),
+        1usize..=4,
+        1usize..=5,
+        1usize..=2,
+    )
+        .prop_flat_map(|(d, heads, tokens, seqs)| (Just([d, heads, tokens, seqs]), rope_params(d)))
 }

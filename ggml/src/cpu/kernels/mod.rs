@@ -7,6 +7,7 @@
 //! [`TView`] pointers that the executor checked (inside their buffer, aligned for the
 //! element type, written only by the thread that owns the row).
 
+mod backward;
 mod binary;
 mod copy;
 mod flash_attn;
@@ -15,11 +16,13 @@ mod flash_attn_tiled;
 mod gelu;
 mod gemm_float;
 mod hadamard;
+mod loss;
 mod matmul;
 mod matmul_batch;
 mod matmul_path;
 mod mul_mat_id;
 mod norm;
+mod optim;
 mod rope;
 mod rows;
 mod softmax;
@@ -441,7 +444,11 @@ pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
         Op::Argsort { .. } => work_layout(0, node.src0().ne[0], nth),
         Op::TopK => work_layout(0, 2 * node.src0().ne[0], nth),
         Op::FlashAttnExt { .. } => flash_attn::work_size(node, nth),
-        Op::SoftMax { .. } | Op::Rope(_) => work_layout(0, node.dst.ne[0], nth),
+        Op::SoftMax { .. } | Op::Rope(_) | Op::RopeBack(_) => work_layout(0, node.dst.ne[0], nth),
+        Op::CrossEntropyLoss => {
+            let x = node.src0();
+            work_layout(x.nrows() * 4, x.ne[0], nth)
+        }
         Op::Add | Op::Sub | Op::Mul | Op::Div => {
             work_layout(0, node.dst.ne[0] + node.src1().ne[0], nth)
         }
@@ -467,7 +474,13 @@ pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
         | Op::RmsNorm { .. }
         | Op::Argmax
         | Op::Hadamard { .. }
-        | Op::DiagMaskInf { .. } => 0,
+        | Op::DiagMaskInf { .. }
+        | Op::CrossEntropyLossBack
+        | Op::SoftMaxBack { .. }
+        | Op::RmsNormBack { .. }
+        | Op::NormBack { .. }
+        | Op::OptStepAdamw
+        | Op::OptStepSgd => 0,
     }
 }
 
@@ -496,13 +509,21 @@ pub(crate) fn forward(params: &ComputeParams, node: &ExecNode) {
         Op::SetRows => rows::set_rows(params, node),
         Op::SoftMax { scale, max_bias } => softmax::soft_max(params, node, scale, max_bias),
         Op::DiagMaskInf { n_past } => softmax::diag_mask_inf(params, node, n_past),
-        Op::Rope(p) => rope::forward(params, node, &p),
+        Op::Rope(p) => rope::forward(params, node, &p, false),
         Op::FlashAttnExt {
             scale,
             max_bias,
             logit_softcap,
             ..
         } => flash_attn::forward(params, node, scale, max_bias, logit_softcap),
+        Op::CrossEntropyLoss => loss::cross_entropy_loss(params, node),
+        Op::CrossEntropyLossBack => loss::cross_entropy_loss_back(params, node),
+        Op::SoftMaxBack { scale } => backward::soft_max_back(params, node, scale),
+        Op::RmsNormBack { eps } => backward::rms_norm_back(params, node, eps),
+        Op::NormBack { eps } => backward::norm_back(params, node, eps),
+        Op::RopeBack(p) => rope::forward(params, node, &p, true),
+        Op::OptStepAdamw => optim::opt_step_adamw(params, node),
+        Op::OptStepSgd => optim::opt_step_sgd(params, node),
     }
 }
 

@@ -85,7 +85,9 @@ pub(crate) fn rope_cache_init(
     }
 }
 
-pub(super) fn forward(params: &ComputeParams, node: &ExecNode, p: &RopeParams) {
+/// `rope_ext`, or with `back` its gradient: the same rotation with the sines negated
+/// (ggml's `sin_sign`), which rotates each pair back by its angle.
+pub(super) fn forward(params: &ComputeParams, node: &ExecNode, p: &RopeParams, back: bool) {
     let (s0, pos, dst) = (node.src0(), node.src1(), &node.dst);
     // SAFETY: the frequency factors are a dense f32 vector of at least n_dims/2 values
     // (checked by the constructor) that no kernel writes.
@@ -107,6 +109,13 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode, p: &RopeParams) {
                 let p_i = (pos.elem_ptr(i2, 0, 0, 0) as *const i32).read();
                 // Only the rotated pairs: the frequency factors have n_dims/2 entries.
                 rope_cache_init(p_i as f32, p, ff, &mut cache[..n_dims]);
+                if back {
+                    cache[..n_dims]
+                        .iter_mut()
+                        .skip(1)
+                        .step_by(2)
+                        .for_each(|s| *s = -*s);
+                }
                 last_i2 = i2;
             }
             let sp = s0.row_ptr(i1, i2, i3);

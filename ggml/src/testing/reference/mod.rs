@@ -15,6 +15,7 @@ mod memory;
 mod rope;
 mod rows;
 mod tensor;
+mod train;
 
 use std::collections::HashMap;
 
@@ -80,6 +81,12 @@ impl Reference {
                         e => e,
                     })?;
                     memory.write(ctx, id, &out)?;
+                    if let (Op::OptStepAdamw, Some(m_id), Some(v_id)) = (t.op, t.src[2], t.src[3]) {
+                        // The step writes the moments too.
+                        let [_, m, v] = adamw(&src)?;
+                        memory.write(ctx, m_id, &m)?;
+                        memory.write(ctx, v_id, &v)?;
+                    }
                 }
             }
         }
@@ -99,6 +106,14 @@ fn load_leaf(ctx: &Context, memory: &mut Memory, id: TensorId) -> Result<()> {
         return Ok(());
     }
     memory.load(ctx, id)
+}
+
+/// `opt_step_adamw`'s parameter and moments after the step.
+fn adamw(src: &[Option<RefTensor>; MAX_SRC]) -> Result<[RefTensor; 3]> {
+    match src {
+        [Some(a), Some(g), Some(m), Some(v), Some(p)] => Ok(train::opt_step_adamw(a, g, m, v, p)),
+        _ => Err(Error::Graph("OPT_STEP_ADAMW lacks a source".into())),
+    }
 }
 
 /// The result of node `t` from its sources' current values, with `t`'s shape.
@@ -129,7 +144,18 @@ fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
         Op::SetRows => matrix::set_rows(s(0)?, s(1)?, s(2)?)?,
         Op::SoftMax { scale, max_bias } => rows::soft_max(s(0)?, src[1].as_ref(), scale, max_bias),
         Op::DiagMaskInf { n_past } => rows::diag_mask_inf(s(0)?, n_past),
-        Op::Rope(p) => rope::rope(s(0)?, s(1)?, src[2].as_ref(), &p),
+        Op::Rope(p) => rope::rope(s(0)?, s(1)?, src[2].as_ref(), &p, false),
+        Op::RopeBack(p) => rope::rope(s(0)?, s(1)?, src[2].as_ref(), &p, true),
+        Op::CrossEntropyLoss => train::cross_entropy_loss(s(0)?, s(1)?),
+        Op::CrossEntropyLossBack => train::cross_entropy_loss_back(s(0)?, s(1)?, s(2)?),
+        Op::SoftMaxBack { scale } => train::soft_max_back(s(0)?, s(1)?, scale),
+        Op::RmsNormBack { eps } => train::rms_norm_back(s(0)?, s(1)?, eps),
+        Op::NormBack { eps } => train::norm_back(s(0)?, s(1)?, eps),
+        Op::OptStepAdamw => {
+            let [a, _, _] = adamw(src)?;
+            a
+        }
+        Op::OptStepSgd => train::opt_step_sgd(s(0)?, s(1)?, s(2)?),
         Op::FlashAttnExt {
             scale,
             max_bias,

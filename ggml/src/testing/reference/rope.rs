@@ -37,12 +37,14 @@ pub fn rope_cos_sin(p: &RopeParams, pos: f64, k: usize, freq_factor: f64) -> (f6
 }
 
 /// Rotates the first `n_dims` values of each row of `a` `[head_dim, n_head, n_tokens, ..]`
-/// by the angles of position `pos[i2]`; the rest of the row is copied.
+/// by the angles of position `pos[i2]` (with `back`, by their negation: the gradient);
+/// the rest of the row is copied.
 pub(super) fn rope(
     a: &RefTensor,
     pos: &RefTensor,
     ff: Option<&RefTensor>,
     p: &RopeParams,
+    back: bool,
 ) -> RefTensor {
     let mut out = a.clone();
     let half = p.n_dims / 2;
@@ -52,6 +54,7 @@ pub(super) fn rope(
         for k in 0..half {
             let f = ff.map_or(1.0, |f| f.data[k]);
             let (c, s) = rope_cos_sin(p, pos.data[i2], k, f);
+            let s = if back { -s } else { s };
             let (j0, j1) = match p.mode {
                 RopeMode::Normal => (2 * k, 2 * k + 1),
                 RopeMode::Neox => (k, k + half),
