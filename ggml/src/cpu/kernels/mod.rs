@@ -7,6 +7,7 @@
 //! [`TView`] pointers that the executor checked (inside their buffer, aligned for the
 //! element type, written only by the thread that owns the row).
 
+mod backward;
 mod binary;
 mod copy;
 mod flash_attn;
@@ -449,6 +450,8 @@ pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
             work_layout(0, node.dst.ne[0], nth)
         }
         Op::Glu { .. } => work_layout(0, 3 * node.dst.ne[0], nth),
+        Op::OutProd => work_layout(0, node.src0().ne[0], nth),
+        Op::SiluBack | Op::GeluBack => work_layout(0, 2 * node.dst.ne[0], nth),
         Op::Cpy | Op::Cont | Op::GetRows | Op::SetRows => {
             work_layout(0, node.dst.ne[0].max(node.src0().ne[0]), nth)
         }
@@ -467,7 +470,12 @@ pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
         | Op::RmsNorm { .. }
         | Op::Argmax
         | Op::Hadamard { .. }
-        | Op::DiagMaskInf { .. } => 0,
+        | Op::DiagMaskInf { .. }
+        | Op::DiagMaskZero { .. }
+        | Op::Sum
+        | Op::RepeatBack
+        | Op::GetRowsBack
+        | Op::Acc { .. } => 0,
     }
 }
 
@@ -495,7 +503,8 @@ pub(crate) fn forward(params: &ComputeParams, node: &ExecNode) {
         Op::GetRows => rows::get_rows(params, node),
         Op::SetRows => rows::set_rows(params, node),
         Op::SoftMax { scale, max_bias } => softmax::soft_max(params, node, scale, max_bias),
-        Op::DiagMaskInf { n_past } => softmax::diag_mask_inf(params, node, n_past),
+        Op::DiagMaskInf { n_past } => softmax::diag_mask(params, node, n_past, f32::NEG_INFINITY),
+        Op::DiagMaskZero { n_past } => softmax::diag_mask(params, node, n_past, 0.0),
         Op::Rope(p) => rope::forward(params, node, &p),
         Op::FlashAttnExt {
             scale,
@@ -503,6 +512,17 @@ pub(crate) fn forward(params: &ComputeParams, node: &ExecNode) {
             logit_softcap,
             ..
         } => flash_attn::forward(params, node, scale, max_bias, logit_softcap),
+        Op::Sum => backward::sum(params, node),
+        Op::RepeatBack => backward::repeat_back(params, node),
+        Op::OutProd => backward::out_prod(params, node),
+        Op::GetRowsBack => backward::get_rows_back(params, node),
+        Op::SiluBack | Op::GeluBack => backward::activation_back(params, node),
+        Op::Acc {
+            nb1,
+            nb2,
+            nb3,
+            offset,
+        } => backward::acc(params, node, [4, nb1, nb2, nb3], offset),
     }
 }
 
