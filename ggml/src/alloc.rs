@@ -18,7 +18,9 @@ use crate::types::GgmlType;
 /// placed from outside) are left alone. Leafs without data (graph inputs) get memory
 /// that stays valid until their last consumer has run; graph outputs (the last node
 /// and tensors flagged [`TensorFlags::OUTPUT`], and for an output that is a view the
-/// tensor it views) are never reused.
+/// tensor it views) and parameters ([`TensorFlags::PARAM`]) are never reused. Give
+/// parameters their own memory, though: the compute buffer is replaced when a larger
+/// graph needs more, and their values with it.
 ///
 /// ```
 /// use ggml::{Context, Executor, GgmlType, Graph, GraphAllocator};
@@ -228,14 +230,21 @@ fn plan(ctx: &Context, graph: &Graph, own: Option<&Arc<Buffer>>) -> AllocPlan {
             info.entry(base).or_default().n_views += 1;
         }
     }
-    // Outputs keep their memory; for an output that is a view, that is its base's.
+    // Outputs and parameters keep their memory; for an output that is a view, that is
+    // its base's.
     let output = graph.output();
     let kept: HashSet<TensorId> = graph
         .nodes()
         .iter()
         .chain(graph.leafs())
         .copied()
-        .filter(|&id| Some(id) == output || ctx.tensor(id).flags.intersects(TensorFlags::OUTPUT))
+        .filter(|&id| {
+            Some(id) == output
+                || ctx
+                    .tensor(id)
+                    .flags
+                    .intersects(TensorFlags::OUTPUT | TensorFlags::PARAM)
+        })
         .map(|id| ctx.tensor(id).view_src.unwrap_or(id))
         .collect();
     let keep = |id: TensorId| kept.contains(&id);

@@ -89,6 +89,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// [`crate::Graph::build_backward_expand`] met a node on the way from a parameter
+    /// to the loss whose op has no gradient (yet).
+    #[error("no gradient for op {op} (node '{name}'): {reason}")]
+    NoGradient {
+        /// ggml's name of the op (`"SOFT_MAX"`).
+        op: &'static str,
+        /// The node's name, or `#index (OP)`.
+        name: String,
+        /// Why: the op has no backward rule, or what of its use is not supported.
+        reason: String,
+    },
+
     /// The graph cannot be computed as built.
     #[error("graph: {0}")]
     Graph(String),

@@ -30,6 +30,8 @@ pub struct Graph {
     visited: Vec<bool>,
     /// The context whose tensors the graph holds (set by the first expansion).
     ctx: Option<u32>,
+    /// Gradients and accumulators made by `build_backward_expand`.
+    pub(crate) backward: crate::backward::Gradients,
 }
 
 impl Graph {

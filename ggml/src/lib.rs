@@ -53,6 +53,16 @@
 //! | training: losses, backward passes, optimizer steps | `cross_entropy_loss`, `cross_entropy_loss_back`, `soft_max_ext_back`, `rms_norm_back`, `norm_back`, `rope_ext_back`, `opt_step_adamw`, `opt_step_sgd` |
 //! | copies, conversions | `cpy`, `cont`, `cont_4d`, `cast`, `concat`, `repeat` |
 //! | views | `view_1d` .. `view_4d`, `view_tensor`, `reshape`, `reshape_1d` .. `_4d`, `permute`, `transpose` |
+//! | gradients | `sum`, `repeat_back`, `out_prod`, `get_rows_back`, `silu_back`, `gelu_back`, `acc`, `diag_mask_zero`, `neg`, `step`, `exp`, `log`, `abs`, `sgn` |
+//!
+//! # Training
+//!
+//! Mark the trainable tensors with [`Context::set_param`], build the forward graph of a
+//! scalar loss, then [`Graph::build_backward_expand`] appends the nodes that compute
+//! every parameter's gradient ([`Graph::grad`]); [`BackwardOptions`] adds persistent
+//! accumulators for gradient accumulation, [`Graph::reset`] starts a step. The
+//! module [`backward`] and `docs/training.md` say more; `testing::check_gradients`
+//! checks the gradients of a graph in one call.
 //!
 //! # Testing a graph
 //!
@@ -69,6 +79,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod alloc;
+pub mod backward;
 pub mod buffer;
 pub mod context;
 pub mod cpu;
@@ -89,6 +100,7 @@ pub mod testing;
 pub mod types;
 
 pub use alloc::{AllocPlan, GraphAllocator};
+pub use backward::BackwardOptions;
 pub use buffer::{Buffer, DataRef};
 pub use context::Context;
 pub use cpu::{compute, CpuTypeTraits, Dispatch, Executor, TypeTraits};

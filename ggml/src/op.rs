@@ -11,6 +11,18 @@ pub enum UnaryOp {
     Relu,
     /// `tanh(x)` (logit soft-capping: `c * tanh(x / c)`).
     Tanh,
+    /// `-x`.
+    Neg,
+    /// `1` where `x > 0`, else `0` (the derivative of `relu`).
+    Step,
+    /// `e^x`.
+    Exp,
+    /// `ln(x)`.
+    Log,
+    /// `|x|`.
+    Abs,
+    /// The sign of `x`: `1`, `-1`, or `0` for zero (and NaN).
+    Sgn,
 }
 
 /// Gated linear units (`ggml_glu_op`).
@@ -264,6 +276,12 @@ pub enum Op {
         /// How many positions precede the first row.
         n_past: usize,
     },
+    /// Sets entries above the diagonal shifted by `n_past` to 0 (the gradient of
+    /// [`Op::DiagMaskInf`]).
+    DiagMaskZero {
+        /// How many positions precede the first row.
+        n_past: usize,
+    },
     /// Fused attention: softmax(q·kᵀ·scale + mask)·v (src0 q, src1 k, src2 v, src3 mask).
     /// `kv_split`: for one query against many keys, the number of key ranges computed
     /// apart and merged (see `Context::flash_attn_ext_set_kv_split`); 1 = none.
@@ -309,6 +327,33 @@ pub enum Op {
     /// One SGD step written into src0 from the gradient src1 and the 2
     /// hyper-parameters in src2; a view of src0.
     OptStepSgd,
+    // Gradients (`ggml/src/ops/backward.rs`).
+    /// Sum of every element of src0 (result shape `[1, 1, 1, 1]`).
+    Sum,
+    /// The sum of src0's tiles of the node's shape: the inverse of [`Op::Repeat`].
+    RepeatBack,
+    /// `dst[i0, i1, i2, i3] = Σ_k src0[i0, k, i2/r2, i3/r3] · src1[i1, k, i2, i3]`
+    /// (ggml's `out_prod`, the gradient of `mul_mat`).
+    OutProd,
+    /// The rows of src0 added into a zero tensor of the node's shape at the I32 indices
+    /// in src1: the gradient of [`Op::GetRows`].
+    GetRowsBack,
+    /// `dy · silu'(x)` with src0 = `dy`, src1 = `x`.
+    SiluBack,
+    /// `dy · gelu'(x)` (the tanh approximation) with src0 = `dy`, src1 = `x`.
+    GeluBack,
+    /// src0 (or zeros when src0 is absent) with src1 added into the view of it with
+    /// strides `nb1..nb3` and byte offset `offset` (ggml's `acc`).
+    Acc {
+        /// Row stride of the view, in bytes.
+        nb1: usize,
+        /// Plane stride of the view, in bytes.
+        nb2: usize,
+        /// Volume stride of the view, in bytes.
+        nb3: usize,
+        /// Where the view starts, in bytes.
+        offset: usize,
+    },
 }
 
 impl Op {
@@ -336,6 +381,12 @@ impl Op {
             Op::Unary(UnaryOp::Gelu) => "GELU",
             Op::Unary(UnaryOp::Relu) => "RELU",
             Op::Unary(UnaryOp::Tanh) => "TANH",
+            Op::Unary(UnaryOp::Neg) => "NEG",
+            Op::Unary(UnaryOp::Step) => "STEP",
+            Op::Unary(UnaryOp::Exp) => "EXP",
+            Op::Unary(UnaryOp::Log) => "LOG",
+            Op::Unary(UnaryOp::Abs) => "ABS",
+            Op::Unary(UnaryOp::Sgn) => "SGN",
             Op::Glu {
                 op: GluOp::SwiGlu, ..
             } => "SWIGLU",
@@ -366,6 +417,14 @@ impl Op {
             Op::RopeBack(_) => "ROPE_BACK",
             Op::OptStepAdamw => "OPT_STEP_ADAMW",
             Op::OptStepSgd => "OPT_STEP_SGD",
+            Op::DiagMaskZero { .. } => "DIAG_MASK_ZERO",
+            Op::Sum => "SUM",
+            Op::RepeatBack => "REPEAT_BACK",
+            Op::OutProd => "OUT_PROD",
+            Op::GetRowsBack => "GET_ROWS_BACK",
+            Op::SiluBack => "SILU_BACK",
+            Op::GeluBack => "GELU_BACK",
+            Op::Acc { .. } => "ACC",
         }
     }
 

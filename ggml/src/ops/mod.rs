@@ -12,6 +12,7 @@
 //! executor's and [`Context::label`]'s convention).
 
 mod attention;
+mod backward;
 mod binary;
 mod copy;
 mod matmul;

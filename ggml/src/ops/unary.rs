@@ -12,7 +12,7 @@ use crate::types::GgmlType;
 /// On f32, f16 or bf16 tensors of any layout; the result has the source's type and
 /// shape (half the rows' length for the one-tensor `swiglu`).
 impl Context {
-    fn unary_node(&mut self, a: TensorId, op: Op, inplace: bool) -> Result<TensorId> {
+    pub(super) fn unary_node(&mut self, a: TensorId, op: Op, inplace: bool) -> Result<TensorId> {
         let t = self.tensor(a);
         ensure!(
             matches!(t.typ, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16),

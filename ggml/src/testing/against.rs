@@ -13,8 +13,9 @@ use crate::error::Result;
 use crate::graph::Graph;
 use crate::tensor::TensorId;
 
-/// The values of a graph's leafs (inputs, weights, constants) as f64, dense in ggml
-/// order, read before the graph runs: what an expected-value function computes from.
+/// The values of a graph's leafs (inputs, weights, constants) and parameters as f64,
+/// dense in ggml order, read before the graph runs: what an expected-value function
+/// computes from.
 /// A quantized leaf holds its dequantized values (what the graph multiplies with).
 #[derive(Clone, Debug)]
 pub struct Inputs {
@@ -23,11 +24,16 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// Reads every leaf of `graph` that has data. Errors as [`Context::get_f32`].
+    /// Reads every leaf of `graph` that has data, and every parameter
+    /// ([`Context::set_param`]: a node without an op). Errors as [`Context::get_f32`].
     pub fn read(ctx: &Context, graph: &Graph) -> Result<Inputs> {
         let mut by_id = HashMap::new();
         let mut by_name = Vec::new();
-        for &id in graph.leafs() {
+        let params = graph
+            .nodes()
+            .iter()
+            .filter(|&&id| ctx.tensor(id).op == crate::op::Op::None);
+        for &id in graph.leafs().iter().chain(params) {
             let t = ctx.tensor(id);
             if t.data.is_none() && t.view_src.is_none() {
                 continue;
@@ -48,7 +54,7 @@ impl Inputs {
         Ok(Inputs { by_id, by_name })
     }
 
-    /// The leaf named `name`.
+    /// The leaf or parameter named `name`.
     ///
     /// # Panics
     /// When the graph has no leaf of that name (the message lists those it has).
@@ -63,7 +69,7 @@ impl Inputs {
         }
     }
 
-    /// The leaf `id` (named or not); `None` when it is not a leaf of the graph.
+    /// The leaf or parameter `id` (named or not); `None` when it is neither.
     pub fn of(&self, id: TensorId) -> Option<&RefTensor> {
         self.by_id.get(&id)
     }
@@ -165,7 +171,7 @@ where
 }
 
 /// Where `|a - r|` is largest (0 for empty slices).
-fn worst_abs(actual: &[f32], want: &[f64]) -> usize {
+pub(super) fn worst_abs(actual: &[f32], want: &[f64]) -> usize {
     actual
         .iter()
         .zip(want)
@@ -216,6 +222,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("5 values for 6 elements"), "{msg}");
+    }
+
+    /// A parameter is a node of the graph (ggml keeps it out of the leafs), and still
+    /// an input of the expected function.
+    #[test]
+    fn parameters_are_inputs() {
+        let mut ctx = Context::new();
+        let w = ctx
+            .new_tensor_from_f32(GgmlType::F32, &[3], &[1., -2., 3.])
+            .unwrap();
+        ctx.set_name(w, "w");
+        ctx.set_param(w);
+        let y = ctx.sqr(w);
+        let mut g = Graph::new();
+        g.build_forward_expand(&ctx, y);
+        assert!(g.nodes().contains(&w) && !g.leafs().contains(&w));
+        let sq = |inp: &Inputs| inp["w"].data.iter().map(|v| v * v).collect();
+        check_against(&ctx, &g, y, 2, sq, Tolerance::F32).unwrap();
     }
 
     #[test]

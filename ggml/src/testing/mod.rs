@@ -14,6 +14,11 @@
 //! - [`check_against`] compares one output with *your own* f64 function of the
 //!   graph's [`Inputs`]. It proves that the graph computes your function within the
 //!   tolerance: the check for a graph you wrote.
+//! - [`check_gradients`] checks the gradients of a graph with parameters and a scalar
+//!   loss: the kernels against the reference of the same backward graph, one thread
+//!   against several, and the backward rules against finite differences of the
+//!   reference's loss ([`Reference::evaluate_exact`]). It proves the gradients are
+//!   those of the function the graph computes (see below).
 //! - [`run`], [`Comparison`] and [`Reference::evaluate`] for anything in between (the
 //!   reference of tensors in the middle of a graph, several tolerances).
 //!
@@ -86,10 +91,44 @@
 //! });
 //! ```
 
+//! # Checking gradients
+//!
+//! [`check_gradients`] takes a closure that builds the graph like [`check`]'s, marks
+//! the parameters with [`crate::Context::set_param`] and returns the loss;
+//! [`weighted_loss`] makes a loss that gives every element its own upstream gradient.
+//!
+//! ```
+//! use ggml::testing::{check_gradients, strategies as st, weighted_loss, Fill, GradTolerance};
+//! use ggml::GgmlType;
+//! use proptest::prelude::*;
+//!
+//! proptest!(ProptestConfig::with_cases(8), |(
+//!     (n_in, n_out, n_tokens) in (1usize..8, 1usize..6, 1usize..4),
+//!     seed in st::seed(),
+//!     n_threads in st::n_threads(),
+//! )| {
+//!     // One layer: silu(w · x + b), gradients for w and b.
+//!     check_gradients(|ctx| {
+//!         let x = ctx.new_tensor(GgmlType::F32, &[n_in, n_tokens]);
+//!         Fill::uniform(seed, -1.0, 1.0).apply(ctx, x).unwrap();
+//!         let w = ctx.new_tensor(GgmlType::F32, &[n_in, n_out]);
+//!         Fill::uniform(seed ^ 1, -1.0, 1.0).apply(ctx, w).unwrap();
+//!         let b = ctx.new_tensor(GgmlType::F32, &[n_out]);
+//!         ctx.set_param(w);
+//!         ctx.set_param(b);
+//!         let y = ctx.mul_mat(w, x);
+//!         let y = ctx.add(y, b);
+//!         let y = ctx.silu(y);
+//!         weighted_loss(ctx, y, seed ^ 2).unwrap()
+//!     }, n_threads, GradTolerance::F32)?;
+//! });
+//! ```
+
 mod against;
 mod check;
 mod compare;
 mod data;
+mod grad;
 mod layout;
 mod reference;
 pub mod strategies;
@@ -98,5 +137,6 @@ pub use against::{check_against, Inputs};
 pub use check::{check, config, expect_close, expect_same_bits, graph_of, run, Output};
 pub use compare::{max_abs_err, nmse, ulp, Comparison, Tolerance};
 pub use data::{distinct_indices, new_index_tensor, random_indices, Fill, Rng};
+pub use grad::{check_gradients, weighted_loss, GradTolerance};
 pub use layout::{Layout, IDENTITY};
 pub use reference::{rope_cos_sin, yarn_corr_dims, RefTensor, Reference};

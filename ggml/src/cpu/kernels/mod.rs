@@ -24,6 +24,7 @@ mod mul_mat_id;
 mod norm;
 mod optim;
 mod rope;
+mod row_back;
 mod rows;
 mod softmax;
 mod sort;
@@ -456,6 +457,8 @@ pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
             work_layout(0, node.dst.ne[0], nth)
         }
         Op::Glu { .. } => work_layout(0, 3 * node.dst.ne[0], nth),
+        Op::OutProd => work_layout(0, node.src0().ne[0], nth),
+        Op::SiluBack | Op::GeluBack => work_layout(0, 2 * node.dst.ne[0], nth),
         Op::Cpy | Op::Cont | Op::GetRows | Op::SetRows => {
             work_layout(0, node.dst.ne[0].max(node.src0().ne[0]), nth)
         }
@@ -480,7 +483,12 @@ pub(crate) fn work_size(node: &ExecNode, nth: usize) -> usize {
         | Op::RmsNormBack { .. }
         | Op::NormBack { .. }
         | Op::OptStepAdamw
-        | Op::OptStepSgd => 0,
+        | Op::OptStepSgd
+        | Op::DiagMaskZero { .. }
+        | Op::Sum
+        | Op::RepeatBack
+        | Op::GetRowsBack
+        | Op::Acc { .. } => 0,
     }
 }
 
@@ -508,7 +516,8 @@ pub(crate) fn forward(params: &ComputeParams, node: &ExecNode) {
         Op::GetRows => rows::get_rows(params, node),
         Op::SetRows => rows::set_rows(params, node),
         Op::SoftMax { scale, max_bias } => softmax::soft_max(params, node, scale, max_bias),
-        Op::DiagMaskInf { n_past } => softmax::diag_mask_inf(params, node, n_past),
+        Op::DiagMaskInf { n_past } => softmax::diag_mask(params, node, n_past, f32::NEG_INFINITY),
+        Op::DiagMaskZero { n_past } => softmax::diag_mask(params, node, n_past, 0.0),
         Op::Rope(p) => rope::forward(params, node, &p, false),
         Op::FlashAttnExt {
             scale,
@@ -518,12 +527,23 @@ pub(crate) fn forward(params: &ComputeParams, node: &ExecNode) {
         } => flash_attn::forward(params, node, scale, max_bias, logit_softcap),
         Op::CrossEntropyLoss => loss::cross_entropy_loss(params, node),
         Op::CrossEntropyLossBack => loss::cross_entropy_loss_back(params, node),
-        Op::SoftMaxBack { scale } => backward::soft_max_back(params, node, scale),
-        Op::RmsNormBack { eps } => backward::rms_norm_back(params, node, eps),
-        Op::NormBack { eps } => backward::norm_back(params, node, eps),
+        Op::SoftMaxBack { scale } => row_back::soft_max_back(params, node, scale),
+        Op::RmsNormBack { eps } => row_back::rms_norm_back(params, node, eps),
+        Op::NormBack { eps } => row_back::norm_back(params, node, eps),
         Op::RopeBack(p) => rope::forward(params, node, &p, true),
         Op::OptStepAdamw => optim::opt_step_adamw(params, node),
         Op::OptStepSgd => optim::opt_step_sgd(params, node),
+        Op::Sum => backward::sum(params, node),
+        Op::RepeatBack => backward::repeat_back(params, node),
+        Op::OutProd => backward::out_prod(params, node),
+        Op::GetRowsBack => backward::get_rows_back(params, node),
+        Op::SiluBack | Op::GeluBack => backward::activation_back(params, node),
+        Op::Acc {
+            nb1,
+            nb2,
+            nb3,
+            offset,
+        } => backward::acc(params, node, [4, nb1, nb2, nb3], offset),
     }
 }
 

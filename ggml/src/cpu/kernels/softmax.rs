@@ -50,7 +50,8 @@ pub(super) fn soft_max(params: &ComputeParams, node: &ExecNode, scale: f32, max_
     }
 }
 
-pub(super) fn diag_mask_inf(params: &ComputeParams, node: &ExecNode, n_past: usize) {
+/// `diag_mask_inf` (`value` = -inf) and `diag_mask_zero` (`value` = 0).
+pub(super) fn diag_mask(params: &ComputeParams, node: &ExecNode, n_past: usize, value: f32) {
     let (s0, dst) = (node.src0(), &node.dst);
     for r in params.range(dst.nrows()) {
         let (i1, i2, i3) = dst.row_index(r);
@@ -59,7 +60,7 @@ pub(super) fn diag_mask_inf(params: &ComputeParams, node: &ExecNode, n_past: usi
             // each element is read before it is written.
             unsafe {
                 let v = if i0 > n_past + i1 {
-                    f32::NEG_INFINITY
+                    value
                 } else {
                     s0.get_f32(i0, i1, i2, i3)
                 };

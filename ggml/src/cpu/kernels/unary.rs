@@ -66,6 +66,7 @@ fn apply(op: Op, typ: GgmlType, x: &mut [f32]) {
         Op::Unary(UnaryOp::Gelu) => gelu_row(typ, x),
         Op::Unary(UnaryOp::Relu) => x.iter_mut().for_each(|v| *v = v.max(0.0)),
         Op::Unary(UnaryOp::Tanh) => x.iter_mut().for_each(|v| *v = v.tanh()),
+        Op::Unary(u) => super::backward::unary_row(u, x),
         _ => unreachable!("not a unary op: {op:?}"),
     }
 }

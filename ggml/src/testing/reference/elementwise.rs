@@ -44,8 +44,10 @@ fn to_f16(x: f64) -> f64 {
 /// between -10 and 10 and all f16 values go through a table of f16 results indexed by
 /// the value rounded to f16 (below -10 it is 0, above 10 the value); bf16 values get
 /// the formula.
-fn gelu_of(typ: GgmlType, x: f64) -> f64 {
+/// With `exact`, the formula for every type.
+fn gelu_of(typ: GgmlType, x: f64, exact: bool) -> f64 {
     match typ {
+        _ if exact => gelu(x),
         GgmlType::BF16 => gelu(x),
         GgmlType::F16 => to_f16(gelu(to_f16(x))),
         _ if x <= -10.0 => 0.0,
@@ -55,7 +57,8 @@ fn gelu_of(typ: GgmlType, x: f64) -> f64 {
 }
 
 /// The element-wise function of a one-source op.
-pub(super) fn unary(op: Op, a: &RefTensor) -> RefTensor {
+/// `exact` drops the f16 table of GELU.
+pub(super) fn unary(op: Op, a: &RefTensor, exact: bool) -> RefTensor {
     let f: Box<dyn Fn(f64) -> f64> = match op {
         Op::Scale { s, b } => Box::new(move |x| f64::from(s) * x + f64::from(b)),
         Op::Sqr => Box::new(|x| x * x),
@@ -73,9 +76,10 @@ pub(super) fn unary(op: Op, a: &RefTensor) -> RefTensor {
             })
         }
         Op::Unary(UnaryOp::Silu) => Box::new(silu),
-        Op::Unary(UnaryOp::Gelu) => Box::new(move |x| gelu_of(a.typ, x)),
+        Op::Unary(UnaryOp::Gelu) => Box::new(move |x| gelu_of(a.typ, x, exact)),
         Op::Unary(UnaryOp::Relu) => Box::new(|x| x.max(0.0)),
         Op::Unary(UnaryOp::Tanh) => Box::new(f64::tanh),
+        Op::Unary(u) => Box::new(move |x| super::backward::unary(u, x)),
         _ => unreachable!("not a unary op: {op:?}"),
     };
     let mut out = a.clone();
@@ -85,13 +89,20 @@ pub(super) fn unary(op: Op, a: &RefTensor) -> RefTensor {
 
 /// `act(gate) * up`: with one source the gate is the first half of each row and the
 /// value the second (swapped with `swapped`); with two, `a` is the gate, `b` the value.
-pub(super) fn glu(op: GluOp, swapped: bool, a: &RefTensor, b: Option<&RefTensor>) -> RefTensor {
+/// `exact` drops GELU's f16 table and cut-off.
+pub(super) fn glu(
+    op: GluOp,
+    swapped: bool,
+    a: &RefTensor,
+    b: Option<&RefTensor>,
+    exact: bool,
+) -> RefTensor {
     let typ = a.typ;
     let act = move |g: f64, u: f64| match op {
         GluOp::SwiGlu => silu(g) * u,
         // As ggml: the f32 product is 0 below -10 whatever the value.
-        GluOp::GeGlu if typ == GgmlType::F32 && g <= -10.0 => 0.0,
-        GluOp::GeGlu => gelu_of(typ, g) * u,
+        GluOp::GeGlu if !exact && typ == GgmlType::F32 && g <= -10.0 => 0.0,
+        GluOp::GeGlu => gelu_of(typ, g, exact) * u,
     };
     let nc = if b.is_some() { a.ne[0] } else { a.ne[0] / 2 };
     let mut ne = a.ne;

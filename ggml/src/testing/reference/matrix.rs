@@ -8,9 +8,10 @@ use crate::types::GgmlType;
 
 /// `a` `[K, M, a2, a3]` times `b` `[K, N, b2, b3]`: `[M, N, b2, b3]` of row dot products,
 /// `a` broadcast over dims 2 and 3. As in ggml, `b` is first rounded to the type `a`'s
-/// dot product reads (`vec_dot_type`: f16 for f16 weights, bf16 for bf16).
-pub(super) fn mul_mat(a: &RefTensor, b: &RefTensor) -> Result<RefTensor> {
-    let b = round_to_type(a.typ.traits().vec_dot_type, b)?;
+/// dot product reads (`vec_dot_type`: f16 for f16 weights, bf16 for bf16), unless
+/// `exact`.
+pub(super) fn mul_mat(a: &RefTensor, b: &RefTensor, exact: bool) -> Result<RefTensor> {
+    let b = dot_operand(a, b, exact)?;
     let ne = [a.ne[1], b.ne[1], b.ne[2], b.ne[3]];
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
     let mut out = RefTensor::zeros(GgmlType::F32, ne);
@@ -24,6 +25,16 @@ pub(super) fn mul_mat(a: &RefTensor, b: &RefTensor) -> Result<RefTensor> {
         }
     }
     Ok(out)
+}
+
+/// `b` as the dot product with `a`'s rows reads it: rounded to `a`'s `vec_dot_type`,
+/// or kept when `exact`.
+fn dot_operand(a: &RefTensor, b: &RefTensor, exact: bool) -> Result<RefTensor> {
+    if exact {
+        Ok(b.clone())
+    } else {
+        round_to_type(a.typ.traits().vec_dot_type, b)
+    }
 }
 
 /// Each run of `n` values of `a` times the Walsh-Hadamard matrix of size `n` (entry
@@ -48,8 +59,13 @@ pub(super) fn hadamard(a: &RefTensor, n: usize) -> RefTensor {
 /// n_tokens]`: `[M, n_used, n_tokens]`, row `(i, t)` the products of expert `ids[i, t]`
 /// with row `(i % n_b, t)` of `b`, which is first rounded to the experts'
 /// `vec_dot_type` as in `mul_mat`. [`Error::RowIndex`] for an id outside the experts.
-pub(super) fn mul_mat_id(a: &RefTensor, b: &RefTensor, ids: &RefTensor) -> Result<RefTensor> {
-    let b = round_to_type(a.typ.traits().vec_dot_type, b)?;
+pub(super) fn mul_mat_id(
+    a: &RefTensor,
+    b: &RefTensor,
+    ids: &RefTensor,
+    exact: bool,
+) -> Result<RefTensor> {
+    let b = dot_operand(a, b, exact)?;
     let ne = [a.ne[1], ids.ne[0], b.ne[2], 1];
     let mut out = RefTensor::zeros(GgmlType::F32, ne);
     for (slot, token, _) in rows(ne) {
@@ -64,7 +80,7 @@ pub(super) fn mul_mat_id(a: &RefTensor, b: &RefTensor, ids: &RefTensor) -> Resul
     Ok(out)
 }
 
-fn row_index(v: f64, limit: usize, op: &'static str) -> Result<usize> {
+pub(super) fn row_index(v: f64, limit: usize, op: &'static str) -> Result<usize> {
     if v < 0.0 || v >= limit as f64 {
         return Err(Error::RowIndex {
             op,

@@ -57,6 +57,8 @@ impl Place {
 #[derive(Default)]
 pub(crate) struct Memory {
     bases: HashMap<TensorId, Vec<f64>>,
+    /// Stores keep their values unrounded (the reference's exact mode).
+    pub exact: bool,
 }
 
 impl Memory {
@@ -81,6 +83,13 @@ impl Memory {
                 .collect(),
             _ => ctx.get_f32(id)?.into_iter().map(f64::from).collect(),
         };
+        self.load_values(ctx, id, &values);
+        Ok(())
+    }
+
+    /// Places `values` (dense, ggml order, one per element) as the contents of the
+    /// non-view tensor `id`.
+    pub fn load_values(&mut self, ctx: &Context, id: TensorId, values: &[f64]) {
         let place = Place::of(ctx, id);
         let slots = self.base_mut(ctx, place.base);
         let mut k = 0;
@@ -88,7 +97,6 @@ impl Memory {
             slots[place.slot(i)] = values[k];
             k += 1;
         });
-        Ok(())
     }
 
     /// The current values of `id` (a base or a view).
@@ -111,12 +119,17 @@ impl Memory {
         out
     }
 
-    /// Stores `values` (shape of `id`) into the memory of `id`, rounded to its type.
-    /// [`Error::UnsupportedType`] for a type the values cannot be stored as.
+    /// Stores `values` (shape of `id`) into the memory of `id`, rounded to its type
+    /// (unless `exact`). [`Error::UnsupportedType`] for a type the values cannot be
+    /// stored as.
     pub fn write(&mut self, ctx: &Context, id: TensorId, values: &RefTensor) -> Result<()> {
         let place = Place::of(ctx, id);
         debug_assert_eq!(place.ne, values.ne);
-        let rounded = round_to_type(place.typ, values)?;
+        let rounded = if self.exact {
+            values.clone()
+        } else {
+            round_to_type(place.typ, values)?
+        };
         let slots = self.base_mut(ctx, place.base);
         let mut k = 0;
         for_each_index(place.ne, |i| {

@@ -8,6 +8,7 @@
 //! product type, `flash_attn_ext`'s conversion of Q to K's.
 
 mod attention;
+mod backward;
 mod copy;
 mod elementwise;
 mod matrix;
@@ -62,21 +63,50 @@ impl Reference {
     /// an index out of range (as the kernels report), [`Error::UnsupportedType`] for a
     /// type the reference cannot store.
     pub fn evaluate(ctx: &Context, graph: &Graph) -> Result<Reference> {
+        Self::evaluate_with(ctx, graph, false, &HashMap::new())
+    }
+
+    /// [`Reference::evaluate`] of the mathematical functions instead of ggml's
+    /// rounded ones: nothing is rounded to f16, bf16 or a quantized type when stored
+    /// or converted for a dot product, and GELU is the tanh formula without ggml's f16
+    /// table and cut-offs. The result is smooth where the ops are, which is what
+    /// finite differences need ([`super::check_gradients`]). Errors as
+    /// [`Reference::evaluate`].
+    pub fn evaluate_exact(ctx: &Context, graph: &Graph) -> Result<Reference> {
+        Self::evaluate_with(ctx, graph, true, &HashMap::new())
+    }
+
+    /// The evaluation, exact or not, with the leafs (and parameters) in `overrides`
+    /// holding the given values (dense, ggml order) instead of their data.
+    pub(crate) fn evaluate_with(
+        ctx: &Context,
+        graph: &Graph,
+        exact: bool,
+        overrides: &HashMap<TensorId, Vec<f64>>,
+    ) -> Result<Reference> {
         let mut memory = Memory::default();
+        memory.exact = exact;
         let mut places = HashMap::new();
+        let load = |memory: &mut Memory, id: TensorId| match overrides.get(&id) {
+            Some(v) if ctx.tensor(id).view_src.is_none() => {
+                memory.load_values(ctx, id, v);
+                Ok(())
+            }
+            _ => load_leaf(ctx, memory, id),
+        };
         for &id in graph.leafs() {
-            load_leaf(ctx, &mut memory, id)?;
+            load(&mut memory, id)?;
             places.insert(id, Place::of(ctx, id));
         }
         for &id in graph.nodes() {
             places.insert(id, Place::of(ctx, id));
             let t = ctx.tensor(id);
             match t.op {
-                Op::None => load_leaf(ctx, &mut memory, id)?,
+                Op::None => load(&mut memory, id)?,
                 op if op.is_view() => {}
                 _ => {
                     let src = t.src.map(|s| s.map(|s| memory.read(ctx, s)));
-                    let out = eval(t, &src).map_err(|e| match e {
+                    let out = eval(t, &src, exact).map_err(|e| match e {
                         Error::Graph(m) => Error::Graph(format!("node '{}': {m}", ctx.label(id))),
                         e => e,
                     })?;
@@ -116,8 +146,9 @@ fn adamw(src: &[Option<RefTensor>; MAX_SRC]) -> Result<[RefTensor; 3]> {
     }
 }
 
-/// The result of node `t` from its sources' current values, with `t`'s shape.
-fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
+/// The result of node `t` from its sources' current values, with `t`'s shape (with
+/// ggml's roundings, or without them when `exact`).
+fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC], exact: bool) -> Result<RefTensor> {
     let s = |i: usize| -> Result<&RefTensor> {
         src[i]
             .as_ref()
@@ -129,21 +160,20 @@ fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
         Op::Repeat => copy::repeat(s(0)?, t.ne),
         Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(t.op, s(0)?, s(1)?),
         Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Clamp { .. } | Op::Unary(_) => {
-            elementwise::unary(t.op, s(0)?)
+            elementwise::unary(t.op, s(0)?, exact)
         }
-        Op::Glu { op, swapped } => elementwise::glu(op, swapped, s(0)?, src[1].as_ref()),
+        Op::Glu { op, swapped } => elementwise::glu(op, swapped, s(0)?, src[1].as_ref(), exact),
         Op::SumRows | Op::Mean => rows::reduce(t.op, s(0)?),
         Op::Norm { .. } | Op::RmsNorm { .. } => rows::norm(t.op, s(0)?),
         Op::Argmax => rows::argmax(s(0)?),
         Op::Argsort { order } => rows::argsort(s(0)?, order),
         Op::TopK => rows::top_k(s(0)?, t.ne[0]),
-        Op::MulMat => matrix::mul_mat(s(0)?, s(1)?)?,
-        Op::MulMatId => matrix::mul_mat_id(s(0)?, s(1)?, s(2)?)?,
+        Op::MulMat => matrix::mul_mat(s(0)?, s(1)?, exact)?,
+        Op::MulMatId => matrix::mul_mat_id(s(0)?, s(1)?, s(2)?, exact)?,
         Op::Hadamard { n } => matrix::hadamard(s(0)?, n as usize),
         Op::GetRows => matrix::get_rows(s(0)?, s(1)?, t.typ)?,
         Op::SetRows => matrix::set_rows(s(0)?, s(1)?, s(2)?)?,
         Op::SoftMax { scale, max_bias } => rows::soft_max(s(0)?, src[1].as_ref(), scale, max_bias),
-        Op::DiagMaskInf { n_past } => rows::diag_mask_inf(s(0)?, n_past),
         Op::Rope(p) => rope::rope(s(0)?, s(1)?, src[2].as_ref(), &p, false),
         Op::RopeBack(p) => rope::rope(s(0)?, s(1)?, src[2].as_ref(), &p, true),
         Op::CrossEntropyLoss => train::cross_entropy_loss(s(0)?, s(1)?),
@@ -156,6 +186,8 @@ fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
             a
         }
         Op::OptStepSgd => train::opt_step_sgd(s(0)?, s(1)?, s(2)?),
+        Op::DiagMaskInf { n_past } => rows::diag_mask(s(0)?, n_past, f64::NEG_INFINITY),
+        Op::DiagMaskZero { n_past } => rows::diag_mask(s(0)?, n_past, 0.0),
         Op::FlashAttnExt {
             scale,
             max_bias,
@@ -172,6 +204,18 @@ fn eval(t: &Tensor, src: &[Option<RefTensor>; MAX_SRC]) -> Result<RefTensor> {
                 logit_softcap,
             },
         )?,
+        Op::Sum => backward::sum(s(0)?),
+        Op::RepeatBack => backward::repeat_back(s(0)?, t.ne),
+        Op::OutProd => backward::out_prod(s(0)?, s(1)?),
+        Op::GetRowsBack => backward::get_rows_back(s(0)?, s(1)?, t.ne)?,
+        Op::SiluBack => backward::zip(s(0)?, s(1)?, backward::silu_back),
+        Op::GeluBack => backward::zip(s(0)?, s(1)?, |dy, x| backward::gelu_back(dy, x, exact)),
+        Op::Acc {
+            nb1,
+            nb2,
+            nb3,
+            offset,
+        } => backward::acc(src[0].as_ref(), s(1)?, t.ne, [nb1, nb2, nb3], offset),
         Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => {
             unreachable!("leafs and views are not evaluated")
         }

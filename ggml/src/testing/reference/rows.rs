@@ -109,13 +109,14 @@ pub(super) fn soft_max(
     out
 }
 
-/// `a` with `-inf` where `i0 > n_past + i1`.
-pub(super) fn diag_mask_inf(a: &RefTensor, n_past: usize) -> RefTensor {
+/// `a` with `value` where `i0 > n_past + i1` (-inf for
+/// `diag_mask_inf`, 0 for `diag_mask_zero`).
+pub(super) fn diag_mask(a: &RefTensor, n_past: usize, value: f64) -> RefTensor {
     let mut out = a.clone();
     for (i1, i2, i3) in rows(a.ne) {
         for (i0, v) in out.row_mut(i1, i2, i3).iter_mut().enumerate() {
             if i0 > n_past + i1 {
-                *v = f64::NEG_INFINITY;
+                *v = value;
             }
         }
     }
