@@ -151,17 +151,17 @@ proptest! {
     }
 
     /// Unfused causal attention over heads: `softmax(mask(k·q / √d)) · v` with the
-    /// softmax written out (`exp`, `sum_rows`, `div`), and Q, K, V projections as
-    /// parameters. (The fused `soft_max` gets its gradient when its back op is wired;
-    /// `soft_max_waits_for_its_back_op` below checks the error until then.)
+    /// softmax fused (`soft_max`, whose gradient is `soft_max_ext_back`) or written
+    /// out (`exp`, `sum_rows`, `div`), and Q, K, V projections as parameters.
     #[test]
     fn attention(
         (d, n_tokens, n_head) in (1usize..6, 1usize..6, 1usize..3),
         n_embd in 1usize..8,
+        fused in any::<bool>(),
         seed in st::seed(),
         n_threads in st::n_threads(),
     ) {
-        check_gradients(|ctx| attention_block(ctx, d, n_tokens, n_head, n_embd, seed, false), n_threads, GradTolerance::F32)?;
+        check_gradients(|ctx| attention_block(ctx, d, n_tokens, n_head, n_embd, seed, fused), n_threads, GradTolerance::F32)?;
     }
 }
 
@@ -207,19 +207,36 @@ fn attention_block(
     weighted_sum(ctx, o, seed ^ 4)
 }
 
-/// The softmax's gradient waits for `soft_max_back`: until it is wired the
-/// backward graph is a typed error naming the op, not a panic.
+/// An op without a gradient on the way from a parameter to the loss (flash
+/// attention, whose backward ggml does not have) is a typed error naming it.
 #[test]
-fn soft_max_waits_for_its_back_op() {
+fn an_op_without_gradient_is_named() {
     let mut ctx = Context::new();
-    let loss = attention_block(&mut ctx, 2, 3, 1, 4, 7, true);
+    let q = ctx
+        .new_tensor_from_f32(GgmlType::F32, &[4, 1, 1, 1], &[0.1, 0.2, 0.3, 0.4])
+        .unwrap();
+    ctx.set_param(q);
+    let k = ctx
+        .new_tensor_from_f32(GgmlType::F32, &[4, 2, 1, 1], &[0.5; 8])
+        .unwrap();
+    let v = ctx
+        .new_tensor_from_f32(GgmlType::F32, &[4, 2, 1, 1], &[0.25; 8])
+        .unwrap();
+    let o = ctx.flash_attn_ext(q, k, v, None, ggml::FlashAttnParams::default());
+    let loss = ctx.sum(o);
     let mut g = Graph::new();
     g.build_forward_expand(&ctx, loss);
     let err = g
         .build_backward_expand(&mut ctx, loss, &BackwardOptions::new())
         .unwrap_err();
     assert!(
-        matches!(err, Error::NoGradient { op: "SOFT_MAX", .. }),
+        matches!(
+            err,
+            Error::NoGradient {
+                op: "FLASH_ATTN_EXT",
+                ..
+            }
+        ),
         "{err}"
     );
 }
