@@ -36,8 +36,12 @@ fn silu_back(x: f32, dy: f32) -> f32 {
     dy * s * (1.0 + x * (1.0 - s))
 }
 
-/// `dy · gelu'(x)` for the tanh approximation, with ggml's f32 GELU cut-offs (0 at or
-/// below -10, `x` at or above 10).
+/// `dy · gelu'(x)` for the tanh approximation `0.5·x·(1 + tanh(z))`, with ggml's f32
+/// GELU cut-offs (0 at or below -10, `x` at or above 10):
+/// `gelu'(x) = 0.5·(1 + t) + 0.5·x·(1 - t)(1 + t)·z'`. `1 + t` and `1 - t` come from
+/// `e = exp(-2|z|)` rather than from `t`: for large negative `x`, `1 + tanh(z)` from
+/// `tanh` is all cancellation (0 in f32 from `x ≈ -5`, where the derivative is still
+/// 1e-11 and its relative value matters to a gradient made only of such values).
 #[inline]
 fn gelu_back(x: f32, dy: f32) -> f32 {
     const GELU_COEF_A: f32 = 0.044715;
@@ -49,9 +53,16 @@ fn gelu_back(x: f32, dy: f32) -> f32 {
         return dy;
     }
     let x2 = x * x;
-    let t = (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x2)).tanh();
+    let z = SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x2);
+    let e = (-2.0 * z.abs()).exp();
+    let (small, large) = (2.0 * e / (1.0 + e), 2.0 / (1.0 + e));
+    let (one_plus_t, one_minus_t) = if z < 0.0 {
+        (small, large)
+    } else {
+        (large, small)
+    };
     let dz = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_COEF_A * x2);
-    dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dz)
+    dy * (0.5 * one_plus_t + 0.5 * x * one_minus_t * one_plus_t * dz)
 }
 
 /// The sum of every element, in ggml order, accumulated in f64 (as ggml's

@@ -95,9 +95,13 @@ pub(super) fn gelu_back(dy: f64, x: f64, exact: bool) -> f64 {
     }
     let c = (2.0 / std::f64::consts::PI).sqrt();
     let a = 0.044715;
-    let t = (c * x * (1.0 + a * x * x)).tanh();
+    let z = c * x * (1.0 + a * x * x);
+    // 1 ± tanh(z) as 2 / (1 + e^∓2z), without the cancellation of 1 + tanh(z) for
+    // large negative z.
+    let one_plus_t = 2.0 / (1.0 + (-2.0 * z).exp());
+    let one_minus_t = 2.0 / (1.0 + (2.0 * z).exp());
     let dz = c * (1.0 + 3.0 * a * x * x);
-    dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dz)
+    dy * (0.5 * one_plus_t + 0.5 * x * one_minus_t * one_plus_t * dz)
 }
 
 /// `f(a, b)` element by element (same shapes).

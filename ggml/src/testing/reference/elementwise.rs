@@ -28,11 +28,14 @@ pub(crate) fn silu(x: f64) -> f64 {
     x / (1.0 + (-x).exp())
 }
 
-/// The tanh approximation of GELU that ggml uses.
+/// The tanh approximation of GELU that ggml uses, `0.5·x·(1 + tanh(z))`, with
+/// `1 + tanh(z)` as `2 / (1 + e^-2z)` (no cancellation for large negative `x`, where
+/// finite differences of the exact reference need the value's relative precision).
 pub(crate) fn gelu(x: f64) -> f64 {
     const GELU_COEF_A: f64 = 0.044715;
     let sqrt_2_over_pi = (2.0 / std::f64::consts::PI).sqrt();
-    0.5 * x * (1.0 + (sqrt_2_over_pi * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+    let z = sqrt_2_over_pi * x * (1.0 + GELU_COEF_A * x * x);
+    x / (1.0 + (-2.0 * z).exp())
 }
 
 /// `x` rounded to the nearest f16.
