@@ -192,7 +192,15 @@ impl Dataset {
     /// Puts the samples in a random order drawn from `rng` (Fisher-Yates): the same
     /// generator state gives the same order on every machine.
     pub fn shuffle(&mut self, rng: &mut Rng) {
-        for i in (1..self.order.len()).rev() {
+        self.shuffle_first(rng, self.order.len());
+    }
+
+    /// Shuffles only the first `n` samples of the current order (all of them when `n`
+    /// is past the end), as `ggml_opt_dataset_shuffle` with a split index: the
+    /// training part moves, the validation part stays.
+    pub fn shuffle_first(&mut self, rng: &mut Rng, n: usize) {
+        let n = n.min(self.order.len());
+        for i in (1..n).rev() {
             self.order.swap(i, rng.below(i + 1));
         }
     }

@@ -1,8 +1,16 @@
-//! Pieces of a training loop that do not need gradients (ggml's `ggml-opt`): the
-//! [`Dataset`] of samples and labels, shuffled with a seeded [`crate::random::Rng`],
-//! split into training and validation parts, and copied batch by batch into input
-//! tensors.
+//! Training (ggml's `ggml-opt`): a [`Dataset`] of samples and labels, a [`Trainer`]
+//! that adds a loss, the backward graph and optimizer steps ([`Optimizer::AdamW`],
+//! [`Optimizer::Sgd`]) to a model graph and runs it batch by batch, and [`fit`]:
+//! epochs with shuffling, a validation split and ggml's progress bar.
 
 mod dataset;
+mod fit;
+mod optimizer;
+mod result;
+mod trainer;
 
 pub use dataset::Dataset;
+pub use fit::{fit, progress_bar, EpochSummary, FitParams};
+pub use optimizer::{AdamWParams, Optimizer, OptimizerParams, SgdParams};
+pub use result::EpochResult;
+pub use trainer::{LossType, Progress, Trainer, TrainerParams};
