@@ -128,6 +128,10 @@ pub struct Outcome {
     pub epochs: Vec<ggml::opt::EpochSummary>,
     /// The held-out digits' results.
     pub test: EpochResult,
+    /// Optimizer steps taken.
+    pub steps: u64,
+    /// Seconds the training (all epochs, validation included) took.
+    pub train_seconds: f64,
 }
 
 /// The MLP `W2 · relu(W1 · x + b1) + b2` over batches of `batch` digits in a trainer:
@@ -182,12 +186,16 @@ pub fn train(p: &Params, log: &mut dyn Write) -> ggml::Result<Outcome> {
         silent: p.silent,
     };
     let opt = OptimizerParams::default().with_learning_rate(p.lr);
+    let started = std::time::Instant::now();
     let epochs = fit(&mut trainer, &mut train, &fit_params, &|_| opt, log)?;
+    let train_seconds = started.elapsed().as_secs_f64();
     let (mut unused, mut result) = (EpochResult::default(), EpochResult::default());
     trainer.epoch(&test, &mut unused, &mut result, 0, &|| opt, None)?;
     Ok(Outcome {
         epochs,
         test: result,
+        steps: trainer.steps(),
+        train_seconds,
     })
 }
 
@@ -204,6 +212,14 @@ fn main() {
     let mut log = std::io::stderr();
     match train(&p, &mut log) {
         Ok(out) => {
+            eprintln!(
+                "train: {} optimizer steps of {} samples in {:.3} s ({:.1} steps/s, {} threads)",
+                out.steps,
+                p.batch,
+                out.train_seconds,
+                out.steps as f64 / out.train_seconds.max(1e-9),
+                p.threads
+            );
             let (loss, _) = out.test.loss();
             println!("test loss: {loss:.5}");
             println!("test accuracy: {:.3}", out.test.accuracy().0);
