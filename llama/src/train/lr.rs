@@ -13,6 +13,7 @@
 /// assert!((s.lr(2.0) - 1e-3 / 10f32.sqrt()).abs() < 1e-8);
 /// assert_eq!(s.lr(4.0), 1e-4);
 /// assert_eq!(LrSchedule::new(1e-5, -1.0, -1.0, 2).lr(1.0), 1e-5);
+/// assert_eq!(s.describe_epoch(2), "epoch 2 lr=0.00032");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LrSchedule {
@@ -60,5 +61,38 @@ impl LrSchedule {
         } else {
             self.lr0 * 0.5f32.powf(epoch * self.scale_epoch)
         }
+    }
+}
+
+/// llama.cpp's `%.2g` (two significant digits).
+fn g2(x: f32) -> String {
+    crate::chat::format_g_digits(f64::from(x), 2)
+}
+
+impl LrSchedule {
+    /// The line llama.cpp's finetune prints before training: `-optimizer adamw -lr0
+    /// 1e-05 -wd 0 -lr-min -1 -min-epochs -1 -epochs 2 -period 1 -val 0.05` (numbers as
+    /// `%.2g`), for `optimizer` with weight decay `wd`, one optimizer step per window
+    /// and `val_split` of the windows held out.
+    pub fn describe(&self, optimizer: ggml::opt::Optimizer, wd: f32, val_split: f32) -> String {
+        format!(
+            "-optimizer {} -lr0 {} -wd {} -lr-min {} -min-epochs {} -epochs {} -period 1 -val {}",
+            optimizer.name(),
+            g2(self.lr0),
+            g2(wd),
+            g2(self.lr_min),
+            g2(self.decay_epochs),
+            self.epochs,
+            g2(val_split)
+        )
+    }
+
+    /// llama.cpp's line for the learning rate of `epoch`: `epoch 0 lr=1e-05`.
+    pub fn describe_epoch(&self, epoch: u32) -> String {
+        format!(
+            "epoch {} lr={}",
+            g2(epoch as f32),
+            g2(self.lr(epoch as f32))
+        )
     }
 }
