@@ -223,8 +223,8 @@ fn qwen2_trains() {
         n_threads: 2,
     };
     let mut ft = Finetuner::new(model.clone(), &params).expect("finetuner");
-    let tokens: Vec<i32> = (0..16).map(|i| (i * 37 % 500) as i32).collect();
-    let labels: Vec<i32> = (1..17).map(|i| (i * 37 % 500) as i32).collect();
+    let tokens: Vec<i32> = (0..16).map(|i| i * 37 % 500).collect();
+    let labels: Vec<i32> = (1..17).map(|i| i * 37 % 500).collect();
     let mut r = EpochResult::default();
     let opt = OptimizerParams::default().with_learning_rate(1e-3);
     for _ in 0..3 {
@@ -329,4 +329,57 @@ fn finetune_program() {
     }
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(&text_path);
+}
+
+/// The training graph's forward pass (attention over the window, no KV cache) gives
+/// the loss that the inference context's logits give: the mean cross-entropy of the
+/// next tokens.
+#[test]
+fn training_loss_matches_inference_logits() {
+    let Some(src) = common::shared_file("models/stories260K.gguf") else {
+        return;
+    };
+    let model = load(&src);
+    let n = 32;
+    let tokens = model.vocab.tokenize(STORY, TokenizeOptions::ADD_SPECIAL);
+    let (inp, labels) = (&tokens[..n], &tokens[1..n + 1]);
+    let params = FinetuneParams {
+        n_ctx: n,
+        optimizer: Optimizer::AdamW,
+        n_threads: 2,
+    };
+    let mut ft = Finetuner::new(model.clone(), &params).expect("finetuner");
+    let mut r = EpochResult::default();
+    let opt = OptimizerParams::default();
+    ft.eval_window(inp, labels, false, &opt, &mut r)
+        .expect("eval");
+    let loss = r.losses[0] as f64;
+
+    let cp = llama::ContextParams {
+        n_ctx: 64,
+        flash_attn: false,
+        type_k: ggml::GgmlType::F32,
+        type_v: ggml::GgmlType::F32,
+        n_threads: 2,
+        ..Default::default()
+    };
+    let mut ctx = llama::LlamaContext::new(model.clone(), &cp).unwrap();
+    let mut batch = llama::Batch::new();
+    for (i, &t) in inp.iter().enumerate() {
+        batch.add(t, i as i32, &[0], true);
+    }
+    ctx.decode(&batch).unwrap();
+    let mut nll = 0f64;
+    for (i, &l) in labels.iter().enumerate() {
+        let row = ctx.logits_ith(i as i32).unwrap();
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let sum: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
+        nll -= row[l as usize] as f64 - max - sum.ln();
+    }
+    let want = nll / n as f64;
+    eprintln!("training-graph loss {loss:.6}, from inference logits {want:.6}");
+    assert!(
+        (loss - want).abs() < 1e-4 * want.max(1.0),
+        "{loss} vs {want}"
+    );
 }
