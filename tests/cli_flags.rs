@@ -9,7 +9,8 @@ use std::io::{BufRead, Write};
 
 use llamars::cli::speculative::{draft, lookup, lookup_create, lookup_merge};
 use llamars::cli::{
-    bench, completion, eval_callback, gen_model, gguf_dump, passkey, perplexity, simple, tokenize,
+    bench, completion, eval_callback, finetune, gen_model, gguf_dump, passkey, perplexity, simple,
+    tokenize,
 };
 use llamars::common::args::os_from_bytes;
 
@@ -28,6 +29,7 @@ type Case = (&'static str, Main, &'static [&'static [u8]], &'static str);
 
 const CLI: Main = completion::main_with::<OsString>;
 const PPL: Main = perplexity::main_with::<OsString>;
+const FT: Main = finetune::main_with::<OsString>;
 const PASSKEY: Main = passkey::main_with::<OsString>;
 const BENCH: Main = bench::main_with::<OsString>;
 const GEN: Main = gen_model::main_with::<OsString>;
@@ -291,6 +293,48 @@ const BAD: &[Case] = &[
         CLI,
         &[b"-m", b"/nonexistent\xff.gguf", b"-p", b"x"],
         "failed to load model",
+    ),
+    (
+        "llama-finetune",
+        FT,
+        &[b"-epochs", b"0"],
+        "error: -epochs: 0 is out of range: must be at least 1",
+    ),
+    (
+        "llama-finetune",
+        FT,
+        &[b"-val-split", b"1.5"],
+        "error: -val-split: 1.5 is out of range: must be in [0, 1)",
+    ),
+    (
+        "llama-finetune",
+        FT,
+        &[b"-opt", b"lion"],
+        "error: -opt: lion is out of range: valid options: adamw, sgd",
+    ),
+    (
+        "llama-finetune",
+        FT,
+        &[b"-lr", b"0"],
+        "error: -lr: 0 is out of range: must be > 0",
+    ),
+    (
+        "llama-finetune",
+        FT,
+        &[b"-fa", b"on"],
+        "training does not implement flash attention",
+    ),
+    (
+        "llama-finetune",
+        FT,
+        &[b"--temp", b"0.5"],
+        "error: invalid argument: --temp",
+    ),
+    (
+        "llama-finetune",
+        FT,
+        &[b"-ctk", b"f32"],
+        "error: invalid argument: -ctk",
     ),
     (
         "llama-perplexity",

@@ -58,6 +58,11 @@ pub enum LlamaError {
         typ: ggml::GgmlType,
     },
 
+    /// Fine-tuning cannot be done as asked ([`crate::train`]): a weight that is not
+    /// F32, an architecture without training, a text too short for one window.
+    #[error("training: {0}")]
+    Training(String),
+
     /// A context or sampler parameter is out of range.
     #[error("invalid parameter: {0}")]
     InvalidParam(String),

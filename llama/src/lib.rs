@@ -38,7 +38,8 @@
 //!   sequences held in its memory, edited with llama.cpp's memory API
 //!   (the [`MemoryOps`] trait: `memory_seq_rm` and its siblings)
 //!   and saved or restored with [`LlamaContext::state_seq_get_data`] and friends;
-//! - [`load_model`] and [`Model`], [`vocab`] (the tokenizer, [`vocab::Vocab::tokenize`]).
+//! - [`load_model`] and [`Model`], [`vocab`] (the tokenizer, [`vocab::Vocab::tokenize`]);
+//! - [`train`]: fine-tuning a model's weights on a text ([`train::Finetuner`]).
 //!
 //! Data flows text -> tokens ([`vocab`]) -> [`Batch`] -> micro-batches -> KV slots
 //! ([`memory`]) -> graph inputs ([`graph`]) -> graph ([`models`]) -> logits
@@ -68,6 +69,7 @@ pub mod sampling;
 pub mod shifts;
 pub mod speculative;
 pub mod tensor_map;
+pub mod train;
 pub mod vocab;
 
 pub use batch::{Batch, BatchToken, Logits, Token};

@@ -14,6 +14,7 @@ pub mod completion;
 pub mod conversation;
 pub mod embedding;
 pub mod eval_callback;
+pub mod finetune;
 pub mod gen_model;
 pub mod gguf_dump;
 pub mod output;

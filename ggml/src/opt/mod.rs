@@ -13,4 +13,4 @@ pub use dataset::Dataset;
 pub use fit::{fit, progress_bar, EpochSummary, FitParams};
 pub use optimizer::{AdamWParams, Optimizer, OptimizerParams, SgdParams};
 pub use result::EpochResult;
-pub use trainer::{LossType, Progress, Trainer, TrainerParams};
+pub use trainer::{argmax, build_opt_steps, LossType, Progress, Trainer, TrainerParams};

@@ -166,6 +166,40 @@ fn persistent_zeros(ctx: &mut Context, ne: [usize; 4], name: String) -> Result<T
     Ok(t)
 }
 
+/// Appends to `graph` (after [`Graph::build_backward_expand`]) one `optimizer` step
+/// per parameter that has a gradient, AdamW's moments zeroed tensors of their own
+/// (`ggml_opt_build`'s optimizer part), and returns the optimizer's parameter tensor
+/// (f32, 7 values for AdamW, 2 for SGD, with memory of its own): fill it with
+/// [`OptimizerParams::step_values`] before each step. Errors: [`Error::Alloc`] when
+/// the memory cannot be had; the errors of the step ops (a parameter that is not
+/// f32, without memory).
+pub fn build_opt_steps(
+    ctx: &mut Context,
+    graph: &mut Graph,
+    optimizer: Optimizer,
+) -> Result<TensorId> {
+    let n_step = match optimizer {
+        Optimizer::AdamW => 7,
+        Optimizer::Sgd => 2,
+    };
+    let step_params = persistent_zeros(ctx, [n_step, 1, 1, 1], "opt_step_params".into())?;
+    for p in graph.params().to_vec() {
+        let Some(g) = graph.grad(p) else { continue };
+        let ne = ctx.tensor(p).ne;
+        let step = match optimizer {
+            Optimizer::AdamW => {
+                let name = ctx.label(p);
+                let m = persistent_zeros(ctx, ne, format!("{name} (m)"))?;
+                let v = persistent_zeros(ctx, ne, format!("{name} (v)"))?;
+                ctx.try_opt_step_adamw(p, g, m, v, step_params)?
+            }
+            Optimizer::Sgd => ctx.try_opt_step_sgd(p, g, step_params)?,
+        };
+        graph.build_forward_expand(ctx, step);
+    }
+    Ok(step_params)
+}
+
 impl Trainer {
     /// Builds the loss on `outputs` (with a label input when the loss needs one),
     /// the backward graph and the optimizer steps, and an executor of
@@ -260,25 +294,7 @@ impl Trainer {
             }
         }
         let grad = accumulate.then(|| opt.clone());
-        let n_step = match params.optimizer {
-            Optimizer::AdamW => 7,
-            Optimizer::Sgd => 2,
-        };
-        let step_params = persistent_zeros(&mut ctx, [n_step, 1, 1, 1], "opt_step_params".into())?;
-        for p in opt.params().to_vec() {
-            let Some(g) = opt.grad(p) else { continue };
-            let ne = ctx.tensor(p).ne;
-            let step = match params.optimizer {
-                Optimizer::AdamW => {
-                    let name = ctx.label(p);
-                    let m = persistent_zeros(&mut ctx, ne, format!("{name} (m)"))?;
-                    let v = persistent_zeros(&mut ctx, ne, format!("{name} (v)"))?;
-                    ctx.try_opt_step_adamw(p, g, m, v, step_params)?
-                }
-                Optimizer::Sgd => ctx.try_opt_step_sgd(p, g, step_params)?,
-            };
-            opt.build_forward_expand(&ctx, step);
-        }
+        let step_params = build_opt_steps(&mut ctx, &mut opt, params.optimizer)?;
         Ok(Trainer {
             exec: Executor::new(params.n_threads.max(1))?,
             ctx,
@@ -482,8 +498,9 @@ impl Trainer {
     }
 }
 
-/// The index of the first largest value (ggml's `argmax`).
-fn argmax(v: &[f32]) -> usize {
+/// The index of the first largest value of `v` (ggml's `argmax`); 0 for an empty
+/// slice.
+pub fn argmax(v: &[f32]) -> usize {
     let mut best = 0;
     for (i, &x) in v.iter().enumerate() {
         if x > v[best] {

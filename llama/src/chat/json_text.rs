@@ -165,6 +165,13 @@ impl serde_json::ser::Formatter for Formatter<'_> {
 /// A double as C++'s `ostream << double` prints it (`%g`: six significant digits,
 /// exponent form below 1e-4 or from 1e6, trailing zeros dropped).
 pub(crate) fn format_g(x: f64) -> String {
+    format_g_digits(x, 6)
+}
+
+/// A double as C's `%.{digits}g` prints it (`digits` significant digits, at least 1;
+/// exponent form below 1e-4 or from `10^digits`, trailing zeros dropped).
+pub(crate) fn format_g_digits(x: f64, digits: usize) -> String {
+    let digits = digits.max(1);
     if x.is_nan() {
         return "nan".into();
     }
@@ -174,15 +181,15 @@ pub(crate) fn format_g(x: f64) -> String {
     if x == 0.0 {
         return if x.is_sign_negative() { "-0" } else { "0" }.into();
     }
-    let sci = format!("{x:.5e}");
+    let sci = format!("{x:.*e}", digits - 1);
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..6).contains(&exp) {
+    if exp < -4 || exp >= digits as i32 {
         let m = strip_zeros(mantissa);
         let sign = if exp < 0 { '-' } else { '+' };
         format!("{m}e{sign}{:02}", exp.abs())
     } else {
-        strip_zeros(&format!("{x:.*}", (5 - exp) as usize)).to_string()
+        strip_zeros(&format!("{x:.*}", (digits as i32 - 1 - exp) as usize)).to_string()
     }
 }
 

@@ -38,6 +38,7 @@ mod builtin;
 mod caps;
 mod jinja;
 mod json_text;
+pub(crate) use json_text::format_g_digits;
 mod message;
 mod prepare;
 mod reasoning;

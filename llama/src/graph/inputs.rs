@@ -83,7 +83,19 @@ impl GraphInputs {
         for a in self.attn.iter().flatten() {
             mb.fill_inputs(a.cache, ctx, a.kv, alibi)?;
         }
-        let ub = mb.ubatch();
+        self.set_batch(ctx, mb.ubatch(), alibi, scratch)
+    }
+
+    /// Writes the inputs that come from the micro-batch `ub` alone (tokens,
+    /// positions, output rows, cache-less masks, pooling): all of them for a graph
+    /// without KV cache inputs (a training graph). Errors: writing a tensor.
+    pub(crate) fn set_batch(
+        &self,
+        ctx: &Context,
+        ub: &UBatch,
+        alibi: bool,
+        scratch: &mut InputScratch,
+    ) -> Result<()> {
         if let Some(t) = self.tokens {
             ctx.set_i32(t, &ub.tokens)?;
         }

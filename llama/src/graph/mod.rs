@@ -59,6 +59,11 @@ pub(crate) struct GraphBuilder<'a> {
     /// The caches' tensors as leafs of this graph.
     kvt: MemoryGraphTensors,
     imported: Vec<Option<TensorId>>,
+    /// Training mode: the writable copies of the weights (the context and, by the
+    /// model tensor's index, the copy's id), imported as trainable parameters in
+    /// place of the model's own; the attention runs over the micro-batch itself (no
+    /// KV cache, whose stores have no gradient).
+    training: Option<(&'a Context, &'a [TensorId])>,
 }
 
 impl<'a> GraphBuilder<'a> {
@@ -85,7 +90,32 @@ impl<'a> GraphBuilder<'a> {
             mem,
             kvt,
             imported: vec![None; model.tensors().len()],
+            training: None,
         })
+    }
+
+    /// A builder in training mode (see [`crate::train`]): every weight comes from
+    /// `weights` (`copies[i]` in `weights` is the writable copy of the model's tensor
+    /// of index `i`) and, when F32, is a parameter of the graph ([`Context::set_param`]);
+    /// the attention inputs are the cache-less causal masks over the micro-batch.
+    /// Errors: as [`GraphBuilder::new`].
+    pub(crate) fn new_training(
+        model: &'a Model,
+        cparams: &'a Cparams,
+        mem: &'a MemoryBatch<'a>,
+        weights: &'a Context,
+        copies: &'a [TensorId],
+    ) -> Result<Self> {
+        if copies.len() != model.tensors().len() {
+            return Err(LlamaError::InvalidParam(format!(
+                "{} weight copies for a model of {} tensors",
+                copies.len(),
+                model.tensors().len()
+            )));
+        }
+        let mut b = GraphBuilder::new(model, cparams, mem)?;
+        b.training = Some((weights, copies));
+        Ok(b)
     }
 
     /// Cells the attention of `cache` covers in this micro-batch.
@@ -98,7 +128,16 @@ impl<'a> GraphBuilder<'a> {
         if let Some(t) = self.imported[id.index()] {
             return Ok(t);
         }
-        let t = self.ctx.import(self.model.tensors(), id)?;
+        let t = match self.training {
+            Some((weights, copies)) => {
+                let t = self.ctx.import(weights, copies[id.index()])?;
+                if self.ctx.tensor(t).typ == GgmlType::F32 {
+                    self.ctx.set_param(t);
+                }
+                t
+            }
+            None => self.ctx.import(self.model.tensors(), id)?,
+        };
         self.imported[id.index()] = Some(t);
         Ok(t)
     }
@@ -162,7 +201,13 @@ impl<'a> GraphBuilder<'a> {
     /// The KV inputs: K/V store indices and the KQ mask (f16 for flash attention), of
     /// each plain cache (llama.cpp's `build_attn_inp_kv`, or `build_attn_inp_kv_iswa`
     /// for a sliding-window model).
+    /// In training mode: the cache-less masks instead
+    /// ([`GraphBuilder::build_attn_inp_no_cache`]).
     pub(crate) fn build_attn_inp(&mut self) {
+        if self.training.is_some() {
+            self.build_attn_inp_no_cache();
+            return;
+        }
         self.inputs.attn[0] = Some(self.build_attn_inp_of(CacheId::Base, ""));
         if self.mem.memory().swa().is_some() {
             self.inputs.attn[1] = Some(self.build_attn_inp_of(CacheId::Swa, "_swa"));
