@@ -337,6 +337,12 @@ const BAD: &[Case] = &[
         "error: invalid argument: -ctk",
     ),
     (
+        "llama-finetune",
+        FT,
+        &[b"-s", b"42"],
+        "error: invalid argument: -s",
+    ),
+    (
         "llama-perplexity",
         PPL,
         &[b"-c", b"0"],

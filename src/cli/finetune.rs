@@ -72,9 +72,10 @@ const ABOUT: &str =
     "Fine-tunes every F32 weight of a model on a text (llama.cpp's llama-finetune).";
 
 /// The common flags that mean something to training: the model, the text, the
-/// window, the batch sizes, threads, seed, escapes, how the model is loaded, and
-/// `-fa` (only `off`/`auto`: training has no flash attention). Every other common
-/// flag (sampling, generation, caches) is refused as an invalid argument.
+/// window, the batch sizes, threads, escapes, how the model is loaded, and `-fa`
+/// (only `off`/`auto`: training has no flash attention). Every other common flag
+/// (sampling, generation, caches, and `-s`: the windows are not shuffled, so a seed
+/// would change nothing) is refused as an invalid argument.
 const COMMON: &[&str] = &[
     "-m",
     "-p",
@@ -83,7 +84,6 @@ const COMMON: &[&str] = &[
     "-b",
     "-ub",
     "-t",
-    "-s",
     "-e",
     "--no-escape",
     "-fa",
