@@ -247,9 +247,28 @@ fn kernel_scalar(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]
 #[cfg(target_arch = "x86_64")]
 fn kernel_avx2(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
     check(p, w, k0, a, acc);
+    if p.scaled && !p.signed && w.qi.len() >= TILE * w.n && w.sci.len() * SUB >= TILE * w.n {
+        // SAFETY: `check` sized everything and the interleaved parts were checked
+        // above; this kernel is only handed out by `kernels_for` after AVX2, FMA and
+        // F16C were detected.
+        return unsafe { x86::tile_avx2_interleaved(p, w, k0, a, acc) };
+    }
     // SAFETY: `check` sized everything; this kernel is only handed out by
     // `kernels_for` after AVX2, FMA and F16C were detected.
     unsafe { x86::tile_avx2(p, w, k0, a, acc) }
+}
+
+/// [`fill_avx2`], and for the types with scales and unsigned values (Q2_K, Q4_K,
+/// Q5_K) the interleaved tile that [`kernel_avx2`] then runs on.
+#[cfg(target_arch = "x86_64")]
+fn fill_avx2_interleaved(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
+    fill_avx2(u, typ, n, rows);
+    if has_scales(typ) && !has_signed_values(typ) {
+        u.interleave(true, false);
+    } else {
+        // A tile reused from another type keeps no stale interleaved copy.
+        u.qi.clear();
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -580,7 +599,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
     match level {
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2 => Some(Kernels {
-            fill: fill_avx2,
+            fill: fill_avx2_interleaved,
             tile: kernel_avx2,
             gemv: Some(gemv_avx2),
             group_gemv: Some(group_gemv_avx2),

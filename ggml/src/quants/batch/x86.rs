@@ -216,29 +216,65 @@ unsafe fn tile_with<const SIGNED: bool, const SCALED: bool>(
 /// AVX2, FMA, F16C, AVX-512 F/BW/VL and AVX-512 VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) unsafe fn tile_vnni(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) {
+    // SAFETY: this fn's contract.
+    unsafe { interleaved_tile::<true>(p, w, k0, a, acc) }
+}
+
+/// The same kernel with AVX2, for the types with scales and unsigned values (Q2_K,
+/// Q4_K, Q5_K): one `vpmaddubsw` + `vpmaddwd` in place of each `vpdpbusd` (the
+/// products are at most 31 · 128, so the pairs' i16 sums cannot saturate). The
+/// weights are loaded once for four activation rows and no sum is reduced across
+/// lanes, where [`tile`] reloads them per row and reduces 8 vectors per chunk.
+///
+/// # Safety
+/// As [`tile`], with `w` interleaved (`Unpacked::interleave(true, false)`) and `p`
+/// scaled and unsigned; the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn tile_avx2_interleaved(
+    p: &Plan,
+    w: &Unpacked,
+    k0: usize,
+    a: &[&[u8]],
+    acc: &mut [Acc],
+) {
+    // SAFETY: this fn's contract.
+    unsafe { interleaved_tile::<false>(p, w, k0, a, acc) }
+}
+
+/// [`tile_vnni`] (`VNNI`) or [`tile_avx2_interleaved`], activation rows four at a
+/// time: four independent chains keep the unit busy while each waits on its latency.
+///
+/// # Safety
+/// As those two.
+#[inline(always)]
+unsafe fn interleaved_tile<const VNNI: bool>(
+    p: &Plan,
+    w: &Unpacked,
+    k0: usize,
+    a: &[&[u8]],
+    acc: &mut [Acc],
+) {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
-        // Activation rows R at a time: R independent `vpdpbusd` chains (two per row for
-        // the 32-element chunks) keep the unit busy while each waits on its latency.
         const R: usize = 4;
         let (a4, a_rest) = a.as_chunks::<R>();
         let (acc4, acc_rest) = acc.as_chunks_mut::<R>();
         for (a, acc) in a4.iter().zip(acc4) {
-            tile_vnni_rows::<R>(p, w, k0, a, acc);
+            interleaved_tile_rows::<VNNI, R>(p, w, k0, a, acc);
         }
         for (a, acc) in a_rest.iter().zip(acc_rest) {
-            tile_vnni_rows::<1>(p, w, k0, &[*a], std::array::from_mut(acc));
+            interleaved_tile_rows::<VNNI, 1>(p, w, k0, &[*a], std::array::from_mut(acc));
         }
     }
 }
 
-/// [`tile_vnni`] for `R` activation rows.
+/// [`interleaved_tile`] for `R` activation rows.
 ///
 /// # Safety
-/// As [`tile_vnni`].
+/// As [`interleaved_tile`].
 #[inline(always)]
-unsafe fn tile_vnni_rows<const R: usize>(
+unsafe fn interleaved_tile_rows<const VNNI: bool, const R: usize>(
     p: &Plan,
     w: &Unpacked,
     k0: usize,
@@ -248,26 +284,21 @@ unsafe fn tile_vnni_rows<const R: usize>(
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
-        let qs_off = p.act.layout().2;
         let qi = w.qi.as_ptr();
         let group4 = |e: usize| _mm256_loadu_si256(qi.add(e / 4 * 4 * TILE) as *const __m256i);
         let act4 =
             |aq: *const u8, k: usize| _mm256_set1_epi32((aq.add(k) as *const i32).read_unaligned());
         let zero = _mm256_setzero_si256();
-        // Plain loops rather than array `map`s, which are not always inlined here.
-        let mut sum = [F8(_mm256_setzero_ps()); R];
-        let mut summ = [F8(_mm256_setzero_ps()); R];
-        for r in 0..R {
-            sum[r] = F8(_mm256_loadu_ps(acc[r].acc.as_ptr()));
-            summ[r] = F8(_mm256_loadu_ps(acc[r].accm.as_ptr()));
-        }
-        for e0 in (0..w.n).step_by(p.chunk) {
-            let mut blocks: [(&[u8], usize); R] = [(&[], 0); R];
-            let mut aq = [std::ptr::null::<u8>(); R];
-            for r in 0..R {
-                blocks[r] = act_block(p, a[r], k0 + e0);
-                aq[r] = blocks[r].0.as_ptr().add(qs_off + blocks[r].1);
+        let ones = _mm256_set1_epi16(1);
+        // `d + Σ` of 4 unsigned weight bytes times 4 signed activation bytes per lane.
+        let dot4 = |d: __m256i, wv: __m256i, av: __m256i| {
+            if VNNI {
+                _mm256_dpbusd_epi32(d, wv, av)
+            } else {
+                _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, av), ones))
             }
+        };
+        interleaved_rows(p, w, k0, a, acc, |e0, rows| {
             let mut s1 = [zero; R];
             if p.scaled {
                 for sub in 0..p.chunk / SUB {
@@ -276,14 +307,14 @@ unsafe fn tile_vnni_rows<const R: usize>(
                     for k in (0..SUB).step_by(4) {
                         let wv = group4(e + k);
                         for r in 0..R {
-                            d[r] = _mm256_dpbusd_epi32(d[r], wv, act4(aq[r], SUB * sub + k));
+                            d[r] = dot4(d[r], wv, act4(rows[r].1, SUB * sub + k));
                         }
                     }
                     let sc =
                         _mm256_loadu_si256(w.sci.as_ptr().add(e / SUB * TILE) as *const __m256i);
                     for r in 0..R {
                         if p.signed {
-                            let (blk, off) = blocks[r];
+                            let ((blk, off), _) = rows[r];
                             let bs = blk.as_ptr().add(260 + 2 * (off / SUB + sub)) as *const i16;
                             let c = _mm256_set1_epi32(128 * bs.read_unaligned() as i32);
                             d[r] = _mm256_sub_epi32(d[r], c);
@@ -292,12 +323,12 @@ unsafe fn tile_vnni_rows<const R: usize>(
                     }
                 }
             } else {
-                // The 32-element types (chunk = block = 32): signed weights, activations
-                // plus 128 as the unsigned operand, `128 · Σ q` off again.
+                // The 32-element types (chunk = block = 32; VNNI only): signed weights,
+                // activations plus 128 as the unsigned operand, `128 · Σ q` off again.
                 let (mut d0, mut d1) = ([zero; R], [zero; R]);
                 let mut au = [zero; R];
                 for r in 0..R {
-                    let x = _mm256_loadu_si256(aq[r] as *const __m256i);
+                    let x = _mm256_loadu_si256(rows[r].1 as *const __m256i);
                     au[r] = _mm256_xor_si256(x, _mm256_set1_epi8(-128));
                 }
                 for k in (0..32).step_by(8) {
@@ -307,10 +338,8 @@ unsafe fn tile_vnni_rows<const R: usize>(
                         _mm256_set1_epi32(k as i32 / 4 + 1),
                     );
                     for r in 0..R {
-                        d0[r] =
-                            _mm256_dpbusd_epi32(d0[r], _mm256_permutevar8x32_epi32(au[r], i0), w0);
-                        d1[r] =
-                            _mm256_dpbusd_epi32(d1[r], _mm256_permutevar8x32_epi32(au[r], i1), w1);
+                        d0[r] = dot4(d0[r], _mm256_permutevar8x32_epi32(au[r], i0), w0);
+                        d1[r] = dot4(d1[r], _mm256_permutevar8x32_epi32(au[r], i1), w1);
                     }
                 }
                 let qsum =
@@ -319,11 +348,55 @@ unsafe fn tile_vnni_rows<const R: usize>(
                     s1[r] = _mm256_sub_epi32(_mm256_add_epi32(d0[r], d1[r]), qsum);
                 }
             }
+            s1
+        })
+    }
+}
+
+/// The activation block of row `r` at `e0` and the address of its quants there.
+type ActAt<'a> = ((&'a [u8], usize), *const u8);
+
+/// The frame of the interleaved-tile kernels for `R` activation rows: the running
+/// sums loaded, then per chunk of `p.chunk` elements the integer sums of the 8 weight
+/// rows with each activation row (`s1`, from `chunk_sums(e0, rows)`), the mins and
+/// [`chunk_step`]'s float chain, and the sums stored back.
+///
+/// # Safety
+/// As [`tile`]; `chunk_sums` reads only inside the tile and the activation blocks it
+/// is given.
+#[inline(always)]
+unsafe fn interleaved_rows<const R: usize>(
+    p: &Plan,
+    w: &Unpacked,
+    k0: usize,
+    a: &[&[u8]; R],
+    acc: &mut [Acc; R],
+    mut chunk_sums: impl FnMut(usize, &[ActAt<'_>; R]) -> [__m256i; R],
+) {
+    // SAFETY: this fn's `# Safety` contract covers the CPU features and every
+    // pointer access below.
+    unsafe {
+        let qs_off = p.act.layout().2;
+        let zero = _mm256_setzero_si256();
+        // Plain loops rather than array `map`s, which are not always inlined here.
+        let mut sum = [F8(_mm256_setzero_ps()); R];
+        let mut summ = [F8(_mm256_setzero_ps()); R];
+        for r in 0..R {
+            sum[r] = F8(_mm256_loadu_ps(acc[r].acc.as_ptr()));
+            summ[r] = F8(_mm256_loadu_ps(acc[r].accm.as_ptr()));
+        }
+        for e0 in (0..w.n).step_by(p.chunk) {
+            let mut rows: [ActAt<'_>; R] = [((&[], 0), std::ptr::null()); R];
+            for r in 0..R {
+                let (blk, off) = act_block(p, a[r], k0 + e0);
+                rows[r] = ((blk, off), blk.as_ptr().add(qs_off + off));
+            }
+            let s1 = chunk_sums(e0, &rows);
             let g = e0 / p.group * TILE;
             let d = F8(_mm256_loadu_ps(w.d.as_ptr().add(g)));
             let dmin = F8(_mm256_loadu_ps(w.dmin.as_ptr().add(g)));
             for r in 0..R {
-                let (blk, off) = blocks[r];
+                let ((blk, off), _) = rows[r];
                 let s2 = if p.has_min {
                     imin8(w, e0, blk.as_ptr().add(260 + 2 * (off / SUB)), p.chunk)
                 } else {
