@@ -237,27 +237,7 @@ pub(super) fn tail_f16(s: f32, x: &[f16], y: &[f16], np: usize) -> f32 {
 /// The CPU has F16C (and so AVX); every `x[r]` holds at least `y.len()` halves.
 #[inline(always)]
 pub(super) unsafe fn short_dot_f16_x4(x: [&[f16]; 4], y: &[f16]) -> [f32; 4] {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
-    use std::arch::x86_64::{__m256, _mm256_cvtph_ps, _mm256_mul_ps, _mm256_storeu_ps};
-    /// Halves `i..i + 8` of `row` as floats, zeros past `n`.
-    ///
-    /// # Safety
-    /// F16C is enabled; `row` holds at least `n` halves.
-    #[inline(always)]
-    unsafe fn load8(row: &[f16], i: usize, n: usize) -> __m256 {
-        let mut pad = [0u16; 8];
-        let p = if i + 8 <= n {
-            row[i..].as_ptr() as *const __m128i
-        } else {
-            for (b, h) in pad.iter_mut().zip(&row[i..n]) {
-                *b = h.to_bits();
-            }
-            pad.as_ptr() as *const __m128i
-        };
-        // SAFETY: `p` points at 8 halves (16 bytes) inside `row` or `pad`; F16C is
-        // enabled (this fn's contract).
-        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p)) }
-    }
+    use std::arch::x86_64::{_mm256_mul_ps, _mm256_storeu_ps};
     let n = y.len();
     let mut s = [0f64; 4];
     let mut prods = [[0f32; 8]; 4];
@@ -266,9 +246,9 @@ pub(super) unsafe fn short_dot_f16_x4(x: [&[f16]; 4], y: &[f16]) -> [f32; 4] {
         // SAFETY: F16C is enabled and every row holds `n` halves (this fn's contract);
         // each store writes the 8 floats of `prods[r]`.
         unsafe {
-            let yv = load8(y, i, n);
+            let yv = halves8(y, i, n);
             for (r, p) in prods.iter_mut().enumerate() {
-                _mm256_storeu_ps(p.as_mut_ptr(), _mm256_mul_ps(load8(x[r], i, n), yv));
+                _mm256_storeu_ps(p.as_mut_ptr(), _mm256_mul_ps(halves8(x[r], i, n), yv));
             }
         }
         for j in 0..(n - i).min(8) {
@@ -289,41 +269,41 @@ pub(super) unsafe fn short_dot_f16_x4(x: [&[f16]; 4], y: &[f16]) -> [f32; 4] {
 /// The CPU has F16C (and so AVX).
 #[target_feature(enable = "avx,f16c")]
 unsafe fn tail_f16_f16c(s: f32, x: &[f16], y: &[f16]) -> f32 {
-    use std::arch::x86_64::_mm_loadu_si128;
-    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_mul_ps, _mm256_storeu_ps};
+    use std::arch::x86_64::{_mm256_mul_ps, _mm256_storeu_ps};
     let n = x.len().min(y.len());
     let mut s = s as f64;
     let mut prods = [0f32; 8];
-    let mut i = 0;
-    while i < n {
-        let k = (n - i).min(8);
-        let (mut xb, mut yb) = ([0u16; 8], [0u16; 8]);
-        let (xp, yp) = if k == 8 {
-            (
-                x[i..].as_ptr() as *const __m128i,
-                y[i..].as_ptr() as *const __m128i,
-            )
-        } else {
-            for j in 0..k {
-                xb[j] = x[i + j].to_bits();
-                yb[j] = y[i + j].to_bits();
-            }
-            (xb.as_ptr() as *const __m128i, yb.as_ptr() as *const __m128i)
-        };
-        // SAFETY: F16C and AVX are enabled (this fn's contract); `xp` and `yp` point
-        // at 8 halves (16 bytes) inside the rows or the padded copies, and `prods`
-        // holds 8 floats.
+    for i in (0..n).step_by(8) {
+        // SAFETY: F16C and AVX are enabled (this fn's contract); both rows hold `n`
+        // halves, and the store writes the 8 floats of `prods`.
         unsafe {
-            let p = _mm256_mul_ps(
-                _mm256_cvtph_ps(_mm_loadu_si128(xp)),
-                _mm256_cvtph_ps(_mm_loadu_si128(yp)),
-            );
+            let p = _mm256_mul_ps(halves8(x, i, n), halves8(y, i, n));
             _mm256_storeu_ps(prods.as_mut_ptr(), p);
         }
-        for &p in &prods[..k] {
+        for &p in &prods[..(n - i).min(8)] {
             s += p as f64;
         }
-        i += k;
     }
     s as f32
+}
+
+/// Halves `i..i + 8` of `row` as floats, zeros past `n` (F16C: exact).
+///
+/// # Safety
+/// F16C is enabled in the caller; `row` holds at least `n > i` halves.
+#[inline(always)]
+unsafe fn halves8(row: &[f16], i: usize, n: usize) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm_loadu_si128};
+    let mut pad = [0u16; 8];
+    let p = if i + 8 <= n {
+        row[i..].as_ptr() as *const __m128i
+    } else {
+        for (b, h) in pad.iter_mut().zip(&row[i..n]) {
+            *b = h.to_bits();
+        }
+        pad.as_ptr() as *const __m128i
+    };
+    // SAFETY: `p` points at 8 halves (16 bytes) inside `row` or `pad`; F16C is enabled
+    // (this fn's contract).
+    unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p)) }
 }
