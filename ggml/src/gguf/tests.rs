@@ -393,3 +393,22 @@ fn meta_bytes_are_the_file_up_to_the_data() {
     assert_eq!(meta.len(), g.data_offset());
     assert_eq!(&bytes[..meta.len()], &meta[..]);
 }
+
+/// `set_tensor_data` swaps a tensor's bytes in place, and refuses an unknown name or
+/// a wrong size.
+#[test]
+fn set_tensor_data_replaces_bytes() {
+    let mut w = GgufWriter::new();
+    w.add_tensor("a", GgmlType::F32, &[2], vec![0u8; 8])
+        .unwrap();
+    w.add_tensor("b", GgmlType::F32, &[1], vec![0u8; 4])
+        .unwrap();
+    w.set_tensor_data("a", 1.5f32.to_le_bytes().repeat(2))
+        .unwrap();
+    assert!(w.set_tensor_data("c", vec![0u8; 4]).is_err());
+    assert!(w.set_tensor_data("b", vec![0u8; 8]).is_err());
+    let bytes = w.to_bytes();
+    let g = Gguf::parse(&bytes).unwrap();
+    let a = g.tensor_data(&bytes, "a").unwrap();
+    assert_eq!(a, &1.5f32.to_le_bytes().repeat(2)[..]);
+}

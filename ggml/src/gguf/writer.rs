@@ -215,6 +215,35 @@ impl<'a> GgufWriter<'a> {
         Ok(self)
     }
 
+    /// Replaces the bytes of the tensor `name` already added (its type and shape
+    /// stay), e.g. to write a model back with some weights changed.
+    /// [`GgufError::InvalidTensor`] when there is no such tensor or `data` is not its
+    /// size.
+    pub fn set_tensor_data(
+        &mut self,
+        name: &str,
+        data: impl Into<Cow<'a, [u8]>>,
+    ) -> Result<&mut Self> {
+        let data = data.into();
+        let invalid = |reason: String| GgufError::InvalidTensor {
+            name: name.to_string(),
+            reason,
+        };
+        let Some((info, old)) = self.tensors.iter_mut().find(|(t, _)| t.name == name) else {
+            return Err(invalid("no such tensor".into()));
+        };
+        if data.len() != info.size {
+            return Err(invalid(format!(
+                "{} bytes of data for a {} tensor of {} bytes",
+                data.len(),
+                info.typ,
+                info.size
+            )));
+        }
+        *old = data;
+        Ok(self)
+    }
+
     /// Bytes of padding after `n` bytes to reach the alignment.
     fn padding(&self, n: usize) -> usize {
         n.next_multiple_of(self.alignment) - n

@@ -1,6 +1,5 @@
 //! [`Finetuner`]: a model's training graph, its writable weights and optimizer state.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -424,34 +423,15 @@ impl Finetuner {
             )));
         }
         let file = GgufFile::open(src)?;
-        let g = file.gguf();
-        let by_name: HashMap<&str, TensorId> = self
-            .copies
-            .iter()
-            .map(|&c| (self.weights.name(c), c))
-            .collect();
-        let mut w = GgufWriter::new();
-        w.set_version(g.version()).map_err(ggml::Error::from)?;
-        for (key, value) in g.kv() {
-            w.set(key, value.clone()).map_err(ggml::Error::from)?;
-        }
-        for t in g.tensor_infos() {
-            let ne = &t.ne[..t.n_dims];
-            let data: std::borrow::Cow<'_, [u8]> = match by_name.get(t.name.as_str()) {
-                Some(&c) if t.typ == GgmlType::F32 => {
-                    let values = self.weights.get_f32(c)?;
-                    values
-                        .iter()
-                        .flat_map(|v| v.to_le_bytes())
-                        .collect::<Vec<u8>>()
-                        .into()
-                }
-                _ => g
-                    .tensor_data(file.bytes(), &t.name)
-                    .map_err(ggml::Error::from)?
-                    .into(),
-            };
-            w.add_tensor(t.name.as_str(), t.typ, ne, data)
+        let mut w = GgufWriter::from_file(&file).map_err(ggml::Error::from)?;
+        for &c in &self.copies {
+            let bytes: Vec<u8> = self
+                .weights
+                .get_f32(c)?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            w.set_tensor_data(self.weights.name(c), bytes)
                 .map_err(ggml::Error::from)?;
         }
         w.write_to_path(path)?;
