@@ -12,5 +12,5 @@ mod trainer;
 pub use dataset::Dataset;
 pub use fit::{fit, progress_bar, EpochSummary, FitParams};
 pub use optimizer::{AdamWParams, Optimizer, OptimizerParams, SgdParams};
-pub use result::EpochResult;
+pub use result::{run_epoch, EpochResult};
 pub use trainer::{argmax, build_opt_steps, LossType, Progress, Trainer, TrainerParams};

@@ -1,4 +1,9 @@
-//! [`EpochResult`]: the losses and correct predictions of the batches of an epoch.
+//! [`EpochResult`]: the losses and correct predictions of the batches of an epoch, and
+//! [`run_epoch`], the loop of an epoch's training and validation batches.
+
+use std::time::Instant;
+
+use super::trainer::Progress;
 
 /// What the batches of an epoch gave (`ggml_opt_result`): each physical batch's loss,
 /// the number of samples and of correct predictions.
@@ -23,6 +28,28 @@ impl EpochResult {
     /// Forgets every batch (`ggml_opt_result_reset`).
     pub fn reset(&mut self) {
         *self = EpochResult::default();
+    }
+
+    /// Adds a physical batch of `n_data` samples: its `loss` and, when predictions are
+    /// counted, the correct ones. The first batch also sets how the losses are read
+    /// (`loss_per_datapoint`, `opt_period`).
+    pub fn add_batch(
+        &mut self,
+        loss: f32,
+        n_data: usize,
+        n_correct: Option<usize>,
+        loss_per_datapoint: bool,
+        opt_period: usize,
+    ) {
+        if self.losses.is_empty() {
+            self.loss_per_datapoint = loss_per_datapoint;
+            self.opt_period = opt_period;
+        }
+        self.losses.push(loss);
+        self.n_data += n_data;
+        if let Some(c) = n_correct {
+            *self.n_correct.get_or_insert(0) += c;
+        }
     }
 
     /// The mean loss per batch for a per-sample loss, else the summed loss, and its
@@ -72,6 +99,43 @@ impl EpochResult {
         };
         (acc, unc)
     }
+}
+
+/// The batches of an epoch (`ggml_opt_epoch`'s loop): batches `0..ibatch_split`
+/// train into `result_train`, `ibatch_split..n_batches` are evaluated into
+/// `result_val`, each by `eval(ibatch, train, result)`; `callback` is told after each
+/// batch of `batch_size` samples. The first error of `eval` ends the epoch.
+pub fn run_epoch<E>(
+    n_batches: usize,
+    ibatch_split: usize,
+    batch_size: usize,
+    result_train: &mut EpochResult,
+    result_val: &mut EpochResult,
+    mut callback: Option<&mut dyn FnMut(Progress<'_>)>,
+    mut eval: impl FnMut(usize, bool, &mut EpochResult) -> Result<(), E>,
+) -> Result<(), E> {
+    let ibatch_split = ibatch_split.min(n_batches);
+    for (train, range, result) in [
+        (true, 0..ibatch_split, result_train),
+        (false, ibatch_split..n_batches, result_val),
+    ] {
+        let started = Instant::now();
+        let ibatch_max = range.len();
+        for (done, ibatch) in range.enumerate() {
+            eval(ibatch, train, result)?;
+            if let Some(cb) = callback.as_deref_mut() {
+                cb(Progress {
+                    train,
+                    ibatch: done + 1,
+                    ibatch_max,
+                    batch_size,
+                    result,
+                    started,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::dataset::Dataset;
 use super::optimizer::{Optimizer, OptimizerParams};
-use super::result::EpochResult;
+use super::result::{run_epoch, EpochResult};
 use crate::alloc::GraphAllocator;
 use crate::backward::BackwardOptions;
 use crate::buffer::{Buffer, DataRef};
@@ -418,29 +418,28 @@ impl Trainer {
 
     /// Adds the computed batch's loss (and correct predictions) to `result`.
     fn record(&mut self, result: &mut EpochResult) -> Result<()> {
-        if result.losses.is_empty() {
-            result.loss_per_datapoint = self.params.loss.per_datapoint();
-            result.opt_period = self.params.opt_period;
-        }
         let loss = self.ctx.get_f32(self.loss)?[0];
-        result.losses.push(loss);
         let batch = self.batch_size();
-        result.n_data += batch;
-        if let (LossType::CrossEntropy, Some(labels)) = (self.params.loss, self.labels) {
-            let ne = self.ctx.tensor(self.outputs).ne[0];
-            self.outputs_buf.resize(ne * batch, 0.0);
-            self.labels_buf.resize(ne * batch, 0.0);
-            self.ctx
-                .read_f32_into(self.outputs, &mut self.outputs_buf)?;
-            self.ctx.read_f32_into(labels, &mut self.labels_buf)?;
-            let correct = self
-                .outputs_buf
-                .chunks_exact(ne)
-                .zip(self.labels_buf.chunks_exact(ne))
-                .filter(|(o, l)| argmax(o) == argmax(l))
-                .count();
-            *result.n_correct.get_or_insert(0) += correct;
-        }
+        let correct = match (self.params.loss, self.labels) {
+            (LossType::CrossEntropy, Some(labels)) => {
+                let ne = self.ctx.tensor(self.outputs).ne[0];
+                self.outputs_buf.resize(ne * batch, 0.0);
+                self.labels_buf.resize(ne * batch, 0.0);
+                self.ctx
+                    .read_f32_into(self.outputs, &mut self.outputs_buf)?;
+                self.ctx.read_f32_into(labels, &mut self.labels_buf)?;
+                let correct = self
+                    .outputs_buf
+                    .chunks_exact(ne)
+                    .zip(self.labels_buf.chunks_exact(ne))
+                    .filter(|(o, l)| argmax(o) == argmax(l))
+                    .count();
+                Some(correct)
+            }
+            _ => None,
+        };
+        let per_datapoint = self.params.loss.per_datapoint();
+        result.add_batch(loss, batch, correct, per_datapoint, self.params.opt_period);
         Ok(())
     }
 
@@ -457,7 +456,7 @@ impl Trainer {
         result_val: &mut EpochResult,
         idata_split: usize,
         opt: &dyn Fn() -> OptimizerParams,
-        mut callback: Option<&mut dyn FnMut(Progress<'_>)>,
+        callback: Option<&mut dyn FnMut(Progress<'_>)>,
     ) -> Result<()> {
         if idata_split > data.n_data() {
             return Err(Error::Dataset(format!(
@@ -466,29 +465,15 @@ impl Trainer {
             )));
         }
         let batch = self.batch_size();
-        let ibatch_split = idata_split / batch;
-        let n_batches = data.n_batches(batch);
-        for (train, range, result) in [
-            (true, 0..ibatch_split, &mut *result_train),
-            (false, ibatch_split..n_batches, &mut *result_val),
-        ] {
-            let started = Instant::now();
-            let ibatch_max = range.len();
-            for (done, ibatch) in range.enumerate() {
-                self.eval_batch(data, ibatch, train, &opt(), result)?;
-                if let Some(cb) = callback.as_deref_mut() {
-                    cb(Progress {
-                        train,
-                        ibatch: done + 1,
-                        ibatch_max,
-                        batch_size: batch,
-                        result,
-                        started,
-                    });
-                }
-            }
-        }
-        Ok(())
+        run_epoch(
+            data.n_batches(batch),
+            idata_split / batch,
+            batch,
+            result_train,
+            result_val,
+            callback,
+            |ibatch, train, result| self.eval_batch(data, ibatch, train, &opt(), result),
+        )
     }
 
     /// The outputs of the last batch computed, `[ne_label, batch]` column after

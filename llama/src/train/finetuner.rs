@@ -2,10 +2,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
 use ggml::gguf::{GgufFile, GgufWriter};
-use ggml::opt::{argmax, build_opt_steps, EpochResult, Optimizer, OptimizerParams, Progress};
+use ggml::opt::{
+    argmax, build_opt_steps, run_epoch, EpochResult, Optimizer, OptimizerParams, Progress,
+};
 use ggml::{BackwardOptions, Context, Executor, GgmlType, Graph, GraphAllocator, TensorId};
 use smallvec::smallvec;
 
@@ -328,12 +329,7 @@ impl Finetuner {
         if train {
             self.iter += 1;
         }
-        if result.losses.is_empty() {
-            result.loss_per_datapoint = true;
-            result.opt_period = 1;
-        }
-        result.losses.push(self.gctx.get_f32(self.loss)?[0]);
-        result.n_data += n;
+        let loss = self.gctx.get_f32(self.loss)?[0];
         self.logits_buf.resize(n_vocab * n, 0.0);
         self.gctx.read_f32_into(self.logits, &mut self.logits_buf)?;
         let correct = self
@@ -342,7 +338,7 @@ impl Finetuner {
             .zip(labels)
             .filter(|(row, &l)| argmax(row) == l as usize)
             .count();
-        *result.n_correct.get_or_insert(0) += correct;
+        result.add_batch(loss, n, Some(correct), true, 1);
         Ok(())
     }
 
@@ -361,7 +357,7 @@ impl Finetuner {
         opt: &OptimizerParams,
         result_train: &mut EpochResult,
         result_val: &mut EpochResult,
-        mut callback: Option<&mut dyn FnMut(Progress<'_>)>,
+        callback: Option<&mut dyn FnMut(Progress<'_>)>,
     ) -> Result<()> {
         let n_windows = data.n_windows();
         if idata_split > n_windows {
@@ -376,30 +372,20 @@ impl Finetuner {
                 self.n_ctx
             )));
         }
-        for (train, range, result) in [
-            (true, 0..idata_split, &mut *result_train),
-            (false, idata_split..n_windows, &mut *result_val),
-        ] {
-            let started = Instant::now();
-            let ibatch_max = range.len();
-            for (done, i) in range.enumerate() {
-                let Some((tokens, labels)) = data.window(i) else {
-                    break;
-                };
-                self.eval_window(tokens, labels, train, opt, result)?;
-                if let Some(cb) = callback.as_deref_mut() {
-                    cb(Progress {
-                        train,
-                        ibatch: done + 1,
-                        ibatch_max,
-                        batch_size: self.n_ctx,
-                        result,
-                        started,
-                    });
-                }
-            }
-        }
-        Ok(())
+        run_epoch(
+            n_windows,
+            idata_split,
+            self.n_ctx,
+            result_train,
+            result_val,
+            callback,
+            |i, train, result| {
+                let (tokens, labels) = data.window(i).ok_or_else(|| {
+                    LlamaError::Training(format!("window {i} of {n_windows} is missing"))
+                })?;
+                self.eval_window(tokens, labels, train, opt, result)
+            },
+        )
     }
 
     /// Writes the model with its trained weights to `path` as GGUF: the metadata
