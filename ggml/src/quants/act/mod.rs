@@ -30,6 +30,10 @@ pub fn from_float_for(typ: GgmlType, level: SimdLevel) -> Option<FromFloatFn> {
     if level == SimdLevel::Avx512 {
         return x86::quantizer(typ);
     }
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Avx2 && typ == GgmlType::Q8_0 {
+        return Some(x86::q8_0_avx2_quantizer);
+    }
     scalar(typ)
 }
 

@@ -1,6 +1,6 @@
-//! Q8_0 and Q8_K activation quantizers with AVX-512: the same float operations per
-//! element as the scalar ones (`legacy::q8_x86`, `quantize_row_q8_k`), 16 lanes at a
-//! time. Rounding to nearest even is `vcvtps2dq` in the default rounding mode, which
+//! Q8_0 and Q8_K activation quantizers with AVX-512, and Q8_0's with AVX2: the same
+//! float operations per element as the scalar ones (`legacy::q8_x86`,
+//! `quantize_row_q8_k`), 16 (8) lanes at a time. Rounding to nearest even is `vcvtps2dq` in the default rounding mode, which
 //! for the values that occur (|x| ≤ 127.5) is what the scalar code's
 //! `1.5·2^23` trick computes; out-of-range values saturate as there.
 
@@ -28,6 +28,66 @@ fn q8_0(x: &[f32], y: &mut [u8]) {
     // SAFETY: `x` holds `nb` blocks and `y` room for them (checked above); only handed
     // out by `from_float_for` at the AVX-512 level (AVX-512 F/BW/VL available).
     unsafe { q8_0_avx512(&x[..nb * QK8_0], &mut y[..nb * BlockQ8_0::SIZE]) }
+}
+
+/// The AVX2 Q8_0 quantizer (ggml's x86 `quantize_row_q8_0`); only handed out by
+/// `from_float_for` at the AVX2 level.
+///
+/// # Panics
+/// If `y` is shorter than the blocks of `x`.
+pub(super) fn q8_0_avx2_quantizer(x: &[f32], y: &mut [u8]) {
+    let nb = x.len() / QK8_0;
+    assert!(
+        y.len() >= nb * BlockQ8_0::SIZE,
+        "quantize_row_q8_0: output too short"
+    );
+    // SAFETY: `x` holds `nb` blocks and `y` room for them (checked above); only handed
+    // out by `from_float_for` at the AVX2 level (AVX2, FMA and F16C available).
+    unsafe { q8_0_avx2(&x[..nb * QK8_0], &mut y[..nb * BlockQ8_0::SIZE]) }
+}
+
+/// # Safety
+/// `x` is whole Q8_0 blocks of values, `y` exactly their bytes; the CPU has AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn q8_0_avx2(x: &[f32], y: &mut [u8]) {
+    // SAFETY: every load is inside `x` and every store inside `y` (whole blocks).
+    unsafe {
+        let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MAX));
+        // `packs` interleaves 128-bit lanes; this puts the 32 bytes back in order.
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for (xb, yb) in x
+            .chunks_exact(QK8_0)
+            .zip(y.chunks_exact_mut(BlockQ8_0::SIZE))
+        {
+            // Plain loops, not `array::from_fn`: a closure does not inherit this
+            // function's CPU features.
+            let mut v = [_mm256_setzero_ps(); 4];
+            // `maxps` returns its second operand when either is NaN: NaNs are skipped,
+            // as the scalar fold with `f32::max` does.
+            let mut m = _mm256_setzero_ps();
+            for (k, v) in v.iter_mut().enumerate() {
+                *v = _mm256_loadu_ps(xb.as_ptr().add(8 * k));
+                m = _mm256_max_ps(_mm256_and_ps(*v, abs_mask), m);
+            }
+            let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            let max = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+            let d = max / 127.0;
+            let id = if max != 0.0 { 127.0 / max } else { 0.0 };
+            let idv = _mm256_set1_ps(id);
+            F16Le::from_f32(d).write(&mut yb[..2]);
+            // Nearest-even in the default rounding mode; NaN and out-of-range values
+            // become `i32::MIN`, which the saturating packs turn into -128.
+            let mut i = [_mm256_setzero_si256(); 4];
+            for (i, v) in i.iter_mut().zip(v) {
+                *i = _mm256_cvtps_epi32(_mm256_mul_ps(v, idv));
+            }
+            let lo = _mm256_packs_epi32(i[0], i[1]);
+            let hi = _mm256_packs_epi32(i[2], i[3]);
+            let q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(lo, hi), order);
+            _mm256_storeu_si256(yb.as_mut_ptr().add(2) as *mut __m256i, q);
+        }
+    }
 }
 
 fn q8_k(x: &[f32], y: &mut [u8]) {
