@@ -12,6 +12,8 @@
 //! Throughput: `vec_dot` and prefill report elements (multiply-adds: GFLOP/s = 2 x
 //! Gelem/s); decode reports the bytes of weights read (GB/s of weights).
 //!
+//! `mul_mat/batch8` times N = 8 (eight sequences decoding together) at Gemma 3's shapes.
+//!
 //! `cargo bench --bench quants` runs a short default; filter with e.g.
 //! `cargo bench --bench quants -- 'mul_mat/decode'`.
 
@@ -139,6 +141,28 @@ fn mul_mat(c: &mut Criterion) {
     }
 }
 
+/// Several sequences per step: `mul_mat` with N = 8 activation rows at the shapes of
+/// Gemma 3 270M's quantized matrices (K x M: the Q5_0 FFN 640 x 2048, a 32768-row
+/// slice of the Q8_0 output head, the Q4_K FFN down 2048 x 640 from a file mapping),
+/// one thread, in weight bytes per second.
+fn batch(c: &mut Criterion) {
+    let mut group = c.benchmark_group("mul_mat/batch8");
+    for (typ, (k, m), mapped) in [
+        (GgmlType::Q5_0, (640, 2048), false),
+        (GgmlType::Q8_0, (640, 32768), false),
+        (GgmlType::Q4_K, (2048, 640), true),
+    ] {
+        let bytes = ggml::quants::quantize(typ, &data(3, k * m), k).expect("quantize");
+        let (ctx, graph) = mul_mat_graph(typ, (k, m, 8), &bytes, mapped);
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        let mut exec = Executor::new(1).expect("executor");
+        group.bench_function(BenchmarkId::new(typ.name(), format!("{k}x{m}")), |b| {
+            b.iter(|| exec.compute(&ctx, &graph).expect("compute"))
+        });
+    }
+    group.finish();
+}
+
 /// The int8 GEMM against this CPU's int8 peak, one thread: `int8/peak` runs
 /// independent `vpdpbusd` chains (byte multiply-adds per second), `int8/gemm` the
 /// prompt `mul_mat`s that take the wide VNNI tiles (Q4_0, Q4_K and Q6_K from a file mapping,
@@ -181,6 +205,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(200))
         .measurement_time(Duration::from_millis(500));
-    targets = vec_dot, mul_mat, int8
+    targets = vec_dot, mul_mat, batch, int8
 }
 criterion_main!(benches);
