@@ -116,18 +116,26 @@ proptest! {
         let typ = llamafile_types()[ti];
         let n = nb * 32;
         let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..M.max(N) as u64).map(|i| rows(typ, n, seed ^ i)).collect();
-        let x: [&[u8]; M] = std::array::from_fn(|i| &rows[i].0[..]);
+        // Two tiles of weight rows in one panel, rows `gap` bytes apart beyond their
+        // length (a strided view's rows).
+        let rows_x: Vec<&[u8]> = (0..2 * M).map(|i| &rows[i % rows.len()].0[..]).collect();
+        let (len, gap) = (rows_x[0].len(), (seed % 3) as usize * 7);
+        let stride = len + gap;
+        let mut panel = vec![0xA5u8; (2 * M - 1) * stride + len];
+        for (i, r) in rows_x.iter().enumerate() {
+            panel[i * stride..i * stride + len].copy_from_slice(r);
+        }
         let y: [&[u8]; N] = std::array::from_fn(|j| &rows[j].1[..]);
         let dot = gemm_dot_for(typ, SimdLevel::Scalar).expect("scalar");
         for level in available_levels() {
             let Some(tile) = gemm_tile_for(typ, level) else { continue };
             // Every width: whole tiles and the narrow ones at a batch's edge.
             for width in 1..=N {
-                let mut out = [[0f32; N]; M];
-                tile(n, &x, &y[..width], &mut out);
+                let mut out = [[0f32; N]; 2 * M];
+                tile(n, &panel, stride, &y[..width], &mut out);
                 for (i, row) in out.iter().enumerate() {
                     for (j, v) in row.iter().enumerate().take(width) {
-                        prop_assert_eq!(v.to_bits(), dot(n, x[i], y[j]).to_bits(), "{} {} ({}, {}) of width {}", typ, level.name(), i, j, width);
+                        prop_assert_eq!(v.to_bits(), dot(n, rows_x[i], y[j]).to_bits(), "{} {} ({}, {}) of width {}", typ, level.name(), i, j, width);
                     }
                 }
             }

@@ -11,23 +11,22 @@ pub type FromFloatFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dot product of `n` elements: `x` in this type, `y` in its `vec_dot_type`.
 pub type VecDotFn = fn(n: usize, x: &[u8], y: &[u8]) -> f32;
 
-/// Weight rows in one [`GemmTileFn`] tile.
+/// Weight rows in one register tile of a [`GemmTileFn`].
 pub const GEMM_TILE_M: usize = 4;
-/// Activation rows in one [`GemmTileFn`] tile.
+/// Activation rows in one register tile of a [`GemmTileFn`].
 pub const GEMM_TILE_N: usize = 4;
 
-/// A register tile of a [`GemmDot`]: `out[i][j]` is `dot(n, x[i], y[j])`, bit for bit,
-/// for [`GEMM_TILE_M`] weight rows and 1 to [`GEMM_TILE_N`] activation rows
-/// (`y.len()`; columns `j >= y.len()` of `out` are left alone), with each block loaded
-/// once and the outputs' sums running side by side, as tinyBLAS's `gemm<RM, RN>`
-/// tiles do for the narrow edges of a batch. Panics on rows shorter than `n` elements
-/// or on more than [`GEMM_TILE_N`] (or no) activation rows.
-pub type GemmTileFn = fn(
-    n: usize,
-    x: &[&[u8]; GEMM_TILE_M],
-    y: &[&[u8]],
-    out: &mut [[f32; GEMM_TILE_N]; GEMM_TILE_M],
-);
+/// Register tiles of a [`GemmDot`] over a panel of weight rows: `out[r][j]` is
+/// `dot(n, row r of x, y[j])`, bit for bit, for `out.len()` (a multiple of
+/// [`GEMM_TILE_M`]) weight rows `stride` bytes apart in `x` and 1 to [`GEMM_TILE_N`]
+/// activation rows (`y.len()`; columns `j >= y.len()` of `out` are left alone). Each
+/// block is loaded once per tile and the outputs' sums run side by side, as tinyBLAS's
+/// `gemm<RM, RN>` tiles do; the whole panel is one call, so the checks and the call
+/// are paid once per panel rather than per tile. Panics on rows shorter than `n`
+/// elements, a row count that is not a multiple of [`GEMM_TILE_M`], or more than
+/// [`GEMM_TILE_N`] (or no) activation rows.
+pub type GemmTileFn =
+    fn(n: usize, x: &[u8], stride: usize, y: &[&[u8]], out: &mut [[f32; GEMM_TILE_N]]);
 
 /// A dot product with the per-element arithmetic of llamafile's tinyBLAS GEMM, which
 /// ggml uses for `mul_mat` when `src1` has two or more rows.

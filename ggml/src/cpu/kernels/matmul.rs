@@ -128,8 +128,9 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
 }
 
 /// The loop of [`forward`] for 2-D weights with a tile kernel: blocks of rows as there,
-/// each block in register tiles of `GEMM_TILE_M × GEMM_TILE_N` outputs (narrower at
-/// the last activation rows), the weight rows past the last whole tile with `dot`
+/// each block's whole register tiles of `GEMM_TILE_M × GEMM_TILE_N` outputs (narrower
+/// at the last activation rows) in one kernel call, the weight rows past the last
+/// whole tile with `dot`
 /// (the tile's arithmetic per output). `y(ir1)` is src1 row `ir1` in the
 /// weight's `vec_dot_type`.
 fn forward_tiled<'a>(
@@ -160,11 +161,24 @@ fn forward_tiled<'a>(
         // thread's range0 belong to this thread alone.
         unsafe { *row.add(ir0) = v };
     };
-    let mut out = [[0f32; N]; M];
+    let stride = s0.nb[1];
+    // Rows `ir0 .. ir0 + rows` of the weights as one slice, `stride` bytes a row.
+    let panel = |ir0: usize, rows: usize| {
+        // SAFETY: src0 is 2-D (checked when the node was built) and `ir0 + rows <= ne01`
+        // (the callers' ranges), so the bytes up to the end of the last row lie inside
+        // the tensor; src0 is only read.
+        unsafe {
+            std::slice::from_raw_parts(s0.row_ptr(ir0, 0, 0), (rows - 1) * stride + s0.row_size())
+        }
+    };
+    let mut out = [[0f32; N]; BLCK_0];
     // Weight blocks outside: each block of weight rows is read from memory once and
     // stays in L1 while every src1 row (from L2) runs through it.
     for iir0 in range0.clone().step_by(BLCK_0) {
         let end0 = (iir0 + BLCK_0).min(range0.end);
+        // The block's whole tiles go to the kernel as one panel; the rows past them
+        // take `dot`.
+        let whole = (end0 - iir0) / M * M;
         for iir1 in range1.clone().step_by(BLCK_1_TILED) {
             let end1 = (iir1 + BLCK_1_TILED).min(range1.end);
             // Whole tiles of N activation rows, then one narrower tile for the rest
@@ -177,17 +191,15 @@ fn forward_tiled<'a>(
                     (*ys, *at) = (y(r1), dst_row(r1));
                 }
                 let (ys, at) = (&ys[..nj], &at[..nj]);
-                let mut ir0 = iir0;
-                while ir0 + M <= end0 {
-                    tile(n, &std::array::from_fn(|i| x(ir0 + i)), ys, &mut out);
-                    for (i, row) in out.iter().enumerate() {
+                if whole > 0 {
+                    tile(n, panel(iir0, whole), stride, ys, &mut out[..whole]);
+                    for (r, row) in out[..whole].iter().enumerate() {
                         for (&v, &at) in row.iter().zip(at) {
-                            put_at(ir0 + i, at, v);
+                            put_at(iir0 + r, at, v);
                         }
                     }
-                    ir0 += M;
                 }
-                for r0 in ir0..end0 {
+                for r0 in iir0 + whole..end0 {
                     for (&ys, &at) in ys.iter().zip(at) {
                         put_at(r0, at, dot(n, x(r0), ys));
                     }

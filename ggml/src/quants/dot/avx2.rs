@@ -127,7 +127,7 @@ pub(super) trait SignedQuants: Block {
 
     /// Whether [`SignedQuants::qx`] computes (rather than loads) the quants: the AVX2
     /// tiles then unpack each weight block once for four activation rows
-    /// ([`x_q8_0_tile2`]) instead of holding four unpacked rows ([`x_q8_0_tile4`]).
+    /// ([`x_q8_0_tile_rows`]) instead of holding four unpacked rows ([`x_q8_0_tile4`]).
     const UNPACKS: bool = true;
 
     /// # Safety
@@ -415,25 +415,27 @@ pub(super) unsafe fn x_q8_0_tile4<X: SignedQuants, const N: usize>(
     }
 }
 
-/// [`x_q8_0_tile`] without VNNI for 2 weight rows and `N` (up to 4) activation rows,
-/// in tinyBLAS's `gemmMx4` order: each weight block is unpacked once for all `N`
+/// [`x_q8_0_tile`] without VNNI for `R` weight rows and `N` (up to 4) activation
+/// rows, in tinyBLAS's `gemmMx4` order: each weight block is unpacked once for all `N`
 /// activation rows, the activation scales are converted four at once, and each
 /// output's scale product is picked out of one 128-bit multiply by a shuffle. The
-/// products, and so the bits, are those of [`x_q8_0`].
+/// products, and so the bits, are those of [`x_q8_0`]. The AVX2 tiles run it with
+/// `R = 1`: with two rows LLVM spills accumulators (and their FMA chains then wait on
+/// the stack), and one row costs only activation loads from L1.
 ///
 /// # Safety
 /// As [`x_q8_0_tile`].
 #[inline(always)]
-pub(super) unsafe fn x_q8_0_tile2<X: SignedQuants, const N: usize>(
+pub(super) unsafe fn x_q8_0_tile_rows<X: SignedQuants, const R: usize, const N: usize>(
     nb: usize,
-    x: [*const u8; 2],
+    x: [*const u8; R],
     y: [*const u8; N],
     out: &mut [[f32; N]],
 ) {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
-        let mut acc = [[_mm256_setzero_ps(); N]; 2];
+        let mut acc = [[_mm256_setzero_ps(); N]; R];
         for ib in 0..nb {
             let mut dy = [0i16; 4];
             for (d, y) in dy.iter_mut().zip(y) {
@@ -492,7 +494,7 @@ unsafe fn f16_splat8(p: *const u8) -> __m256 {
 /// A `GemmTileFn` on weights `$x`, like `entry!`, in tinyBLAS_Q0's register tiles
 /// (one instantiation per width): with VNNI (AVX-512's 32 registers) [`x_q8_0_tile`]
 /// on 4 × 4; with AVX2's 16 registers [`x_q8_0_tile4`] on 4 × 2 for Q8_0 (a 4 × 4
-/// tile's 16 accumulators would spill) and [`x_q8_0_tile2`] on two 2 × 4 for the
+/// tile's 16 accumulators would spill) and [`x_q8_0_tile_rows`] on four 1 × 4 for the
 /// types whose blocks are unpacked.
 macro_rules! tile_entry {
     ($x:ty, $vnni:literal, $feat:literal) => {{
@@ -515,9 +517,14 @@ macro_rules! tile_entry {
                 if $vnni {
                     crate::quants::dot::avx2::x_q8_0_tile::<$x, $vnni, M, J>(nb, x, y, &mut o)
                 } else if <$x as crate::quants::dot::avx2::SignedQuants>::UNPACKS {
-                    let (lo, hi) = o.split_at_mut(2);
-                    crate::quants::dot::avx2::x_q8_0_tile2::<$x, J>(nb, [x[0], x[1]], y, lo);
-                    crate::quants::dot::avx2::x_q8_0_tile2::<$x, J>(nb, [x[2], x[3]], y, hi);
+                    for i in 0..M {
+                        crate::quants::dot::avx2::x_q8_0_tile_rows::<$x, 1, J>(
+                            nb,
+                            [x[i]],
+                            y,
+                            &mut o[i..i + 1],
+                        );
+                    }
                 } else {
                     crate::quants::dot::avx2::x_q8_0_tile4::<$x, J>(nb, x, y, &mut o)
                 }
@@ -526,16 +533,19 @@ macro_rules! tile_entry {
                 out[j0..j0 + J].copy_from_slice(&o);
             }
         }
-        (|n: usize, x: &[&[u8]; M], y: &[&[u8]], out: &mut [[f32; N]; M]| {
+        (|n: usize, x: &[u8], stride: usize, y: &[&[u8]], out: &mut [[f32; N]]| {
             let nb = n / <$x as Block>::BLCK;
+            let row_bytes = nb * <$x as Block>::SIZE;
+            let rows = out.len();
             assert!(
                 (1..=N).contains(&y.len())
-                    && x.iter().all(|x| x.len() >= nb * <$x as Block>::SIZE)
+                    && rows % M == 0
+                    && (rows == 0 || x.len() >= (rows - 1) * stride + row_bytes)
                     && y.iter().all(|y| y.len() >= nb * <BlockQ8_0 as Block>::SIZE),
-                "gemm tile: {} activation rows (1 to {N}) or rows shorter than {n} elements",
+                "gemm tile: {} activation rows (1 to {N}), {rows} weight rows (a multiple \
+                 of {M}) or rows shorter than {n} elements",
                 y.len()
             );
-            let x = x.map(<[u8]>::as_ptr);
             // Activation rows per register tile: 2 for the AVX2 4 × N tile (8
             // accumulators in 16 registers), else 4.
             let w = if !$vnni && !<$x as crate::quants::dot::avx2::SignedQuants>::UNPACKS {
@@ -543,16 +553,21 @@ macro_rules! tile_entry {
             } else {
                 4
             };
-            for (c, y) in y.chunks(w).enumerate() {
-                let (j0, p) = (c * w, |j: usize| y[j].as_ptr());
-                // SAFETY: every row holds `nb` blocks (checked above); this function is
-                // only handed out after the CPU features of `k` were detected.
-                unsafe {
-                    match y.len() {
-                        1 => k::<1>(nb, x, [p(0)], j0, out),
-                        2 => k::<2>(nb, x, [p(0), p(1)], j0, out),
-                        3 => k::<3>(nb, x, [p(0), p(1), p(2)], j0, out),
-                        _ => k::<4>(nb, x, [p(0), p(1), p(2), p(3)], j0, out),
+            for (t, out) in out.chunks_exact_mut(M).enumerate() {
+                let out: &mut [[f32; N]; M] = out.try_into().expect("M rows");
+                // Inside `x`: row `t·M + i` starts at most `(rows - 1)·stride` in.
+                let x: [*const u8; M] = std::array::from_fn(|i| x[(t * M + i) * stride..].as_ptr());
+                for (c, y) in y.chunks(w).enumerate() {
+                    let (j0, p) = (c * w, |j: usize| y[j].as_ptr());
+                    // SAFETY: every row holds `nb` blocks (checked above); this function
+                    // is only handed out after the CPU features of `k` were detected.
+                    unsafe {
+                        match y.len() {
+                            1 => k::<1>(nb, x, [p(0)], j0, out),
+                            2 => k::<2>(nb, x, [p(0), p(1)], j0, out),
+                            3 => k::<3>(nb, x, [p(0), p(1), p(2)], j0, out),
+                            _ => k::<4>(nb, x, [p(0), p(1), p(2), p(3)], j0, out),
+                        }
                     }
                 }
             }
