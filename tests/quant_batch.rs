@@ -112,7 +112,7 @@ proptest! {
     /// per output.
     #[test]
     fn llamafile_tiles_equal_the_dot_product(ti in 0..llamafile_types().len(), nb in 1usize..=12, seed in any::<u64>()) {
-        use ggml::cpu::traits::{GEMM_TILE_M as M, GEMM_TILE_N as N};
+        use ggml::cpu::traits::{GEMM_PANEL_ROWS, GEMM_TILE_M as M, GEMM_TILE_N as N};
         let typ = llamafile_types()[ti];
         let n = nb * 32;
         let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..M.max(N) as u64).map(|i| rows(typ, n, seed ^ i)).collect();
@@ -131,10 +131,10 @@ proptest! {
             let Some(tile) = gemm_tile_for(typ, level) else { continue };
             // Every width: whole tiles and the narrow ones at a batch's edge.
             for width in 1..=N {
-                let mut out = [[0f32; N]; 2 * M];
-                tile(n, &panel, stride, &y[..width], &mut out);
-                for (i, row) in out.iter().enumerate() {
-                    for (j, v) in row.iter().enumerate().take(width) {
+                let mut out = [[0f32; GEMM_PANEL_ROWS]; N];
+                tile(n, &panel, stride, 2 * M, &y[..width], &mut out);
+                for (j, col) in out.iter().enumerate().take(width) {
+                    for (i, v) in col.iter().enumerate().take(2 * M) {
                         prop_assert_eq!(v.to_bits(), dot(n, rows_x[i], y[j]).to_bits(), "{} {} ({}, {}) of width {}", typ, level.name(), i, j, width);
                     }
                 }

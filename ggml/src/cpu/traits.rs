@@ -16,17 +16,27 @@ pub const GEMM_TILE_M: usize = 4;
 /// Activation rows in one register tile of a [`GemmTileFn`].
 pub const GEMM_TILE_N: usize = 4;
 
-/// Register tiles of a [`GemmDot`] over a panel of weight rows: `out[r][j]` is
-/// `dot(n, row r of x, y[j])`, bit for bit, for `out.len()` (a multiple of
-/// [`GEMM_TILE_M`]) weight rows `stride` bytes apart in `x` and 1 to [`GEMM_TILE_N`]
-/// activation rows (`y.len()`; columns `j >= y.len()` of `out` are left alone). Each
-/// block is loaded once per tile and the outputs' sums run side by side, as tinyBLAS's
-/// `gemm<RM, RN>` tiles do; the whole panel is one call, so the checks and the call
-/// are paid once per panel rather than per tile. Panics on rows shorter than `n`
-/// elements, a row count that is not a multiple of [`GEMM_TILE_M`], or more than
-/// [`GEMM_TILE_N`] (or no) activation rows.
-pub type GemmTileFn =
-    fn(n: usize, x: &[u8], stride: usize, y: &[&[u8]], out: &mut [[f32; GEMM_TILE_N]]);
+/// Most weight rows in one [`GemmTileFn`] panel.
+pub const GEMM_PANEL_ROWS: usize = 16;
+
+/// Register tiles of a [`GemmDot`] over a panel of weight rows: `out[j][r]` is
+/// `dot(n, row r of x, y[j])`, bit for bit, for `rows` (a multiple of [`GEMM_TILE_M`],
+/// at most [`GEMM_PANEL_ROWS`]) weight rows `stride` bytes apart in `x` and 1 to
+/// [`GEMM_TILE_N`] activation rows (`y.len()`; the rest of `out` is left alone). Each
+/// block is loaded once per register tile and the outputs' sums run side by side, as
+/// tinyBLAS's `gemm<RM, RN>` tiles do. One call covers the panel, so the checks and
+/// the call are paid once per panel, and each activation row's outputs come out
+/// adjacent, as they lie in `dst`. Panics on rows shorter than `n` elements, a bad row
+/// count, more than [`GEMM_TILE_N`] (or no) activation rows, or an `out` shorter than
+/// `y`.
+pub type GemmTileFn = fn(
+    n: usize,
+    x: &[u8],
+    stride: usize,
+    rows: usize,
+    y: &[&[u8]],
+    out: &mut [[f32; GEMM_PANEL_ROWS]],
+);
 
 /// A dot product with the per-element arithmetic of llamafile's tinyBLAS GEMM, which
 /// ggml uses for `mul_mat` when `src1` has two or more rows.

@@ -8,7 +8,7 @@ use crate::types::GgmlType;
 
 /// Rows of src0 and of src1 per block: a block of src0 rows stays in cache while it is
 /// multiplied with a block of src1 rows.
-const BLCK_0: usize = 16;
+const BLCK_0: usize = crate::cpu::traits::GEMM_PANEL_ROWS;
 const BLCK_1: usize = 16;
 
 pub(super) fn work_size(node: &ExecNode, nth: usize) -> usize {
@@ -171,7 +171,7 @@ fn forward_tiled<'a>(
             std::slice::from_raw_parts(s0.row_ptr(ir0, 0, 0), (rows - 1) * stride + s0.row_size())
         }
     };
-    let mut out = [[0f32; N]; BLCK_0];
+    let mut out = [[0f32; BLCK_0]; N];
     // Weight blocks outside: each block of weight rows is read from memory once and
     // stays in L1 while every src1 row (from L2) runs through it.
     for iir0 in range0.clone().step_by(BLCK_0) {
@@ -192,11 +192,12 @@ fn forward_tiled<'a>(
                 }
                 let (ys, at) = (&ys[..nj], &at[..nj]);
                 if whole > 0 {
-                    tile(n, panel(iir0, whole), stride, ys, &mut out[..whole]);
-                    for (r, row) in out[..whole].iter().enumerate() {
-                        for (&v, &at) in row.iter().zip(at) {
-                            put_at(iir0 + r, at, v);
-                        }
+                    tile(n, panel(iir0, whole), stride, whole, ys, &mut out);
+                    for (out, &at) in out.iter().zip(at) {
+                        // SAFETY: `at` is a dst row of `ne0 > iir0 + whole - 1` f32s;
+                        // its elements in this thread's range0 belong to this thread
+                        // alone, and `out` is this thread's own.
+                        unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), at.add(iir0), whole) };
                     }
                 }
                 for r0 in iir0 + whole..end0 {

@@ -498,8 +498,8 @@ unsafe fn f16_splat8(p: *const u8) -> __m256 {
 /// types whose blocks are unpacked.
 macro_rules! tile_entry {
     ($x:ty, $vnni:literal, $feat:literal) => {{
-        use crate::cpu::traits::{GEMM_TILE_M as M, GEMM_TILE_N as N};
-        /// Columns `j0 .. j0 + J` of `out`.
+        use crate::cpu::traits::{GEMM_PANEL_ROWS as P, GEMM_TILE_M as M, GEMM_TILE_N as N};
+        /// Activation rows `j0 .. j0 + J` of `out`, weight rows `r0 .. r0 + M`.
         ///
         /// # Safety
         /// Every row of `x` and `y` holds `nb` blocks; the CPU has the features.
@@ -508,8 +508,8 @@ macro_rules! tile_entry {
             nb: usize,
             x: [*const u8; M],
             y: [*const u8; J],
-            j0: usize,
-            out: &mut [[f32; N]; M],
+            (j0, r0): (usize, usize),
+            out: &mut [[f32; P]],
         ) {
             let mut o = [[0f32; J]; M];
             // SAFETY: `k`'s contract, upheld by the closure below.
@@ -529,22 +529,26 @@ macro_rules! tile_entry {
                     crate::quants::dot::avx2::x_q8_0_tile4::<$x, J>(nb, x, y, &mut o)
                 }
             }
-            for (out, o) in out.iter_mut().zip(o) {
-                out[j0..j0 + J].copy_from_slice(&o);
+            for (i, o) in o.iter().enumerate() {
+                for (out, &v) in out[j0..j0 + J].iter_mut().zip(o) {
+                    out[r0 + i] = v;
+                }
             }
         }
-        (|n: usize, x: &[u8], stride: usize, y: &[&[u8]], out: &mut [[f32; N]]| {
+        (|n: usize, x: &[u8], stride: usize, rows: usize, y: &[&[u8]], out: &mut [[f32; P]]| {
             let nb = n / <$x as Block>::BLCK;
             let row_bytes = nb * <$x as Block>::SIZE;
-            let rows = out.len();
             assert!(
                 (1..=N).contains(&y.len())
+                    && out.len() >= y.len()
                     && rows % M == 0
+                    && rows <= P
                     && (rows == 0 || x.len() >= (rows - 1) * stride + row_bytes)
                     && y.iter().all(|y| y.len() >= nb * <BlockQ8_0 as Block>::SIZE),
-                "gemm tile: {} activation rows (1 to {N}), {rows} weight rows (a multiple \
-                 of {M}) or rows shorter than {n} elements",
-                y.len()
+                "gemm tile: {} activation rows (1 to {N}, out for {}), {rows} weight rows \
+                 (a multiple of {M} up to {P}) or rows shorter than {n} elements",
+                y.len(),
+                out.len()
             );
             // Activation rows per register tile: 2 for the AVX2 4 × N tile (8
             // accumulators in 16 registers), else 4.
@@ -553,20 +557,19 @@ macro_rules! tile_entry {
             } else {
                 4
             };
-            for (t, out) in out.chunks_exact_mut(M).enumerate() {
-                let out: &mut [[f32; N]; M] = out.try_into().expect("M rows");
-                // Inside `x`: row `t·M + i` starts at most `(rows - 1)·stride` in.
-                let x: [*const u8; M] = std::array::from_fn(|i| x[(t * M + i) * stride..].as_ptr());
+            for r0 in (0..rows).step_by(M) {
+                // Inside `x`: row `r0 + i` starts at most `(rows - 1)·stride` in.
+                let x: [*const u8; M] = std::array::from_fn(|i| x[(r0 + i) * stride..].as_ptr());
                 for (c, y) in y.chunks(w).enumerate() {
                     let (j0, p) = (c * w, |j: usize| y[j].as_ptr());
                     // SAFETY: every row holds `nb` blocks (checked above); this function
                     // is only handed out after the CPU features of `k` were detected.
                     unsafe {
                         match y.len() {
-                            1 => k::<1>(nb, x, [p(0)], j0, out),
-                            2 => k::<2>(nb, x, [p(0), p(1)], j0, out),
-                            3 => k::<3>(nb, x, [p(0), p(1), p(2)], j0, out),
-                            _ => k::<4>(nb, x, [p(0), p(1), p(2), p(3)], j0, out),
+                            1 => k::<1>(nb, x, [p(0)], (j0, r0), out),
+                            2 => k::<2>(nb, x, [p(0), p(1)], (j0, r0), out),
+                            3 => k::<3>(nb, x, [p(0), p(1), p(2)], (j0, r0), out),
+                            _ => k::<4>(nb, x, [p(0), p(1), p(2), p(3)], (j0, r0), out),
                         }
                     }
                 }
