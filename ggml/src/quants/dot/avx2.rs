@@ -419,9 +419,10 @@ pub(super) unsafe fn x_q8_0_tile4<X: SignedQuants, const N: usize>(
 /// rows, in tinyBLAS's `gemmMx4` order: each weight block is unpacked once for all `N`
 /// activation rows, the activation scales are converted four at once, and each
 /// output's scale product is picked out of one 128-bit multiply by a shuffle. The
-/// products, and so the bits, are those of [`x_q8_0`]. The AVX2 tiles run it with
-/// `R = 1`: with two rows LLVM spills accumulators (and their FMA chains then wait on
-/// the stack), and one row costs only activation loads from L1.
+/// products, and so the bits, are those of [`x_q8_0`]. The rows go one after the
+/// other over runs of blocks whose activation scales were converted beforehand: with
+/// two rows at once LLVM spills accumulators (and their FMA chains then wait on the
+/// stack), and a row at a time costs only activation loads from L1.
 ///
 /// # Safety
 /// As [`x_q8_0_tile`].
@@ -435,31 +436,44 @@ pub(super) unsafe fn x_q8_0_tile_rows<X: SignedQuants, const R: usize, const N: 
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
+        // The activation scales, converted four at once, for a run of blocks that
+        // every weight row then goes through: a row at a time keeps only its `N`
+        // accumulators live, which fit the registers.
+        const RUN: usize = 32;
+        let mut dys = [_mm_setzero_ps(); RUN];
         let mut acc = [[_mm256_setzero_ps(); N]; R];
-        for ib in 0..nb {
-            let mut dy = [0i16; 4];
-            for (d, y) in dy.iter_mut().zip(y) {
-                *d = f16_bits(blk::<BlockQ8_0>(y, ib));
-            }
-            let dy = _mm_cvtph_ps(_mm_loadl_epi64(dy.as_ptr() as *const __m128i));
-            for (acc, x) in acc.iter_mut().zip(x) {
-                let xb = blk::<X>(x, ib);
-                prefetch_ahead(xb, <X as Block>::SIZE);
-                let xq = X::qx(xb);
-                let ax = _mm256_sign_epi8(xq, xq);
-                let d = _mm_mul_ps(_mm_cvtph_ps(_mm_set1_epi16(f16_bits(xb))), dy);
-                let d = _mm256_set_m128(d, d);
-                for (j, acc) in acc.iter_mut().enumerate() {
-                    let qy = load256(blk::<BlockQ8_0>(y[j], ib).add(Q8_0_QS));
-                    let q = mul_sum_us8_pairs_float::<false>(ax, _mm256_sign_epi8(qy, xq));
-                    let dj = match j {
-                        0 => _mm256_shuffle_ps::<0x00>(d, d),
-                        1 => _mm256_shuffle_ps::<0x55>(d, d),
-                        2 => _mm256_shuffle_ps::<0xAA>(d, d),
-                        _ => _mm256_shuffle_ps::<0xFF>(d, d),
-                    };
-                    *acc = _mm256_fmadd_ps(dj, q, *acc);
+        for ib0 in (0..nb).step_by(RUN) {
+            let run = RUN.min(nb - ib0);
+            for (b, dys) in dys[..run].iter_mut().enumerate() {
+                let mut dy = [0i16; 4];
+                for (d, y) in dy.iter_mut().zip(y) {
+                    *d = f16_bits(blk::<BlockQ8_0>(y, ib0 + b));
                 }
+                *dys = _mm_cvtph_ps(_mm_loadl_epi64(dy.as_ptr() as *const __m128i));
+            }
+            for (acc, x) in acc.iter_mut().zip(x) {
+                let mut a = *acc;
+                for (b, &dy) in dys[..run].iter().enumerate() {
+                    let ib = ib0 + b;
+                    let xb = blk::<X>(x, ib);
+                    prefetch_ahead(xb, <X as Block>::SIZE);
+                    let xq = X::qx(xb);
+                    let ax = _mm256_sign_epi8(xq, xq);
+                    let d = _mm_mul_ps(_mm_cvtph_ps(_mm_set1_epi16(f16_bits(xb))), dy);
+                    let d = _mm256_set_m128(d, d);
+                    for (j, a) in a.iter_mut().enumerate() {
+                        let qy = load256(blk::<BlockQ8_0>(y[j], ib).add(Q8_0_QS));
+                        let q = mul_sum_us8_pairs_float::<false>(ax, _mm256_sign_epi8(qy, xq));
+                        let dj = match j {
+                            0 => _mm256_shuffle_ps::<0x00>(d, d),
+                            1 => _mm256_shuffle_ps::<0x55>(d, d),
+                            2 => _mm256_shuffle_ps::<0xAA>(d, d),
+                            _ => _mm256_shuffle_ps::<0xFF>(d, d),
+                        };
+                        *a = _mm256_fmadd_ps(dj, q, *a);
+                    }
+                }
+                *acc = a;
             }
         }
         for (out, acc) in out.iter_mut().zip(acc) {
@@ -494,7 +508,7 @@ unsafe fn f16_splat8(p: *const u8) -> __m256 {
 /// A `GemmTileFn` on weights `$x`, like `entry!`, in tinyBLAS_Q0's register tiles
 /// (one instantiation per width): with VNNI (AVX-512's 32 registers) [`x_q8_0_tile`]
 /// on 4 × 4; with AVX2's 16 registers [`x_q8_0_tile4`] on 4 × 2 for Q8_0 (a 4 × 4
-/// tile's 16 accumulators would spill) and [`x_q8_0_tile_rows`] on four 1 × 4 for the
+/// tile's 16 accumulators would spill) and [`x_q8_0_tile_rows`] on 4 × 4, a row at a time, for the
 /// types whose blocks are unpacked.
 macro_rules! tile_entry {
     ($x:ty, $vnni:literal, $feat:literal) => {{
@@ -517,14 +531,7 @@ macro_rules! tile_entry {
                 if $vnni {
                     crate::quants::dot::avx2::x_q8_0_tile::<$x, $vnni, M, J>(nb, x, y, &mut o)
                 } else if <$x as crate::quants::dot::avx2::SignedQuants>::UNPACKS {
-                    for i in 0..M {
-                        crate::quants::dot::avx2::x_q8_0_tile_rows::<$x, 1, J>(
-                            nb,
-                            [x[i]],
-                            y,
-                            &mut o[i..i + 1],
-                        );
-                    }
+                    crate::quants::dot::avx2::x_q8_0_tile_rows::<$x, M, J>(nb, x, y, &mut o);
                 } else {
                     crate::quants::dot::avx2::x_q8_0_tile4::<$x, J>(nb, x, y, &mut o)
                 }
