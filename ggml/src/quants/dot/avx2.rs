@@ -508,8 +508,8 @@ unsafe fn f16_splat8(p: *const u8) -> __m256 {
 /// A `GemmTileFn` on weights `$x`, like `entry!`, in tinyBLAS_Q0's register tiles
 /// (one instantiation per width): with VNNI (AVX-512's 32 registers) [`x_q8_0_tile`]
 /// on 4 × 4; with AVX2's 16 registers [`x_q8_0_tile4`] on 4 × 2 for Q8_0 (a 4 × 4
-/// tile's 16 accumulators would spill) and [`x_q8_0_tile_rows`] on 4 × 4, a row at a time, for the
-/// types whose blocks are unpacked.
+/// tile's 16 accumulators would spill) and [`x_q8_0_tile_rows`] on 4 × 4, a row at a
+/// time, for the types whose blocks are unpacked.
 macro_rules! tile_entry {
     ($x:ty, $vnni:literal, $feat:literal) => {{
         use crate::cpu::traits::{GEMM_PANEL_ROWS as P, GEMM_TILE_M as M, GEMM_TILE_N as N};
