@@ -213,20 +213,28 @@ impl<'a> RowAttention<'a> {
                 std::slice::from_raw_parts(k.row_bytes(ic, ik2, ik3).as_ptr() as *const f16, dk)
             }
         };
+        // The mask's value for key `ic < n_kv`.
+        let mask_at = |ic: usize| match (mrow, mask) {
+            // SAFETY: a mask row has `n_kv` elements (checked by the constructor).
+            (Some(p), Some(m)) => slope * unsafe { mask_value(m.typ, p, ic) },
+            _ => 0.0,
+        };
         // The scores of keys `block.0..block.0 + 4`, computed together.
         let mut block = (usize::MAX, [0f32; 4]);
         for ic in keys {
-            let mv = match (mrow, mask) {
-                // SAFETY: a mask row has `n_kv` elements (checked by the constructor).
-                (Some(p), Some(m)) => slope * unsafe { mask_value(m.typ, p, ic) },
-                _ => 0.0,
-            };
+            let mv = mask_at(ic);
             if mv == f32::NEG_INFINITY {
                 continue;
             }
             let mut s = match q_f16 {
                 Some(_) if ic >= block.0 && ic - block.0 < 4 => block.1[ic - block.0],
-                Some(qh) if ic + 4 <= keys_end => {
+                // Four keys at once only where all four count: in a cache that several
+                // sequences fill a token at a time, a sequence's cells are every n-th,
+                // and the block would score three masked keys for each real one.
+                Some(qh)
+                    if ic + 4 <= keys_end
+                        && (ic + 1..ic + 4).all(|k| mask_at(k) != f32::NEG_INFINITY) =>
+                {
                     let rows = [k_f16(ic), k_f16(ic + 1), k_f16(ic + 2), k_f16(ic + 3)];
                     block = (ic, (kernels.dot_f16_x4)(rows, qh));
                     block.1[0]
