@@ -264,7 +264,8 @@ fn kernel_avx2(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) 
 fn fill_avx2_interleaved(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
     fill_avx2(u, typ, n, rows);
     if has_scales(typ) && !has_signed_values(typ) {
-        u.interleave(true, false);
+        // SAFETY: only handed out by `kernels_for` after AVX2 was detected.
+        unsafe { x86::interleave_avx2(u, true, false) };
     } else {
         // A tile reused from another type keeps no stale interleaved copy.
         u.qi.clear();
@@ -484,7 +485,8 @@ fn kernel_vnni(p: &Plan, w: &Unpacked, k0: usize, a: &[&[u8]], acc: &mut [Acc]) 
 #[cfg(target_arch = "x86_64")]
 fn fill_vnni(u: &mut Unpacked, typ: GgmlType, n: usize, rows: &[&[u8]]) {
     fill_avx2(u, typ, n, rows);
-    u.interleave(has_scales(typ), has_signed_values(typ));
+    // SAFETY: only handed out by `kernels_for` at the VNNI level, which has AVX2.
+    unsafe { x86::interleave_avx2(u, has_scales(typ), has_signed_values(typ)) };
 }
 
 /// Checks that a GEMV's rows hold `n` elements of `typ` and its activation row `n`
@@ -705,6 +707,46 @@ pub fn dot_for(
 mod tests {
     use super::*;
     use crate::cpu::CpuTypeTraits;
+
+    /// The AVX2 transpose of the interleaved values writes the scalar one's bytes, the
+    /// scales' part included, with and without the signed types' flip.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_interleave_is_the_scalar_one() {
+        if !is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut byte = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 24) as i8
+        };
+        for n in [32, 64, 256, 1024, 48] {
+            for (scaled, signed) in [(true, false), (true, true), (false, true)] {
+                let mut a = Unpacked {
+                    n,
+                    rows: TILE,
+                    q: (0..TILE * n).map(|_| byte()).collect(),
+                    sv: (0..TILE * n / 2).map(|_| byte() as i16).collect(),
+                    ..Default::default()
+                };
+                let mut b = Unpacked {
+                    n,
+                    rows: TILE,
+                    q: a.q.clone(),
+                    sv: a.sv.clone(),
+                    ..Default::default()
+                };
+                a.interleave(scaled, signed);
+                // SAFETY: AVX2 was detected above.
+                unsafe { x86::interleave_avx2(&mut b, scaled, signed) };
+                assert_eq!(a.qi, b.qi, "n {n} scaled {scaled} signed {signed}");
+                assert_eq!((a.sci, a.qsum), (b.sci, b.qsum));
+            }
+        }
+    }
 
     /// The direct GEMV, over rows as stored or interleaved, gives the bits of unpacking
     /// the tile and running the scalar kernel on it, for every type it takes, at every

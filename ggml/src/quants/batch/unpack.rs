@@ -129,7 +129,7 @@ impl Unpacked {
     /// `sv` (after a fill) for a type with or without scales and signed values.
     pub fn interleave(&mut self, scaled: bool, signed: bool) {
         let n = self.n;
-        let flip = if scaled && signed { 0x8080_8080u32 } else { 0 };
+        let flip = interleave_flip(scaled, signed);
         self.qi.resize(TILE * n, 0);
         for (g, out) in self.qi.chunks_exact_mut(4 * TILE).enumerate() {
             for (i, out) in out.chunks_exact_mut(4).enumerate() {
@@ -138,6 +138,13 @@ impl Unpacked {
                 out.copy_from_slice(&v.to_le_bytes());
             }
         }
+        self.interleave_scales(scaled);
+    }
+
+    /// The part of [`Unpacked::interleave`] after `qi`: `qsum` for the types without
+    /// scales, `sci` for the others.
+    pub fn interleave_scales(&mut self, scaled: bool) {
+        let n = self.n;
         if !scaled {
             self.qsum.resize(TILE * n / 32, 0);
             for (b, out) in self.qsum.chunks_exact_mut(TILE).enumerate() {
@@ -157,6 +164,16 @@ impl Unpacked {
                 *out = self.sv[i * n / 2 + s * SUB / 2] as i32;
             }
         }
+    }
+}
+
+/// What [`Unpacked::interleave`] XORs every 4 values of `qi` with: 128 on each byte
+/// for the signed types with scales, else nothing.
+pub(crate) fn interleave_flip(scaled: bool, signed: bool) -> u32 {
+    if scaled && signed {
+        0x8080_8080
+    } else {
+        0
     }
 }
 
