@@ -21,8 +21,11 @@ proptest! {
         seed in st::seed(),
         n_threads in st::n_threads(),
     ) {
+        // Positive values: the f32 sum's error scales with `Σ|x|`, and NMSE measures
+        // it against `|Σx|`, which a mixed-sign fill can cancel to almost nothing
+        // (29 values summing to 3e-5 failed by 1.2e-7 absolute).
         check(|ctx| {
-            let a = layout.make(ctx, GgmlType::F32, big, Fill::uniform(seed, -2.0, 2.0));
+            let a = layout.make(ctx, GgmlType::F32, big, Fill::uniform(seed, 0.25, 2.0));
             let like = ctx.new_tensor(GgmlType::F32, &small);
             vec![ctx.sum(a), ctx.repeat_back(a, like)]
         }, n_threads, Tolerance::F32)?;
