@@ -281,20 +281,16 @@ pub(super) unsafe fn x_q8_0<X: SignedQuants, const VNNI: bool>(
     }
 }
 
-/// [`x_q8_0`] for a tile of `M` weight rows and `N` activation rows: every output has
-/// its own 8 lanes and the same operations in the same order (so the same bits), the
-/// blocks are loaded once for the tile, and the `M × N` independent FMA chains hide
-/// each other's latency.
+/// [`x_q8_0`] with VNNI for a tile of `M` weight rows and `N` activation rows: every
+/// output has its own 8 lanes and the same operations in the same order (so the same
+/// bits), the blocks are loaded once for the tile, and the `M × N` independent FMA
+/// chains hide each other's latency. (Without VNNI the tiles are [`x_q8_0_tile4`] and
+/// [`x_q8_0_tile_rows`].)
 ///
 /// # Safety
-/// Every row holds `nb` blocks; AVX2 + FMA + F16C (+ VNNI) enabled in the caller.
+/// Every row holds `nb` blocks; AVX2 + FMA + F16C + AVX-512 VNNI enabled in the caller.
 #[inline(always)]
-pub(super) unsafe fn x_q8_0_tile<
-    X: SignedQuants,
-    const VNNI: bool,
-    const M: usize,
-    const N: usize,
->(
+pub(super) unsafe fn x_q8_0_tile<X: SignedQuants, const M: usize, const N: usize>(
     nb: usize,
     x: [*const u8; M],
     y: [*const u8; N],
@@ -310,32 +306,26 @@ pub(super) unsafe fn x_q8_0_tile<
             // CPU features, and the intrinsics inside one are not always inlined.
             let mut qy = [_mm256_setzero_si256(); N];
             let mut dy = [_mm256_setzero_ps(); N];
-            // With VNNI the weights go in unsigned (`ux = q + BIAS`) and each lane starts
-            // at `-BIAS · Σy`, so `vpdpbusd` leaves exactly `Σ q·y` per lane, as
+            // The weights go in unsigned (`ux = q + BIAS`) and each lane starts at
+            // `-BIAS · Σy`, so `vpdpbusd` leaves exactly `Σ q·y` per lane, as
             // `mul_sum_i8_pairs_float` does, without its two `vpsignb` per pair.
             let mut start = [_mm256_setzero_si256(); N];
             for j in 0..N {
                 let yb = blk::<BlockQ8_0>(y[j], ib);
                 qy[j] = load256(yb.add(Q8_0_QS));
                 dy[j] = f16_splat8(yb);
-                if VNNI {
-                    let c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, qy[j]);
-                    start[j] = _mm256_sub_epi32(_mm256_setzero_si256(), c);
-                }
+                let c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, qy[j]);
+                start[j] = _mm256_sub_epi32(_mm256_setzero_si256(), c);
             }
             for (acc, x) in acc.iter_mut().zip(x) {
                 let xb = blk::<X>(x, ib);
                 prefetch_ahead(xb, <X as Block>::SIZE);
-                let xq = if VNNI { X::ux(xb) } else { X::qx(xb) };
+                let xq = X::ux(xb);
                 let dx = f16_splat8(xb);
                 for j in 0..N {
                     // The broadcast of the product: `x_q8_0`'s `set1(dx * dy)`.
                     let d = _mm256_mul_ps(dx, dy[j]);
-                    let q = if VNNI {
-                        _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(start[j], xq, qy[j]))
-                    } else {
-                        mul_sum_i8_pairs_float::<false>(xq, qy[j])
-                    };
+                    let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(start[j], xq, qy[j]));
                     acc[j] = _mm256_fmadd_ps(d, q, acc[j]);
                 }
             }
@@ -348,7 +338,26 @@ pub(super) unsafe fn x_q8_0_tile<
     }
 }
 
-/// [`x_q8_0_tile`] without VNNI for a tile of 4 weight rows, in tinyBLAS's `gemm4xN`
+/// Lane `i` (0-3) of the 128-bit `d`, duplicated into both halves by
+/// `_mm256_set_m128(d, d)`, in all 8 lanes: tinyBLAS's `shuffle_ps` that picks an
+/// output's scale product from one 4-wide multiply.
+///
+/// # Safety
+/// AVX enabled in the caller.
+#[inline(always)]
+unsafe fn lane_splat(d: __m256, i: usize) -> __m256 {
+    // SAFETY: register operations only (this fn's contract).
+    unsafe {
+        match i {
+            0 => _mm256_shuffle_ps::<0x00>(d, d),
+            1 => _mm256_shuffle_ps::<0x55>(d, d),
+            2 => _mm256_shuffle_ps::<0xAA>(d, d),
+            _ => _mm256_shuffle_ps::<0xFF>(d, d),
+        }
+    }
+}
+
+/// The AVX2 (no VNNI) form of [`x_q8_0_tile`] for 4 weight rows, in tinyBLAS's `gemm4xN`
 /// order: the four weight scales converted at once, their products with an activation
 /// row's scale in one 128-bit multiply, and each row's product picked out by a shuffle
 /// instead of a multiply per output. The products, and so the bits, are the same. The
@@ -395,15 +404,9 @@ pub(super) unsafe fn x_q8_0_tile4<X: SignedQuants, const N: usize>(
                 let dy = _mm_cvtph_ps(_mm_set1_epi16(f16_bits(yb)));
                 let d = _mm_mul_ps(dx, dy);
                 let d = _mm256_set_m128(d, d);
-                let ds = [
-                    _mm256_shuffle_ps::<0x00>(d, d),
-                    _mm256_shuffle_ps::<0x55>(d, d),
-                    _mm256_shuffle_ps::<0xAA>(d, d),
-                    _mm256_shuffle_ps::<0xFF>(d, d),
-                ];
                 for i in 0..4 {
                     let q = mul_sum_i8_pairs_float::<false>(xq[i], qy);
-                    acc[i] = _mm256_fmadd_ps(ds[i], q, acc[i]);
+                    acc[i] = _mm256_fmadd_ps(lane_splat(d, i), q, acc[i]);
                 }
             }
         }
@@ -415,7 +418,7 @@ pub(super) unsafe fn x_q8_0_tile4<X: SignedQuants, const N: usize>(
     }
 }
 
-/// [`x_q8_0_tile`] without VNNI for `R` weight rows and `N` (up to 4) activation
+/// The AVX2 (no VNNI) form of [`x_q8_0_tile`] for `R` weight rows and `N` (up to 4) activation
 /// rows, in tinyBLAS's `gemmMx4` order: each weight block is unpacked once for all `N`
 /// activation rows, the activation scales are converted four at once, and each
 /// output's scale product is picked out of one 128-bit multiply by a shuffle. The
@@ -464,13 +467,7 @@ pub(super) unsafe fn x_q8_0_tile_rows<X: SignedQuants, const R: usize, const N: 
                     for (j, a) in a.iter_mut().enumerate() {
                         let qy = load256(blk::<BlockQ8_0>(y[j], ib).add(Q8_0_QS));
                         let q = mul_sum_us8_pairs_float::<false>(ax, _mm256_sign_epi8(qy, xq));
-                        let dj = match j {
-                            0 => _mm256_shuffle_ps::<0x00>(d, d),
-                            1 => _mm256_shuffle_ps::<0x55>(d, d),
-                            2 => _mm256_shuffle_ps::<0xAA>(d, d),
-                            _ => _mm256_shuffle_ps::<0xFF>(d, d),
-                        };
-                        *a = _mm256_fmadd_ps(dj, q, *a);
+                        *a = _mm256_fmadd_ps(lane_splat(d, j), q, *a);
                     }
                 }
                 *acc = a;
@@ -513,6 +510,9 @@ unsafe fn f16_splat8(p: *const u8) -> __m256 {
 macro_rules! tile_entry {
     ($x:ty, $vnni:literal, $feat:literal) => {{
         use crate::cpu::traits::{GEMM_PANEL_ROWS as P, GEMM_TILE_M as M, GEMM_TILE_N as N};
+        // The AVX2 Q8_0 tile: 4 weight rows × 2 activation rows (8 accumulators in 16
+        // registers); the other tiles take 4 activation rows.
+        const NARROW: bool = !$vnni && !<$x as crate::quants::dot::avx2::SignedQuants>::UNPACKS;
         /// Activation rows `j0 .. j0 + J` of `out`, weight rows `r0 .. r0 + M`.
         ///
         /// # Safety
@@ -529,11 +529,11 @@ macro_rules! tile_entry {
             // SAFETY: `k`'s contract, upheld by the closure below.
             unsafe {
                 if $vnni {
-                    crate::quants::dot::avx2::x_q8_0_tile::<$x, $vnni, M, J>(nb, x, y, &mut o)
-                } else if <$x as crate::quants::dot::avx2::SignedQuants>::UNPACKS {
-                    crate::quants::dot::avx2::x_q8_0_tile_rows::<$x, M, J>(nb, x, y, &mut o);
-                } else {
+                    crate::quants::dot::avx2::x_q8_0_tile::<$x, M, J>(nb, x, y, &mut o)
+                } else if NARROW {
                     crate::quants::dot::avx2::x_q8_0_tile4::<$x, J>(nb, x, y, &mut o)
+                } else {
+                    crate::quants::dot::avx2::x_q8_0_tile_rows::<$x, M, J>(nb, x, y, &mut o);
                 }
             }
             for (i, o) in o.iter().enumerate() {
@@ -557,13 +557,7 @@ macro_rules! tile_entry {
                 y.len(),
                 out.len()
             );
-            // Activation rows per register tile: 2 for the AVX2 4 × N tile (8
-            // accumulators in 16 registers), else 4.
-            let w = if !$vnni && !<$x as crate::quants::dot::avx2::SignedQuants>::UNPACKS {
-                2
-            } else {
-                4
-            };
+            let w = if NARROW { 2 } else { 4 };
             for r0 in (0..rows).step_by(M) {
                 // Inside `x`: row `r0 + i` starts at most `(rows - 1)·stride` in.
                 let x: [*const u8; M] = std::array::from_fn(|i| x[(r0 + i) * stride..].as_ptr());
