@@ -64,3 +64,49 @@ pub fn print_timings(
         perf.n_prompt + perf.n_eval
     );
 }
+
+/// llama.cpp's `llama_perf_context_print`: load time, prompt and single-token eval
+/// times, total time (numbers as C prints them: `nan` / `inf` per token for no runs).
+pub fn perf_context_print(log: &mut dyn Write, ctx: &LlamaContext, load: Duration, start: Instant) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let f = |x: f64, w: usize| fixed64(x, w, 2);
+    let perf = ctx.perf();
+    let _ = writeln!(
+        log,
+        "llama_perf_context_print:        load time = {} ms",
+        f(ms(load), 10)
+    );
+    let (t, n) = (ms(perf.t_prompt), perf.n_prompt as f64);
+    let _ = writeln!(
+        log,
+        "llama_perf_context_print: prompt eval time = {} ms / {:5} tokens ({} ms per token, {} tokens per second)",
+        f(t, 10),
+        perf.n_prompt,
+        f(t / n, 8),
+        f(1e3 / t * n, 8)
+    );
+    let (t, n) = (ms(perf.t_eval), perf.n_eval as f64);
+    let _ = writeln!(
+        log,
+        "llama_perf_context_print:        eval time = {} ms / {:5} runs   ({} ms per token, {} tokens per second)",
+        f(t, 10),
+        perf.n_eval,
+        f(t / n, 8),
+        f(1e3 / t * n, 8)
+    );
+    let _ = writeln!(
+        log,
+        "llama_perf_context_print:       total time = {} ms / {:5} tokens",
+        f(ms(start.elapsed()), 10),
+        perf.n_prompt + perf.n_eval
+    );
+}
+
+/// `x` as C's `%{width}.{prec}f` of a double (`nan` / `-nan` as glibc prints them).
+pub fn fixed64(x: f64, width: usize, prec: usize) -> String {
+    if x.is_nan() {
+        let s = if x.is_sign_negative() { "-nan" } else { "nan" };
+        return format!("{s:>width$}");
+    }
+    format!("{x:width$.prec$}")
+}

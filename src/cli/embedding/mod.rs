@@ -15,7 +15,7 @@ pub mod prompts;
 
 use std::io::Write;
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use llama::{EmbdNorm, LlamaContext, PoolingType};
 
@@ -315,7 +315,7 @@ pub fn run(params: &Params, out: &mut dyn Write, log: &mut dyn Write) -> Result<
     writeln!(out).map_err(CliError::io("writing output"))?;
     let _ = out.flush();
     crate::cli::output::print_profile(log, &mut ctx);
-    perf_context_print(log, &ctx, t_load, start);
+    crate::cli::output::perf_context_print(log, &ctx, t_load, start);
     Ok(emb)
 }
 
@@ -365,41 +365,4 @@ fn context(
         cc.n_ctx, cc.n_seq_max, cc.n_batch, cc.n_ubatch, cc.flash_attn as u8, cc.n_threads, ctx.pooling_type()
     );
     Ok(ctx)
-}
-
-/// llama.cpp's `llama_perf_context_print`: load time, prompt and single-token eval
-/// times, total time (numbers as C prints them: `nan` / `inf` per token for no runs).
-fn perf_context_print(log: &mut dyn Write, ctx: &LlamaContext, load: Duration, start: Instant) {
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let f = |x: f64, w: usize| print::fixed64(x, w, 2);
-    let perf = ctx.perf();
-    let _ = writeln!(
-        log,
-        "llama_perf_context_print:        load time = {} ms",
-        f(ms(load), 10)
-    );
-    let (t, n) = (ms(perf.t_prompt), perf.n_prompt as f64);
-    let _ = writeln!(
-        log,
-        "llama_perf_context_print: prompt eval time = {} ms / {:5} tokens ({} ms per token, {} tokens per second)",
-        f(t, 10),
-        perf.n_prompt,
-        f(t / n, 8),
-        f(1e3 / t * n, 8)
-    );
-    let (t, n) = (ms(perf.t_eval), perf.n_eval as f64);
-    let _ = writeln!(
-        log,
-        "llama_perf_context_print:        eval time = {} ms / {:5} runs   ({} ms per token, {} tokens per second)",
-        f(t, 10),
-        perf.n_eval,
-        f(t / n, 8),
-        f(1e3 / t * n, 8)
-    );
-    let _ = writeln!(
-        log,
-        "llama_perf_context_print:       total time = {} ms / {:5} tokens",
-        f(ms(start.elapsed()), 10),
-        perf.n_prompt + perf.n_eval
-    );
 }

@@ -11,6 +11,7 @@ use llama::embeddings::cosine_similarity;
 use llama::{EmbdNorm, PoolingType};
 
 use super::prompts::c_str;
+use crate::cli::output::fixed64;
 use crate::common::error::ValueError;
 
 /// `--embd-output-format`.
@@ -53,16 +54,6 @@ impl OutputFormat {
 /// round the exact value as glibc does), NaN as `nan` / `-nan`.
 pub fn fixed(x: f32, width: usize, prec: usize) -> String {
     fixed64(f64::from(x), width, prec)
-}
-
-/// [`fixed`] for a double (C's `%f` of a `double`; the same digits as for the float
-/// it may come from, since both print the exact value).
-pub fn fixed64(x: f64, width: usize, prec: usize) -> String {
-    if x.is_nan() {
-        let s = if x.is_sign_negative() { "-nan" } else { "nan" };
-        return format!("{s:>width$}");
-    }
-    format!("{x:width$.prec$}")
 }
 
 /// `s` as C's `%{width}.{max}s`: at most `max` bytes (up to a NUL), padded on the
