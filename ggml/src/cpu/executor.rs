@@ -199,19 +199,21 @@ impl Executor {
         let fast_int8 = self.fast_int8;
         let timings: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
+        let counters = kernels::ChunkCounters::new();
         let work = |ith: usize, range: std::ops::Range<usize>, sync: bool| {
-            let params = ComputeParams {
-                ith,
-                nth,
-                wdata: wdata.get(),
-                wsize,
-                barrier: &barrier,
-                error: &error,
-                fast_int8,
-            };
             let mut times = Vec::new();
             let mut t0 = Instant::now();
-            for node in &nodes[range] {
+            for (i, node) in range.clone().zip(&nodes[range]) {
+                let params = ComputeParams {
+                    ith,
+                    nth,
+                    wdata: wdata.get(),
+                    wsize,
+                    barrier: &barrier,
+                    error: &error,
+                    fast_int8,
+                    chunk: counters.for_node(i, ith),
+                };
                 if barrier.is_poisoned() {
                     break;
                 }

@@ -38,7 +38,6 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
     };
     let gemm = gemm_dot(s0, s1);
     let vec_dot = gemm.map_or(vec_dot, |g| g.dot);
-    let ne00 = s0.ne[0];
     let convert = needs_conversion(s0, s1);
     let rs1 = vdt.row_size(s1.ne[0]);
     let nrows1 = s1.nrows();
@@ -71,10 +70,19 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         }
     }
 
+    let nr0 = s0.ne[1];
+    let chunks = Chunks::new(params.nth, nr0, nrows1);
     if let Some(route) = super::matmul_batch::route(params, s0, s1) {
         // SAFETY: as in the loop below.
         let y = |ir1: usize| unsafe { src1_row(params, s1, convert, rs1, ir1) };
-        super::matmul_batch::forward(params, node, route, &y);
+        if super::matmul_batch::static_split() {
+            let ranges = chunks.static_share(params);
+            super::matmul_batch::forward(params, node, route, &y, ranges);
+        } else {
+            while let Some(ranges) = chunks.get(params.next_chunk()) {
+                super::matmul_batch::forward(params, node, route, &y, ranges);
+            }
+        }
         return;
     }
 
@@ -84,19 +92,111 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         ));
         return;
     }
-    let nr0 = s0.ne[1];
-    let r2 = s1.ne[2] / s0.ne[2];
-    let r3 = s1.ne[3] / s0.ne[3];
-    let (range0, range1) = params.row_ranges(nr0, nrows1);
 
     if let Some(tile) = gemm.and_then(|g| g.tile) {
         if s0.ne[2] == 1 && s0.ne[3] == 1 {
             // SAFETY: as in the loop below.
             let y = |ir1: usize| unsafe { src1_row(params, s1, convert, rs1, ir1) };
-            return forward_tiled(s0, s1, dst, (range0, range1), tile, vec_dot, &y);
+            while let Some(ranges) = chunks.get(params.next_chunk()) {
+                forward_tiled(s0, s1, dst, ranges, tile, vec_dot, &y);
+            }
+            return;
+        }
+    }
+    while let Some(ranges) = chunks.get(params.next_chunk()) {
+        forward_rows(params, node, vec_dot, (convert, rs1), ranges);
+    }
+}
+
+/// The outputs of a matrix product cut into chunks for [`ComputeParams::next_chunk`],
+/// along the larger of the two row counts (as [`ComputeParams::row_ranges`] splits
+/// them): about [`CHUNKS_PER_THREAD`] a thread, of at least [`CHUNK_MIN_ROWS`] rows,
+/// src0 chunks starting at multiples of [`super::matmul_batch::ROWS_ALIGN`]. Where
+/// each output goes does not change its bits: every output is computed whole, by
+/// one thread.
+struct Chunks {
+    nr0: usize,
+    nr1: usize,
+    /// Whether the chunks cut src0's rows (else src1's).
+    split0: bool,
+    size: usize,
+    count: usize,
+}
+
+/// Chunks per thread: enough that a thread slowed down by another process on its
+/// core holds up the others by a small part of the node.
+const CHUNKS_PER_THREAD: usize = 32;
+/// Rows a chunk has at least, so that its setup stays small against its work.
+const CHUNK_MIN_ROWS: usize = 64;
+
+impl Chunks {
+    fn new(nth: usize, nr0: usize, nr1: usize) -> Self {
+        let split0 = nr0 >= nr1;
+        let (n, align) = if split0 {
+            (nr0, super::matmul_batch::ROWS_ALIGN)
+        } else {
+            (nr1, 1)
+        };
+        let count = if nth == 1 {
+            1
+        } else {
+            (nth * CHUNKS_PER_THREAD).min(n / CHUNK_MIN_ROWS).max(nth)
+        };
+        let size = n.div_ceil(count).next_multiple_of(align).max(1);
+        Chunks {
+            nr0,
+            nr1,
+            split0,
+            size,
+            count: n.div_ceil(size),
         }
     }
 
+    /// The src0 and src1 row ranges of chunk `c`, `None` past the last.
+    fn get(&self, c: usize) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+        if c >= self.count {
+            return None;
+        }
+        let n = if self.split0 { self.nr0 } else { self.nr1 };
+        let r = c * self.size..((c + 1) * self.size).min(n);
+        Some(if self.split0 {
+            (r, 0..self.nr1)
+        } else {
+            (0..self.nr0, r)
+        })
+    }
+
+    /// This thread's fixed share of the chunks, for kernels that want one call.
+    fn static_share(
+        &self,
+        params: &ComputeParams,
+    ) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let mine = params.range(self.count);
+        let (first, last) = (
+            self.get(mine.start),
+            mine.end.checked_sub(1).and_then(|c| self.get(c)),
+        );
+        match (first, last) {
+            (Some((a0, a1)), Some((b0, _))) if self.split0 => (a0.start..b0.end, a1),
+            (Some((a0, a1)), Some((_, b1))) => (a0, a1.start..b1.end),
+            _ => (0..0, 0..0),
+        }
+    }
+}
+
+/// [`forward`]'s plain loop: `vec_dot` of each src0 row of `range0` with each src1
+/// row of `range1` (converted into the work area when `convert`, `rs1` bytes a row).
+fn forward_rows(
+    params: &ComputeParams,
+    node: &ExecNode,
+    vec_dot: crate::cpu::traits::VecDotFn,
+    (convert, rs1): (bool, usize),
+    (range0, range1): (std::ops::Range<usize>, std::ops::Range<usize>),
+) {
+    let (s0, s1, dst) = (node.src0(), node.src1(), &node.dst);
+    let ne00 = s0.ne[0];
+    let r2 = s1.ne[2] / s0.ne[2];
+    let r3 = s1.ne[3] / s0.ne[3];
     let mut tmp = [0f32; BLCK_0];
     let mut iir1 = range1.start;
     while iir1 < range1.end {
@@ -161,16 +261,18 @@ fn forward_tiled<'a>(
         // thread's range0 belong to this thread alone.
         unsafe { *row.add(ir0) = v };
     };
-    let stride = s0.nb[1];
+    let (stride, row_size) = (s0.nb[1], s0.row_size());
     // Rows `ir0 .. ir0 + rows` of the weights as one slice, `stride` bytes a row.
     let panel = |ir0: usize, rows: usize| {
         // SAFETY: src0 is 2-D (checked when the node was built) and `ir0 + rows <= ne01`
         // (the callers' ranges), so the bytes up to the end of the last row lie inside
         // the tensor; src0 is only read.
-        unsafe {
-            std::slice::from_raw_parts(s0.row_ptr(ir0, 0, 0), (rows - 1) * stride + s0.row_size())
-        }
+        unsafe { std::slice::from_raw_parts(s0.row_ptr(ir0, 0, 0), (rows - 1) * stride + row_size) }
     };
+    // Every src1 row's activations and dst row, worked out once for all weight blocks
+    // (`row_index` divides; the output head has 16 384 blocks of 16 rows).
+    let ys_all: Vec<&[u8]> = range1.clone().map(y).collect();
+    let at_all: Vec<*mut f32> = range1.clone().map(dst_row).collect();
     let mut out = [[0f32; BLCK_0]; N];
     // Weight blocks outside: each block of weight rows is read from memory once and
     // stays in L1 while every src1 row (from L2) runs through it.
@@ -185,12 +287,8 @@ fn forward_tiled<'a>(
             // (tinyBLAS's `gemm<4, 3>`, `gemm<4, 2>`, `gemm<4, 1>` edges).
             for ir1 in (iir1..end1).step_by(N) {
                 let nj = N.min(end1 - ir1);
-                let mut ys: [&[u8]; N] = [&[]; N];
-                let mut at = [std::ptr::null_mut(); N];
-                for ((ys, at), r1) in ys.iter_mut().zip(&mut at).zip(ir1..ir1 + nj) {
-                    (*ys, *at) = (y(r1), dst_row(r1));
-                }
-                let (ys, at) = (&ys[..nj], &at[..nj]);
+                let j = ir1 - range1.start;
+                let (ys, at) = (&ys_all[j..j + nj], &at_all[j..j + nj]);
                 if whole > 0 {
                     tile(n, panel(iir0, whole), stride, whole, ys, &mut out);
                     for (out, &at) in out.iter().zip(at) {

@@ -17,6 +17,10 @@ thread_local! {
 /// level has one): unpacking a tile pays off only when several rows use it.
 const GEMV_ROWS: usize = 2;
 
+/// Runs of at most this many activation rows (in longer segments) take the direct
+/// GEMV over interleaved weights: the repack GEMV's rows after the last group of 4.
+const GEMV_RUN_ROWS: usize = 3;
+
 /// Activation rows ahead at which the wide kernels' output stores fetch their dst lines.
 const DST_AHEAD: usize = 8;
 
@@ -25,31 +29,37 @@ pub(super) fn route(params: &ComputeParams, s0: &TView, s1: &TView) -> Option<Ro
     batch::route(s0.typ, s0.ne, s0.mapped, s1.typ, s1.ne, params.fast_int8)
 }
 
-/// This thread's share of the node; `y(ir1)` is src1 row `ir1` in the weight's
-/// `vec_dot_type`.
+/// Weight rows in which the ranges given to [`forward`] start: whole tiles, whole
+/// interleaved groups and whole wide tiles.
+pub(super) const ROWS_ALIGN: usize = WIDE;
+
+/// Whether this level's kernels want one static share of the node per thread rather
+/// than chunks handed out as the threads ask: the wide kernels lay out every
+/// activation row once per call ([`WideScratch::prepare`]).
+pub(super) fn static_split() -> bool {
+    batch::kernels().wide.is_some()
+}
+
+/// The outputs of weight rows `range0` (starting at a multiple of [`ROWS_ALIGN`]) with
+/// src1 rows `range1`; `y(ir1)` is src1 row `ir1` in the weight's `vec_dot_type`.
 pub(super) fn forward<'a>(
     params: &ComputeParams,
     node: &ExecNode,
     route: Route,
     y: &dyn Fn(usize) -> &'a [u8],
+    (range0, range1): (std::ops::Range<usize>, std::ops::Range<usize>),
 ) {
     let (s0, s1, dst) = (node.src0(), node.src1(), &node.dst);
     let kernels = batch::kernels();
     let n = s0.ne[0];
-    let (nr0, nrows1, ne11) = (s0.ne[1], s1.nrows(), s1.ne[1]);
+    let ne11 = s1.ne[1];
     let r2 = s1.ne[2] / s0.ne[2];
     let r3 = s1.ne[3] / s0.ne[3];
-    let (range0, range1) = params.row_ranges(nr0, nrows1);
+    debug_assert!(range0.start.is_multiple_of(ROWS_ALIGN));
 
     let (blck, size) = (s0.typ.blck_size(), s0.typ.type_size());
-    // Interleaved weights: every tile is one whole group (and the threads split whole
-    // groups); kernels other than the GEMV read its rows from a de-interleaved copy.
-    let range0 = if s0.interleaved && nr0 >= nrows1 {
-        let t = params.range(nr0.div_ceil(TILE));
-        (t.start * TILE).min(nr0)..(t.end * TILE).min(nr0)
-    } else {
-        range0
-    };
+    // Interleaved weights: every tile is one whole group; kernels other than the
+    // direct ones read its rows from a de-interleaved copy.
     let mut plain: Vec<u8> = Vec::new();
     let mut tile = Unpacked::default();
     let mut acc: Vec<Acc> = Vec::new();
@@ -109,14 +119,6 @@ pub(super) fn forward<'a>(
                 if !ws.prepare(s0.typ, &runs[0].1, n, &acts) {
                     return false;
                 }
-                // Tiles of 16 rows; when the threads split the weight rows, they split
-                // whole tiles.
-                let range0 = if nr0 >= nrows1 {
-                    let t = params.range(nr0.div_ceil(WIDE));
-                    (t.start * WIDE).min(nr0)..(t.end * WIDE).min(nr0)
-                } else {
-                    range0.clone()
-                };
                 let src0_rows = |rows: &mut [&'a [u8]; WIDE], from: usize, to: usize| {
                     for (row, r) in rows.iter_mut().zip(from..to) {
                         // SAFETY: src0 rows are dense (checked when the node was built)
@@ -174,24 +176,36 @@ pub(super) fn forward<'a>(
             let end0 = (iir0 + TILE).min(range0.end);
             acc.clear();
             acc.resize(end1 - ir1, Acc::default());
-            if s0.interleaved && few {
-                if let Some(gemv) = kernels.group_gemv {
-                    // SAFETY: an interleaved src0 is a dense 2-D tensor of whole groups
-                    // (checked when the node was built) and `iir0` starts one.
-                    let group = unsafe { group_bytes(s0, iir0) };
-                    let mut direct = true;
-                    for (run, p) in &runs {
-                        for j in run.clone() {
-                            direct &= gemv(p, s0.typ, n, group, acts[j], &mut acc[j]);
-                        }
+            if s0.interleaved {
+                // SAFETY: an interleaved src0 is a dense 2-D tensor of whole groups
+                // (checked when the node was built) and `iir0` starts one.
+                let group = unsafe { group_bytes(s0, iir0) };
+                // Each run straight from the group, by the GEMM (in segments past a
+                // few rows) or row by row by the GEMV (for a few rows: the GEMV
+                // unpacks the weights once per row), where this level has one that
+                // takes the run's type and plan.
+                let mut direct = true;
+                for (run, p) in &runs {
+                    let (a, acc) = (&acts[run.clone()], &mut acc[run.clone()]);
+                    let gemm = kernels.group_gemm.filter(|_| !few);
+                    let by_rows = few || run.len() <= GEMV_RUN_ROWS;
+                    direct &= gemm.is_some_and(|gemm| gemm(p, s0.typ, n, group, a, acc))
+                        || kernels.group_gemv.is_some_and(|gemv| {
+                            by_rows
+                                && a.iter()
+                                    .zip(acc.iter_mut())
+                                    .all(|(a, acc)| gemv(p, s0.typ, n, group, a, acc))
+                        });
+                    if !direct {
+                        break;
                     }
-                    if direct {
-                        store(&mut acc, iir0, end0);
-                        iir0 = end0;
-                        continue;
-                    }
-                    acc.fill(Acc::default());
                 }
+                if direct {
+                    store(&mut acc, iir0, end0);
+                    iir0 = end0;
+                    continue;
+                }
+                acc.fill(Acc::default());
             }
             let mut full: [&[u8]; TILE] = [&[]; TILE];
             // The next tile's rows, fetched into the cache slab by slab while this one

@@ -30,6 +30,7 @@ mod softmax;
 mod sort;
 mod unary;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::barrier::Barrier;
@@ -304,6 +305,27 @@ pub(crate) struct ComputeParams<'a> {
     /// [`crate::Executor::set_fast_int8`]: Q8_0 / Q5_0 batches may take the wide int8
     /// GEMM, whose float order is not llama.cpp's.
     pub fast_int8: bool,
+    /// This node's work counter, 0 when the node starts ([`ComputeParams::next_chunk`]).
+    pub chunk: &'a AtomicUsize,
+}
+
+/// The work counters of a graph computation: node `i` counts with `self.0[i % 2]`,
+/// and while it runs thread 0 resets the other one for node `i + 1`. Every node ends
+/// at a barrier (or a join), so no thread still counts with it then.
+pub(crate) struct ChunkCounters([AtomicUsize; 2]);
+
+impl ChunkCounters {
+    pub(crate) fn new() -> Self {
+        ChunkCounters([AtomicUsize::new(0), AtomicUsize::new(0)])
+    }
+
+    /// Node `i`'s counter; with `ith == 0` also resets node `i + 1`'s.
+    pub(crate) fn for_node(&self, i: usize, ith: usize) -> &AtomicUsize {
+        if ith == 0 {
+            self.0[(i + 1) % 2].store(0, Ordering::Relaxed);
+        }
+        &self.0[i % 2]
+    }
 }
 
 impl ComputeParams<'_> {
@@ -313,6 +335,16 @@ impl ComputeParams<'_> {
         let dr = n.div_ceil(self.nth);
         let ir0 = (dr * self.ith).min(n);
         ir0..(ir0 + dr).min(n)
+    }
+
+    /// The next chunk of this node's work for this thread, counting from 0 across
+    /// all threads of the node: each number is handed out once, to whichever thread
+    /// asks first, so a thread slowed down (by another process on its core) takes
+    /// fewer chunks instead of holding up the others at the barrier, as ggml's
+    /// `current_chunk`. A node may count this way once.
+    #[inline]
+    pub fn next_chunk(&self) -> usize {
+        self.chunk.fetch_add(1, Ordering::Relaxed)
     }
 
     /// This thread's ranges of `nr0` src0 rows and `nr1` src1 rows of a matrix
@@ -584,6 +616,10 @@ mod tests {
             barrier,
             error,
             fast_int8: false,
+            chunk: {
+                static CHUNK: AtomicUsize = AtomicUsize::new(0);
+                &CHUNK
+            },
         }
     }
 

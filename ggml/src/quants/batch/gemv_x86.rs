@@ -136,7 +136,7 @@ impl Blocks for Group {
 /// # Safety
 /// Each row readable for `off + 2` bytes; AVX2 and F16C enabled in the caller.
 #[inline(always)]
-unsafe fn f16x8_at(r: &[*const u8; TILE], off: usize) -> F8 {
+pub(super) unsafe fn f16x8_at(r: &[*const u8; TILE], off: usize) -> F8 {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
@@ -304,7 +304,7 @@ unsafe fn gemv_nibbles_vnni(
 /// # Safety
 /// `p` readable for 12 bytes; SSE4.1 enabled in the caller.
 #[inline(always)]
-unsafe fn k4_scales_mins(p: *const u8) -> (__m128i, __m128i) {
+pub(super) unsafe fn k4_scales_mins(p: *const u8) -> (__m128i, __m128i) {
     // SAFETY: this fn's `# Safety` contract covers the CPU features and every
     // pointer access below.
     unsafe {
@@ -588,6 +588,10 @@ unsafe fn avx2_of(
     a: &[u8],
     acc: &mut Acc,
 ) -> bool {
+    // The GEMVs compute one chunk per block: not the Q4_K / Q2_K GEMM's chain.
+    if p.chunk != typ.blck_size() {
+        return false;
+    }
     // SAFETY: this fn's `# Safety` contract.
     unsafe {
         match typ {
@@ -617,6 +621,9 @@ unsafe fn vnni_of(
     a: &[u8],
     acc: &mut Acc,
 ) -> bool {
+    if p.chunk != typ.blck_size() {
+        return false;
+    }
     // SAFETY: this fn's `# Safety` contract.
     unsafe {
         match typ {

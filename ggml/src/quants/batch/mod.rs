@@ -24,6 +24,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod gemv_x86;
+#[cfg(target_arch = "x86_64")]
+mod group_gemm_x86;
 mod recipe;
 mod unpack;
 mod wide;
@@ -291,6 +293,13 @@ pub(crate) type Gemv =
 /// ([`crate::quants::interleave`]) instead of 8 rows as stored: the same bits.
 pub(crate) type GroupGemv = fn(&Plan, GgmlType, n: usize, group: &[u8], a: &[u8], &mut Acc) -> bool;
 
+/// The GEMM over one group of 8 interleaved rows ([`crate::quants::interleave`]) of
+/// `n` elements: adds their products with each activation row `a[j]` into `acc[j]`,
+/// giving the bits of de-interleaving the group, [`Unpacked::fill`] and [`Kernel`].
+/// `false` (and `acc` untouched) for a type or plan it does not take.
+pub(crate) type GroupGemm =
+    fn(&Plan, GgmlType, n: usize, group: &[u8], a: &[&[u8]], &mut [Acc]) -> bool;
+
 /// Fills a tile (see [`Unpacked::fill`]).
 pub(crate) type Fill = fn(&mut Unpacked, GgmlType, usize, &[&[u8]]);
 
@@ -305,6 +314,8 @@ pub(crate) struct Kernels {
     pub gemv: Option<Gemv>,
     /// The direct GEMV over interleaved rows, where this level has one.
     pub group_gemv: Option<GroupGemv>,
+    /// The direct GEMM over interleaved rows, where this level has one.
+    pub group_gemm: Option<GroupGemm>,
     /// A fill and tile kernel for segments of few activation rows, where they differ
     /// from `fill` and `tile` (preparing a tile for the main ones costs more than it
     /// saves on one or two rows).
@@ -569,6 +580,32 @@ fn group_gemv_avx2(
 }
 
 #[cfg(target_arch = "x86_64")]
+fn group_gemm_avx2(
+    p: &Plan,
+    typ: GgmlType,
+    n: usize,
+    group: &[u8],
+    a: &[&[u8]],
+    acc: &mut [Acc],
+) -> bool {
+    if !group_gemm_x86::takes(p, typ) {
+        return false;
+    }
+    for a in a {
+        check_group_gemv(p, typ, n, group, a);
+    }
+    assert!(
+        acc.len() >= a.len(),
+        "batch gemm: fewer sums than activation rows"
+    );
+    // SAFETY: the group was checked to hold 8 interleaved Q4_K rows of `n` elements and
+    // every activation row `n` Q8_K elements; only handed out by `kernels_for` after
+    // AVX2, FMA and F16C were detected.
+    unsafe { group_gemm_x86::group_gemm_avx2(p, n, group, a, acc) };
+    true
+}
+
+#[cfg(target_arch = "x86_64")]
 fn group_gemv_vnni(
     p: &Plan,
     typ: GgmlType,
@@ -588,6 +625,7 @@ const SCALAR: Kernels = Kernels {
     tile: kernel_scalar,
     gemv: None,
     group_gemv: None,
+    group_gemm: None,
     few: None,
     wide: None,
 };
@@ -605,6 +643,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             tile: kernel_avx2,
             gemv: Some(gemv_avx2),
             group_gemv: Some(group_gemv_avx2),
+            group_gemm: Some(group_gemm_avx2),
             few: None,
             wide: None,
         }),
@@ -614,6 +653,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             tile: kernel_vnni,
             gemv: Some(gemv_vnni),
             group_gemv: Some(group_gemv_vnni),
+            group_gemm: None,
             few: Some((fill_avx2, kernel_avx512)),
             wide: Some((wide_fill_avx512, wide_vnni)),
         }),
@@ -623,6 +663,7 @@ pub(crate) fn kernels_for(level: SimdLevel) -> Option<Kernels> {
             tile: kernel_avx512,
             gemv: Some(gemv_avx2),
             group_gemv: Some(group_gemv_avx2),
+            group_gemm: Some(group_gemm_avx2),
             few: None,
             wide: None,
         }),
@@ -798,6 +839,67 @@ mod tests {
                         let l = level.name();
                         assert_eq!(bits(&got), bits(&acc[0]), "{typ} n={n} {l} interleaved");
                     }
+                }
+            }
+        }
+    }
+
+    /// The direct GEMM over an interleaved group gives the bits of unpacking the tile
+    /// and running the scalar kernel on it, for any number of activation rows and
+    /// sums carried in from earlier slabs, at every level that has one.
+    #[test]
+    fn group_gemm_matches_the_tile_kernel() {
+        let mut s = 0x5851_f42d_4c95_7f2du64;
+        let mut rand = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+        };
+        let typ = GgmlType::Q4_K;
+        let p = plan(typ, Path::RepackGemm).expect("repack plan");
+        for n in [256, 768, 1280, 4864] {
+            let w: Vec<f32> = (0..TILE * n).map(|i| rand() * (1 + i % 7) as f32).collect();
+            let wq = crate::quants::quantize(typ, &w, n).expect("quantize weights");
+            let rows: [&[u8]; TILE] =
+                std::array::from_fn(|i| &wq[i * typ.row_size(n)..][..typ.row_size(n)]);
+            let mut group = vec![0u8; wq.len()];
+            crate::quants::interleave::interleave_group(typ, n, &wq, &mut group);
+            let vdt = typ.traits().vec_dot_type;
+            let quant = vdt.traits().from_float.expect("activation quantizer");
+            for nrows in [1, 3, 4, 5, 8, 9] {
+                let aq: Vec<Vec<u8>> = (0..nrows)
+                    .map(|_| {
+                        let a: Vec<f32> = (0..n).map(|_| rand() * 3.0).collect();
+                        let mut q = vec![0u8; vdt.row_size(n)];
+                        quant(&a, &mut q);
+                        q
+                    })
+                    .collect();
+                let a: Vec<&[u8]> = aq.iter().map(|q| &q[..]).collect();
+                let start: Vec<Acc> = (0..nrows)
+                    .map(|_| Acc {
+                        acc: std::array::from_fn(|_| rand()),
+                        accm: std::array::from_fn(|_| rand()),
+                    })
+                    .collect();
+                let mut want_tile = Unpacked::default();
+                want_tile.fill(typ, n, &rows);
+                let mut want = start.clone();
+                recipe::tile_scalar(&p, &want_tile, 0, &a, &mut want);
+                let bits = |a: &[Acc]| -> Vec<[u32; TILE]> {
+                    a.iter().map(|a| a.outputs(&p).map(f32::to_bits)).collect()
+                };
+                for level in crate::cpu::simd::available_levels() {
+                    let Some(gemm) = kernels_for(level).and_then(|k| k.group_gemm) else {
+                        continue;
+                    };
+                    let mut got = start.clone();
+                    assert!(gemm(&p, typ, n, &group, &a, &mut got), "takes Q4_K");
+                    let l = level.name();
+                    assert_eq!(bits(&got), bits(&want), "n={n} rows={nrows} {l}");
+                    let gemv_plan = plan(typ, Path::RepackGemv).expect("gemv plan");
+                    assert!(!gemm(&gemv_plan, typ, n, &group, &a, &mut got), "{l}");
                 }
             }
         }
