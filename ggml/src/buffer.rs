@@ -218,6 +218,30 @@ impl Buffer {
         Ok(())
     }
 
+    /// Copies the little-endian f32 values at `offset` into `dst` (one copy, where
+    /// [`Buffer::read`] into bytes and a conversion would take two).
+    /// [`Error::OutOfRange`] past the end, [`Error::BufferBusy`] while a graph uses it.
+    pub fn read_f32(&self, offset: usize, dst: &mut [f32]) -> Result<()> {
+        let len = std::mem::size_of_val(dst);
+        self.check_range(offset, len)?;
+        let _guard = self.lock_exclusive()?;
+        // SAFETY: the range is inside the buffer and no kernel runs on it (exclusive
+        // state); every bit pattern is an f32, so `dst` may take any bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr() as *mut u8,
+                len,
+            )
+        };
+        if cfg!(target_endian = "big") {
+            for v in dst {
+                *v = f32::from_bits(u32::from_le(v.to_bits()));
+            }
+        }
+        Ok(())
+    }
+
     /// Copies `src` into the buffer at `offset`. [`Error::ReadOnly`] for a file
     /// mapping, [`Error::OutOfRange`] past the end, [`Error::BufferBusy`] while a graph
     /// uses it.

@@ -569,7 +569,7 @@ impl Context {
     }
 
     /// Reads an F32 tensor's elements in ggml order into `out` without allocating
-    /// (through a stack buffer when the tensor is contiguous). [`Error::SizeMismatch`]
+    /// (one copy when the tensor is contiguous). [`Error::SizeMismatch`]
     /// unless `out` has one slot per element, [`Error::UnsupportedType`] for another
     /// type.
     pub fn read_f32_into(&self, id: TensorId, out: &mut [f32]) -> Result<()> {
@@ -588,16 +588,7 @@ impl Context {
             return Ok(());
         }
         let data = self.data_of(id)?;
-        let mut chunk = [0u8; 4096];
-        let per = chunk.len() / 4;
-        for (c, vals) in out.chunks_mut(per).enumerate() {
-            let bytes = &mut chunk[..vals.len() * 4];
-            data.buffer.read(data.offset + c * per * 4, bytes)?;
-            for (v, b) in vals.iter_mut().zip(bytes.chunks_exact(4)) {
-                *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            }
-        }
-        Ok(())
+        data.buffer.read_f32(data.offset, out)
     }
 
     /// All elements as f32, in ggml order (converting or dequantizing).
