@@ -80,5 +80,5 @@ pub use generate::{FinishReason, Generate, GenerateParams, Generation, Step};
 pub use loader::{load_model, load_vocab, LoadMode, ModelParams};
 pub use memory::{ClearMode, MemoryOps, Sequences};
 pub use model::Model;
-pub use sampling::{Sampler, SamplerChain, SamplerParams};
+pub use sampling::{Sampler, SamplerChain, SamplerEffect, SamplerParams};
 pub use vocab::{TokenizeOptions, Vocab};

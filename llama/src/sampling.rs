@@ -18,6 +18,7 @@
 //! Twister with libstdc++'s `uniform_real_distribution<double>`), so that a seeded run
 //! picks the same tokens as llama.cpp when the logits agree.
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -75,8 +76,7 @@ impl Candidates {
     /// full sort (llama.cpp's partial sort).
     fn sort_truncate(&mut self, k: usize) {
         if !self.sorted {
-            let order =
-                |a: &TokenData, b: &TokenData| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id));
+            let order = sampling_order;
             if k > 0 && k <= HEAP_TOP_K && k * 64 < self.data.len() {
                 self.keep_best(k, order);
             } else if k > 0 && k < self.data.len() {
@@ -94,23 +94,69 @@ impl Candidates {
     /// far, whose worst is the bar a candidate must pass. Most of a large vocabulary
     /// fails it at one comparison; a selection moves the whole array several times.
     fn keep_best(&mut self, k: usize, order: impl Fn(&TokenData, &TokenData) -> Ordering) {
-        let mut heap: BinaryHeap<Ranked<_>> = BinaryHeap::with_capacity(k + 1);
-        let (first, rest) = self.data.split_at(k);
-        heap.extend(first.iter().map(|&d| Ranked(d, &order)));
-        // The heap's worst, copied out: most candidates fail against it at one float
-        // comparison, without touching the heap.
-        let mut bar = heap.peek().map_or(first[0], |w| w.0);
-        for &d in rest {
-            if d.logit < bar.logit || order(&d, &bar) != Ordering::Less {
-                continue;
-            }
-            if let Some(mut worst) = heap.peek_mut() {
-                *worst = Ranked(d, &order);
-            }
-            bar = heap.peek().map_or(d, |w| w.0);
+        let all = std::mem::take(&mut self.data);
+        self.data = best_of(all.iter().copied(), k, order, &Cell::new(f32::NEG_INFINITY));
+    }
+
+    /// [`Candidates::reset_from`], the `biases` added ([`LogitBias`]) and a top-k of
+    /// `k > 0` (`sort_truncate`), without the whole row as candidates in between: the
+    /// best are picked from the logits as they are read. `false` (and nothing done)
+    /// where that would not save work: `k` large or near the row's length.
+    ///
+    /// Only the biased tokens change places, so the `k` best unbiased ones are among
+    /// the row's `k + (biased tokens)` best as it is; those and the biased tokens with
+    /// their new logits hold the `k` best of the biased row.
+    fn reset_top_k(&mut self, logits: &[f32], k: usize, biases: &[(Token, f32)]) -> bool {
+        let mut biased: Vec<Token> = biases
+            .iter()
+            .map(|&(t, _)| t)
+            .filter(|&t| usize::try_from(t).is_ok_and(|t| t < logits.len()))
+            .collect();
+        biased.sort_unstable();
+        biased.dedup();
+        let m = k + biased.len();
+        if k == 0 || m > HEAP_TOP_K || m * 64 >= logits.len() {
+            return false;
         }
-        self.data.clear();
-        self.data.extend(heap.into_iter().map(|r| r.0));
+        let bar = Cell::new(f32::NEG_INFINITY);
+        // Runs with a logit at or above the bar (or NaN), then their candidates: the
+        // bar is read as each run is reached, so it is the heap's latest.
+        let row = logits
+            .chunks(SCAN_RUN)
+            .enumerate()
+            .filter(|(_, run)| {
+                let b = bar.get();
+                run.iter()
+                    .fold(false, |any, &x| any | (x >= b) | x.is_nan())
+            })
+            .flat_map(|(r, run)| {
+                run.iter().enumerate().map(move |(j, &l)| TokenData {
+                    id: (r * SCAN_RUN + j) as Token,
+                    logit: l,
+                    p: 0.0,
+                })
+            });
+        let mut best = best_of(row, m, sampling_order, &bar);
+        best.retain(|d| biased.binary_search(&d.id).is_err());
+        for &t in &biased {
+            let mut logit = logits[t as usize];
+            for &(bt, b) in biases {
+                if bt == t {
+                    logit += b;
+                }
+            }
+            best.push(TokenData {
+                id: t,
+                logit,
+                p: 0.0,
+            });
+        }
+        best.sort_unstable_by(sampling_order);
+        best.truncate(k);
+        self.data = best;
+        self.sorted = true;
+        self.selected = None;
+        true
     }
 
     /// Sets `p` to the softmax of the logits (after sorting when `sort`).
@@ -134,6 +180,48 @@ impl Candidates {
         }
     }
 }
+
+/// The order candidates are sorted in: descending logit, ties in id order.
+fn sampling_order(a: &TokenData, b: &TokenData) -> Ordering {
+    b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
+}
+
+/// The `k` candidates of `data` (at least `k` of them) first in `order` (a total
+/// order, so the same set as a selection gives), in no particular order: one pass with
+/// a heap of the `k` best so far, whose worst is the bar a candidate must pass. Most of
+/// a large vocabulary fails it at one comparison; a selection moves the whole array
+/// several times. `bar_logit` follows the bar's logit as it rises (from `-inf`), for
+/// a source that skips what cannot pass it.
+fn best_of(
+    mut data: impl Iterator<Item = TokenData>,
+    k: usize,
+    order: impl Fn(&TokenData, &TokenData) -> Ordering,
+    bar_logit: &Cell<f32>,
+) -> Vec<TokenData> {
+    let mut heap: BinaryHeap<Ranked<_>> = BinaryHeap::with_capacity(k + 1);
+    heap.extend(data.by_ref().take(k).map(|d| Ranked(d, &order)));
+    // The heap's worst, copied out: most candidates fail against it at one float
+    // comparison, without touching the heap.
+    let Some(mut bar) = heap.peek().map(|w| w.0) else {
+        return Vec::new();
+    };
+    bar_logit.set(bar.logit);
+    for d in data {
+        if d.logit < bar.logit || order(&d, &bar) != Ordering::Less {
+            continue;
+        }
+        if let Some(mut worst) = heap.peek_mut() {
+            *worst = Ranked(d, &order);
+        }
+        bar = heap.peek().map_or(d, |w| w.0);
+        bar_logit.set(bar.logit);
+    }
+    heap.into_iter().map(|r| r.0).collect()
+}
+
+/// Logits a row is scanned in by [`Candidates::reset_top_k`]: a run whose logits are
+/// all below the bar is passed over at a few vector comparisons.
+const SCAN_RUN: usize = 32;
 
 /// Top-k counts up to which [`Candidates`] select with a heap (when the list is much
 /// longer than `k`); larger ones take a selection.
@@ -163,6 +251,25 @@ impl<F: Fn(&TokenData, &TokenData) -> Ordering> PartialEq for Ranked<'_, F> {
 
 impl<F: Fn(&TokenData, &TokenData) -> Ordering> Eq for Ranked<'_, F> {}
 
+/// What a sampler's `apply` does in its present state ([`Sampler::effect`]). A chain
+/// whose samplers start with [`SamplerEffect::Nothing`]s and [`SamplerEffect::Bias`]es
+/// and then an [`SamplerEffect::TopK`] picks the `k` best straight from the logits row
+/// instead of listing the whole vocabulary first: the same candidates, much less work
+/// on a large vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SamplerEffect<'a> {
+    /// Anything: the sampler needs the candidates as they are.
+    Any,
+    /// Nothing, whatever the candidates (a disabled penalty, an empty bias).
+    Nothing,
+    /// Adds each `(token, value)` to the token's logit, in order, and nothing else
+    /// ([`LogitBias`]).
+    Bias(&'a [(Token, f32)]),
+    /// Keeps the `k` highest logits, sorted by descending logit, ties in id order,
+    /// and nothing else ([`TopK`]).
+    TopK(usize),
+}
+
 /// One step of a sampling chain.
 pub trait Sampler: Send {
     /// Short name (`"top-k"`), for logs.
@@ -176,6 +283,11 @@ pub trait Sampler: Send {
     /// The random seed in use, for samplers that draw.
     fn seed(&self) -> Option<u32> {
         None
+    }
+    /// What `apply` does now, for a chain to skip work where it can (the default,
+    /// [`SamplerEffect::Any`], never skips anything).
+    fn effect(&self) -> SamplerEffect<'_> {
+        SamplerEffect::Any
     }
     /// Hands the sampler the vocabulary's pieces (each token's text, and whether it
     /// ends generation), when its chain is bound to a vocabulary
@@ -246,6 +358,12 @@ impl Sampler for TopK {
         }
         let k = (self.0 as usize).min(cur.data.len());
         cur.sort_truncate(k);
+    }
+    fn effect(&self) -> SamplerEffect<'_> {
+        match usize::try_from(self.0) {
+            Ok(k) if k > 0 => SamplerEffect::TopK(k),
+            _ => SamplerEffect::Nothing,
+        }
     }
 }
 
@@ -412,6 +530,13 @@ impl Sampler for Penalties {
         }
         cur.sorted = false;
     }
+    fn effect(&self) -> SamplerEffect<'_> {
+        if self.disabled() {
+            SamplerEffect::Nothing
+        } else {
+            SamplerEffect::Any
+        }
+    }
     fn accept(&mut self, token: Token) {
         if self.last_n == 0 {
             return;
@@ -460,6 +585,9 @@ impl Sampler for LogitBias {
             }
         }
         cur.sorted = false;
+    }
+    fn effect(&self) -> SamplerEffect<'_> {
+        SamplerEffect::Bias(&self.bias)
     }
 }
 
@@ -898,8 +1026,14 @@ impl SamplerChain {
     /// and the chain runs again (see [`SamplerChain::sample`] for a grammar that
     /// admits nothing).
     pub fn sample_without_accept(&mut self, logits: &[f32]) -> Option<Token> {
-        self.cur.reset_from(logits);
-        let first = run_chain(&mut self.samplers, &mut self.cur)?;
+        let done = match leading_top_k(&self.samplers) {
+            Some(lead) if self.cur.reset_top_k(logits, lead.k, &lead.biases) => lead.len,
+            _ => {
+                self.cur.reset_from(logits);
+                0
+            }
+        };
+        let first = run_chain(&mut self.samplers[done..], &mut self.cur)?;
         let Some(grammar) = &self.grammar else {
             return Some(first);
         };
@@ -959,6 +1093,36 @@ impl SamplerChain {
 }
 
 /// Applies every sampler to the candidates; the selected token, else the best.
+/// The start of a chain that does nothing but add biases and then keep the top `k`.
+#[derive(Debug, PartialEq)]
+struct LeadingTopK {
+    k: usize,
+    /// The biases, in the chain's order.
+    biases: Vec<(Token, f32)>,
+    /// Samplers it spans, the top-k included.
+    len: usize,
+}
+
+/// The chain's [`LeadingTopK`], if it starts with one.
+fn leading_top_k(samplers: &[Box<dyn Sampler>]) -> Option<LeadingTopK> {
+    let mut biases = Vec::new();
+    for (i, s) in samplers.iter().enumerate() {
+        match s.effect() {
+            SamplerEffect::Nothing => continue,
+            SamplerEffect::Bias(b) => biases.extend_from_slice(b),
+            SamplerEffect::TopK(k) => {
+                return Some(LeadingTopK {
+                    k,
+                    biases,
+                    len: i + 1,
+                })
+            }
+            SamplerEffect::Any => return None,
+        }
+    }
+    None
+}
+
 fn run_chain(samplers: &mut [Box<dyn Sampler>], cur: &mut Candidates) -> Option<Token> {
     for s in samplers.iter_mut() {
         s.apply(cur);
@@ -991,6 +1155,55 @@ impl std::fmt::Debug for SamplerChain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A chain that starts with samplers doing nothing and a top-k picks its `k` best
+    /// straight from the logits: the same candidates, draws and picks as listing the
+    /// whole row first, including ties; a penalty or bias in effect turns that off.
+    #[test]
+    fn leading_top_k_gives_the_full_chains_picks() {
+        let mut r = Mt19937::new(11);
+        for (n, k) in [
+            (9000usize, 40i32),
+            (9000, 1),
+            (9000, 128),
+            (9000, 129),
+            (100, 40),
+        ] {
+            for active in [false, true] {
+                let build = || {
+                    let mut c = SamplerChain::new();
+                    c.push(LogitBias::new(vec![(3, f32::NEG_INFINITY), (5, 2.5)]));
+                    c.push(Penalties::new(64, if active { 1.3 } else { 1.0 }, 0.0, 0.0));
+                    c.push(LogitBias::new(vec![(5, 1.0), (n as Token + 7, 1.0)]));
+                    c.push(TopK(k));
+                    c.push(TopP {
+                        p: 0.9,
+                        min_keep: 1,
+                    });
+                    c.push(Temp(0.8));
+                    c.push(Dist::new(1234));
+                    c
+                };
+                let (mut fast, mut full) = (build(), build());
+                let lead = leading_top_k(&fast.samplers).map(|l| (l.k, l.biases.len(), l.len));
+                assert_eq!(lead, (!active).then_some((k as usize, 4, 4)));
+                for step in 0..20 {
+                    let logits: Vec<f32> =
+                        (0..n).map(|_| (r.next_u32() % 53) as f32 / 4.0).collect();
+                    let got = fast.sample_without_accept(&logits);
+                    // The chain by hand, from every token of the row.
+                    full.cur.reset_from(&logits);
+                    let want = run_chain(&mut full.samplers, &mut full.cur);
+                    assert_eq!(got, want, "n={n} k={k} active={active} step={step}");
+                    assert_eq!(fast.cur.data, full.cur.data, "n={n} k={k} step={step}");
+                    if let Some(t) = got {
+                        fast.accept(t);
+                        full.accept(t);
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn top_k_selection_equals_a_full_sort() {
