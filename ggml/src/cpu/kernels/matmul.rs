@@ -76,12 +76,11 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
         // SAFETY: as in the loop below.
         let y = |ir1: usize| unsafe { src1_row(params, s1, convert, rs1, ir1) };
         if super::matmul_batch::static_split() {
-            let ranges = chunks.static_share(params);
-            super::matmul_batch::forward(params, node, route, &y, ranges);
+            let mut share = Some(chunks.static_share(params));
+            super::matmul_batch::forward(params, node, route, &y, &mut || share.take());
         } else {
-            while let Some(ranges) = chunks.get(params.next_chunk()) {
-                super::matmul_batch::forward(params, node, route, &y, ranges);
-            }
+            let mut next = || chunks.get(params.next_chunk());
+            super::matmul_batch::forward(params, node, route, &y, &mut next);
         }
         return;
     }
@@ -109,8 +108,7 @@ pub(super) fn forward(params: &ComputeParams, node: &ExecNode) {
 }
 
 /// The outputs of a matrix product cut into chunks for [`ComputeParams::next_chunk`],
-/// along the larger of the two row counts (as [`ComputeParams::row_ranges`] splits
-/// them): about [`CHUNKS_PER_THREAD`] a thread, of at least [`CHUNK_MIN_ROWS`] rows,
+/// along the larger of the two row counts: about [`CHUNKS_PER_THREAD`] a thread, of at least [`CHUNK_MIN_ROWS`] rows,
 /// src0 chunks starting at multiples of [`super::matmul_batch::ROWS_ALIGN`]. Where
 /// each output goes does not change its bits: every output is computed whole, by
 /// one thread.
