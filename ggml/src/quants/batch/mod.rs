@@ -789,18 +789,22 @@ mod tests {
         }
     }
 
+    /// Uniform values in [-1, 1) from an xorshift stream seeded with `s`.
+    fn uniform(mut s: u64) -> impl FnMut() -> f32 {
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+        }
+    }
+
     /// The direct GEMV, over rows as stored or interleaved, gives the bits of unpacking
     /// the tile and running the scalar kernel on it, for every type it takes, at every
     /// level that has one.
     #[test]
     fn gemv_matches_the_tile_kernel() {
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-        };
+        let mut rand = uniform(0x9e37_79b9_7f4a_7c15u64);
         for typ in [
             GgmlType::Q4_0,
             GgmlType::IQ4_NL,
@@ -849,13 +853,7 @@ mod tests {
     /// sums carried in from earlier slabs, at every level that has one.
     #[test]
     fn group_gemm_matches_the_tile_kernel() {
-        let mut s = 0x5851_f42d_4c95_7f2du64;
-        let mut rand = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-        };
+        let mut rand = uniform(0x5851_f42d_4c95_7f2du64);
         let typ = GgmlType::Q4_K;
         let p = plan(typ, Path::RepackGemm).expect("repack plan");
         for n in [256, 768, 1280, 4864] {
