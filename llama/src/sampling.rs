@@ -78,7 +78,8 @@ impl Candidates {
         if !self.sorted {
             let order = sampling_order;
             if k > 0 && k <= HEAP_TOP_K && k * 64 < self.data.len() {
-                self.keep_best(k, order);
+                let all = std::mem::take(&mut self.data);
+                self.data = best_of(all.into_iter(), k, &Cell::new(f32::NEG_INFINITY));
             } else if k > 0 && k < self.data.len() {
                 self.data.select_nth_unstable_by(k - 1, order);
                 self.data.truncate(k);
@@ -87,15 +88,6 @@ impl Candidates {
             self.sorted = true;
         }
         self.data.truncate(k);
-    }
-
-    /// Keeps the `k` candidates first in `order` (a total order, so the same set as a
-    /// selection gives), in no particular order: one pass with a heap of the `k` best so
-    /// far, whose worst is the bar a candidate must pass. Most of a large vocabulary
-    /// fails it at one comparison; a selection moves the whole array several times.
-    fn keep_best(&mut self, k: usize, order: impl Fn(&TokenData, &TokenData) -> Ordering) {
-        let all = std::mem::take(&mut self.data);
-        self.data = best_of(all.iter().copied(), k, order, &Cell::new(f32::NEG_INFINITY));
     }
 
     /// [`Candidates::reset_from`], the `biases` added ([`LogitBias`]) and a top-k of
@@ -136,7 +128,7 @@ impl Candidates {
                     p: 0.0,
                 })
             });
-        let mut best = best_of(row, m, sampling_order, &bar);
+        let mut best = best_of(row, m, &bar);
         best.retain(|d| biased.binary_search(&d.id).is_err());
         for &t in &biased {
             let mut logit = logits[t as usize];
@@ -186,8 +178,8 @@ fn sampling_order(a: &TokenData, b: &TokenData) -> Ordering {
     b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
 }
 
-/// The `k` candidates of `data` (at least `k` of them) first in `order` (a total
-/// order, so the same set as a selection gives), in no particular order: one pass with
+/// The `k` candidates of `data` (at least `k` of them) first in [`sampling_order`] (a
+/// total order, so the same set as a selection gives), in no particular order: one pass with
 /// a heap of the `k` best so far, whose worst is the bar a candidate must pass. Most of
 /// a large vocabulary fails it at one comparison; a selection moves the whole array
 /// several times. `bar_logit` follows the bar's logit as it rises (from `-inf`), for
@@ -195,9 +187,9 @@ fn sampling_order(a: &TokenData, b: &TokenData) -> Ordering {
 fn best_of(
     mut data: impl Iterator<Item = TokenData>,
     k: usize,
-    order: impl Fn(&TokenData, &TokenData) -> Ordering,
     bar_logit: &Cell<f32>,
 ) -> Vec<TokenData> {
+    let order = sampling_order;
     let mut heap: BinaryHeap<Ranked<_>> = BinaryHeap::with_capacity(k + 1);
     heap.extend(data.by_ref().take(k).map(|d| Ranked(d, &order)));
     // The heap's worst, copied out: most candidates fail against it at one float
