@@ -43,7 +43,7 @@
 //! Any other flag, or a bad value, is an error naming it.
 
 use llama::{load_model, Batch, ClearMode, ContextParams, LlamaContext, MemoryOps, ModelParams};
-use llamars::cli::output::{fixed64, perf_context_print};
+use llamars::cli::output::{fixed, perf_context_print};
 use llamars::cli::rng::Rng;
 use llamars::common::threads::{default_threads, MAX_THREADS};
 use std::process::ExitCode;
@@ -194,11 +194,6 @@ fn decode_chunks(
         ctx.decode(batch)?;
     }
     Ok(())
-}
-
-/// [`fixed64`] for a float, which C's `printf` receives as the same double.
-fn cf(x: f32, w: usize, p: usize) -> String {
-    fixed64(f64::from(x), w, p)
 }
 
 /// Microseconds from `t0` to `t1`, as llama.cpp's `ggml_time_us` differences.
@@ -356,22 +351,22 @@ fn run(a: &Args) -> Result<(), String> {
                             a.is_pp_shared as i32,
                             a.threads,
                             a.threads,
-                            cf(t_pp, 0, 6),
-                            cf(speed_pp, 0, 6),
-                            cf(t_tg, 0, 6),
-                            cf(speed_tg, 0, 6),
-                            cf(t, 0, 6),
-                            cf(speed, 0, 6),
+                            fixed(t_pp, 0, 6),
+                            fixed(speed_pp, 0, 6),
+                            fixed(t_tg, 0, 6),
+                            fixed(speed_tg, 0, 6),
+                            fixed(t, 0, 6),
+                            fixed(speed, 0, 6),
                         );
                     } else {
                         println!(
                             "|{pp:6} | {tg:6} | {pl:4} | {n_kv:6} | {} | {} | {} | {} | {} | {} |",
-                            cf(t_pp, 8, 3),
-                            cf(speed_pp, 8, 2),
-                            cf(t_tg, 8, 3),
-                            cf(speed_tg, 8, 2),
-                            cf(t, 8, 3),
-                            cf(speed, 8, 2),
+                            fixed(t_pp, 8, 3),
+                            fixed(speed_pp, 8, 2),
+                            fixed(t_tg, 8, 3),
+                            fixed(speed_tg, 8, 2),
+                            fixed(t, 8, 3),
+                            fixed(speed, 8, 2),
                         );
                     }
                     if profile {

@@ -110,3 +110,9 @@ pub fn fixed64(x: f64, width: usize, prec: usize) -> String {
     }
     format!("{x:width$.prec$}")
 }
+
+/// `x` as C's `%{width}.{prec}f` prints a float: Rust's fixed-point digits (which
+/// round the exact value as glibc does), NaN as `nan` / `-nan`.
+pub fn fixed(x: f32, width: usize, prec: usize) -> String {
+    fixed64(f64::from(x), width, prec)
+}

@@ -11,7 +11,7 @@ use llama::embeddings::cosine_similarity;
 use llama::{EmbdNorm, PoolingType};
 
 use super::prompts::c_str;
-use crate::cli::output::fixed64;
+use crate::cli::output::fixed;
 use crate::common::error::ValueError;
 
 /// `--embd-output-format`.
@@ -48,12 +48,6 @@ impl OutputFormat {
             }
         })
     }
-}
-
-/// `x` as C's `%{width}.{prec}f` prints a float: Rust's fixed-point digits (which
-/// round the exact value as glibc does), NaN as `nan` / `-nan`.
-pub fn fixed(x: f32, width: usize, prec: usize) -> String {
-    fixed64(f64::from(x), width, prec)
 }
 
 /// `s` as C's `%{width}.{max}s`: at most `max` bytes (up to a NUL), padded on the
